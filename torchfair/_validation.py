@@ -1,0 +1,164 @@
+"""Input checking and normalisation shared by every public function.
+
+Conventions (DEVELOPERS.md):
+* ``scores``, ``relevance``: ``[B, N]`` or ``[N]`` floating tensors;
+* ``groups``: ``[B, N]`` integer ids (``-1`` = unknown group) or ``[B, N, G]`` soft membership whose rows sum to 1;
+* ``mask``: ``[B, N]`` bool, True for real items.
+
+Everything is converted to a batch ``[B, N]`` and computed in at least float32 (float16 / bfloat16 inputs are
+promoted; float64 stays float64 so that ``gradcheck`` works).  Validation raises ``ValueError`` naming the argument
+and the expected shape or range.  It synchronises with the device (``.any()`` on a CUDA tensor), so hot training
+paths call the functions with ``validate_args=False``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+__all__ = ["Batch", "prepare", "work_dtype", "as_membership"]
+
+
+def work_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The floating dtype computations run in: float32 for half types and integers, float64 stays."""
+    if dtype == torch.float64:
+        return torch.float64
+    return torch.float32
+
+
+@dataclass
+class Batch:
+    """Inputs normalised to a batch: ``scores``/``relevance`` ``[B, N]``, ``membership`` ``[B, N, G]``."""
+
+    scores: Tensor
+    mask: Tensor
+    relevance: Optional[Tensor] = None
+    membership: Optional[Tensor] = None
+    squeeze: bool = False
+
+    @property
+    def num_groups(self) -> int:
+        return 0 if self.membership is None else self.membership.shape[-1]
+
+    def out(self, x: Tensor) -> Tensor:
+        """Drop the batch dimension again for single-list (1-D) inputs."""
+        return x.squeeze(0) if self.squeeze else x
+
+
+def _check_tensor(x, name: str) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise ValueError(f"`{name}` must be a torch.Tensor, got {type(x).__name__}")
+    return x
+
+
+def as_membership(groups: Tensor, mask: Tensor, num_groups: Optional[int], dtype: torch.dtype,
+                  validate: bool, name: str = "groups") -> Tensor:
+    """Turn ``[B, N]`` ids or ``[B, N, G]`` soft membership into float membership ``[B, N, G]``.
+
+    Id ``-1`` marks an item of unknown group: it keeps its position in the ranking (it takes exposure and
+    takes part in pairs) but belongs to no group, so its membership row is all zeros (Raj & Ekstrand,
+    ``002`` §2.6, "include unlabeled items when computing attention weights but exclude them from further
+    analysis").  Padded items get an all-zero row too.
+    """
+    B, N = mask.shape
+    if groups.is_floating_point():
+        if groups.dim() != 3 or groups.shape[:2] != (B, N):
+            raise ValueError(f"`{name}` with floating dtype is soft membership and must have shape [B, N, G] "
+                             f"= [{B}, {N}, G]; got {tuple(groups.shape)}")
+        if num_groups is not None and groups.shape[-1] != num_groups:
+            raise ValueError(f"`{name}` has {groups.shape[-1]} groups in its last dimension but num_groups={num_groups}")
+        memb = groups.to(dtype)
+        if validate:
+            real = memb[mask]
+            if not torch.isfinite(real).all() or (real < 0).any():
+                raise ValueError(f"`{name}` soft membership must be finite and non-negative")
+            if real.numel() and not torch.allclose(real.sum(-1), torch.ones((), dtype=dtype, device=real.device),
+                                                   atol=1e-4):
+                raise ValueError(f"`{name}` soft membership rows must sum to 1 (shape [B, N, G])")
+        return memb * mask.unsqueeze(-1).to(dtype)
+    if groups.dtype == torch.bool or groups.shape != (B, N):
+        raise ValueError(f"`{name}` must be integer group ids of shape [B, N] = [{B}, {N}] "
+                         f"(or float [B, N, G] soft membership); got {tuple(groups.shape)} {groups.dtype}")
+    ids = groups.long()
+    if num_groups is None:
+        # one host sync; pass num_groups to avoid it
+        num_groups = int(ids[mask].max().item()) + 1 if mask.any() else 1
+        num_groups = max(num_groups, 1)
+    elif not isinstance(num_groups, int) or num_groups < 1:
+        raise ValueError(f"`num_groups` must be a positive int, got {num_groups}")
+    if validate:
+        real = ids[mask]
+        if real.numel() and ((real < -1).any() or (real >= num_groups).any()):
+            raise ValueError(f"`{name}` ids must lie in [0, {num_groups}) (or -1 for unknown group); "
+                             f"got values in [{int(real.min())}, {int(real.max())}]")
+    known = (ids >= 0) & mask
+    safe = torch.where(known, ids, torch.zeros_like(ids)).clamp(max=num_groups - 1)
+    memb = torch.nn.functional.one_hot(safe, num_groups).to(dtype)
+    return memb * known.unsqueeze(-1).to(dtype)
+
+
+def prepare(scores: Tensor, relevance: Optional[Tensor] = None, groups: Optional[Tensor] = None,
+            mask: Optional[Tensor] = None, *, num_groups: Optional[int] = None, validate: bool = True,
+            scores_name: str = "scores", require_relevance: bool = False, require_groups: bool = False) -> Batch:
+    """Validate and batch the standard inputs of a measure."""
+    scores = _check_tensor(scores, scores_name)
+    if scores.dim() not in (1, 2):
+        raise ValueError(f"`{scores_name}` must have shape [B, N] or [N]; got {tuple(scores.shape)}")
+    if not (scores.is_floating_point() or scores.dtype in (torch.int32, torch.int64)):
+        raise ValueError(f"`{scores_name}` must be a floating tensor; got {scores.dtype}")
+    squeeze = scores.dim() == 1
+    s = scores.unsqueeze(0) if squeeze else scores
+    B, N = s.shape
+    if N == 0 or B == 0:
+        raise ValueError(f"`{scores_name}` must hold at least one list with one item; got shape {tuple(scores.shape)}")
+    dtype = work_dtype(s.dtype)
+    s = s.to(dtype)
+
+    if mask is None:
+        m = torch.ones(B, N, dtype=torch.bool, device=s.device)
+    else:
+        mask = _check_tensor(mask, "mask")
+        if mask.dtype != torch.bool:
+            raise ValueError(f"`mask` must be a bool tensor (True = real item); got {mask.dtype}")
+        m = mask.unsqueeze(0) if (squeeze and mask.dim() == 1) else mask
+        if m.shape != (B, N):
+            raise ValueError(f"`mask` must have the shape of `{scores_name}` {tuple(scores.shape)}; got {tuple(mask.shape)}")
+    if validate:
+        if not m.any():
+            raise ValueError("`mask` has no real item: the batch holds no list with an item to rank")
+        if not torch.isfinite(s[m]).all():
+            raise ValueError(f"`{scores_name}` must be finite (no NaN or inf) on real items")
+    # padded entries may hold anything (NaN included): replace them so they never leak into sums or gradients
+    s = torch.where(m, s, torch.zeros((), dtype=dtype, device=s.device))
+
+    rel = None
+    if relevance is not None:
+        relevance = _check_tensor(relevance, "relevance")
+        r = relevance.unsqueeze(0) if (squeeze and relevance.dim() == 1) else relevance
+        if r.shape != (B, N):
+            raise ValueError(f"`relevance` must have the shape of `{scores_name}` {tuple(scores.shape)}; "
+                             f"got {tuple(relevance.shape)}")
+        r = r.to(dtype)
+        if validate:
+            real = r[m]
+            if not torch.isfinite(real).all():
+                raise ValueError("`relevance` must be finite (no NaN or inf) on real items")
+            if (real < 0).any():
+                raise ValueError("`relevance` must be non-negative")
+        rel = torch.where(m, r, torch.zeros((), dtype=dtype, device=s.device))
+    elif require_relevance:
+        raise ValueError("`relevance` is required: [B, N] non-negative floats")
+
+    memb = None
+    if groups is not None:
+        groups = _check_tensor(groups, "groups")
+        g = groups
+        if squeeze and ((groups.is_floating_point() and groups.dim() == 2) or
+                        (not groups.is_floating_point() and groups.dim() == 1)):
+            g = groups.unsqueeze(0)
+        memb = as_membership(g, m, num_groups, dtype, validate)
+    elif require_groups:
+        raise ValueError("`groups` is required: [B, N] int ids or [B, N, G] soft membership")
+    return Batch(scores=s, mask=m, relevance=rel, membership=memb, squeeze=squeeze)

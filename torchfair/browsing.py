@@ -1,0 +1,219 @@
+"""Browsing models: the probability F(k) that a user examines 0-based position k.
+
+Every model maps positions (0 = top) to weights on any device and dtype, for integer positions (hard rankings)
+and for real-valued positions (soft orderings, which place an item at an *expected* position).  Each gives
+
+* ``weight(k)``: F at positions ``k`` (a tensor, integer- or real-valued);
+* ``weights(n)``: the vector ``[F(0), ..., F(n-1)]``;
+* ``cumulative(n, max_n)``: ``sum_{k < n} F(k)`` for a tensor of (possibly fractional) counts ``n``, the
+  normaliser sum DIPS needs (``000`` eq. 10).  A fractional count (soft group sizes) is interpolated linearly:
+  ``sum_{k < floor(n)} F(k) + (n - floor(n)) F(floor(n))``.
+
+Sources: ``000`` §3.1, §4.3 and §6.1 (RBP ``gamma**k``); ``002`` table 3 (geometric, logarithmic, RBP, cascade;
+its ranks are 1-based, ours 0-based, so ``002``'s RBP ``gamma**L(d)`` is ours times the constant ``gamma``).
+
+Example::
+
+    >>> RBP(0.5).weights(4)
+    tensor([1.0000, 0.5000, 0.2500, 0.1250])
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional, Sequence, Union
+
+import torch
+from torch import Tensor
+
+__all__ = ["BrowsingModel", "RBP", "Geometric", "Logarithmic", "ReciprocalRank", "Uniform", "Cascade", "TopK",
+           "Custom", "get_browsing"]
+
+
+class BrowsingModel:
+    """Base class. Subclasses implement :meth:`weight` for real-valued, 0-based positions."""
+
+    #: True when F depends on the position only. :class:`Cascade` also depends on the relevance of the items
+    #: ranked above, so orderings compute its exposure from the sorted relevance.
+    position_based: bool = True
+
+    def weight(self, k: Tensor) -> Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __call__(self, k: Tensor) -> Tensor:
+        return self.weight(k)
+
+    def weights(self, n: int, *, dtype: torch.dtype = torch.float32, device=None) -> Tensor:
+        """``[F(0), ..., F(n-1)]``."""
+        return self.weight(torch.arange(n, dtype=dtype, device=device))
+
+    def cumulative(self, n: Tensor, max_n: int) -> Tensor:
+        """``sum_{k < n} F(k)`` elementwise for counts ``0 <= n <= max_n``; fractional ``n`` interpolated."""
+        w = self.weights(max_n + 1, dtype=n.dtype if n.is_floating_point() else torch.float32, device=n.device)
+        c = torch.cat([w.new_zeros(1), torch.cumsum(w, 0)])
+        nf = n.to(w.dtype).clamp(0, max_n)
+        lo = nf.floor().long().clamp(max=max_n)
+        return c[lo] + (nf - lo.to(w.dtype)) * w[lo]
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{type(self).__name__}({params})"
+
+
+def _check_prob(x: float, name: str, open_low: bool = True) -> float:
+    if not isinstance(x, (int, float)) or not (0 < x <= 1 if open_low else 0 <= x <= 1):
+        raise ValueError(f"`{name}` must be a probability in (0, 1]; got {x!r}")
+    return float(x)
+
+
+class RBP(BrowsingModel):
+    """Rank-biased precision / exponential decay: ``F(k) = gamma**k`` (``000`` §6.1, ``002`` table 3).
+
+    ``gamma`` is the patience (continuation probability); the DIPS paper's synthetic study uses 0.9.
+    """
+
+    def __init__(self, gamma: float = 0.9):
+        self.gamma = _check_prob(gamma, "gamma")
+
+    def weight(self, k: Tensor) -> Tensor:
+        return torch.pow(torch.as_tensor(self.gamma, dtype=k.dtype, device=k.device), k)
+
+
+class Geometric(BrowsingModel):
+    """Geometric stopping: ``F(k) = p (1 - p)**k`` (``002`` table 3 with 0-based k; ``p`` = stopping probability)."""
+
+    def __init__(self, p: float = 0.5):
+        self.p = _check_prob(p, "p")
+
+    def weight(self, k: Tensor) -> Tensor:
+        return self.p * torch.pow(torch.as_tensor(1 - self.p, dtype=k.dtype, device=k.device), k)
+
+
+class Logarithmic(BrowsingModel):
+    """The DCG discount ``F(k) = 1 / log2(k + 2)``.
+
+    ``flat_top=True`` gives ``002`` table 3's variant ``1 / log2(max(k + 1, 2))`` (positions 0 and 1 weigh 1).
+    """
+
+    def __init__(self, flat_top: bool = False):
+        self.flat_top = bool(flat_top)
+
+    def weight(self, k: Tensor) -> Tensor:
+        if self.flat_top:
+            return 1.0 / torch.log2(torch.clamp(k + 1, min=2.0))
+        return 1.0 / torch.log2(k + 2.0)
+
+
+class ReciprocalRank(BrowsingModel):
+    """``F(k) = 1 / (k + 1)``."""
+
+    def weight(self, k: Tensor) -> Tensor:
+        return 1.0 / (k + 1.0)
+
+
+class Uniform(BrowsingModel):
+    """``F(k) = 1`` for every position: the implicit model of IGI and REE (``000`` §3.1, eq. 4-5)."""
+
+    def weight(self, k: Tensor) -> Tensor:
+        return torch.ones_like(k)
+
+
+class Cascade(BrowsingModel):
+    """Cascade browsing (``002`` table 3): ``F(k) = gamma**k * prod_{k' < k} (1 - phi(r_{sigma(k')}))``.
+
+    The user continues with patience ``gamma`` and stops after an item of relevance ``r`` with probability
+    ``phi(r)``.  ``stop`` is that function; the default is ERR's ``phi(r) = (2**r - 1) / 2**max_grade``.
+    Exposure depends on the relevance of the items ranked above, so it is not position-based: :meth:`weight`
+    gives the position part ``gamma**k`` only (used for normalisers, e.g. DIPS eq. 10, where it is the
+    largest exposure the position can get) and :meth:`item_exposure` the full weight along a sorted list.
+    """
+
+    position_based = False
+
+    def __init__(self, gamma: float = 0.9, max_grade: float = 1.0,
+                 stop: Optional[Callable[[Tensor], Tensor]] = None):
+        self.gamma = _check_prob(gamma, "gamma")
+        if max_grade <= 0:
+            raise ValueError(f"`max_grade` must be positive; got {max_grade}")
+        self.max_grade = float(max_grade)
+        self.stop = stop
+
+    def stop_probability(self, relevance: Tensor) -> Tensor:
+        if self.stop is not None:
+            return self.stop(relevance)
+        return (torch.pow(2.0, relevance) - 1.0) / (2.0 ** self.max_grade)
+
+    def weight(self, k: Tensor) -> Tensor:
+        return torch.pow(torch.as_tensor(self.gamma, dtype=k.dtype, device=k.device), k)
+
+    def item_exposure(self, relevance_sorted: Tensor) -> Tensor:
+        """Exposure of each position ``[..., N]`` given the relevance of the items in ranked order."""
+        n = relevance_sorted.shape[-1]
+        cont = (1.0 - self.stop_probability(relevance_sorted)).clamp(0, 1)
+        survive = torch.cumprod(torch.cat([torch.ones_like(cont[..., :1]), cont[..., :-1]], -1), -1)
+        return survive * self.weights(n, dtype=relevance_sorted.dtype, device=relevance_sorted.device)
+
+
+class TopK(BrowsingModel):
+    """A cut-off of another model: ``F(k) = base(k)`` for ``k < K``, 0 below.
+
+    On real positions (soft orderings) the cut-off is a linear ramp ``clamp(K - k, 0, 1)``, exact at integers.
+    """
+
+    def __init__(self, base: Optional[BrowsingModel] = None, k: int = 10):
+        if not isinstance(k, int) or k < 1:
+            raise ValueError(f"`k` must be a positive int; got {k!r}")
+        self.base = base if base is not None else Uniform()
+        if not isinstance(self.base, BrowsingModel):
+            raise ValueError(f"`base` must be a BrowsingModel; got {type(base).__name__}")
+        self.k = k
+        self.position_based = self.base.position_based
+
+    def weight(self, k: Tensor) -> Tensor:
+        return self.base.weight(k) * torch.clamp(self.k - k, 0.0, 1.0)
+
+    def item_exposure(self, relevance_sorted: Tensor) -> Tensor:
+        e = self.base.item_exposure(relevance_sorted)  # only reached for a non-position-based base
+        n = relevance_sorted.shape[-1]
+        return e * (torch.arange(n, device=e.device) < self.k).to(e.dtype)
+
+
+class Custom(BrowsingModel):
+    """A user-given weight vector ``[F(0), ..., F(L-1)]``; positions ``>= L`` weigh 0.
+
+    Real positions are interpolated linearly between neighbouring entries.
+    """
+
+    def __init__(self, weights: Union[Sequence[float], Tensor]):
+        w = torch.as_tensor(weights, dtype=torch.float64).flatten()
+        if w.numel() == 0 or not torch.isfinite(w).all() or (w < 0).any():
+            raise ValueError("`weights` must be a non-empty vector of finite, non-negative numbers")
+        self._w = w
+
+    def weight(self, k: Tensor) -> Tensor:
+        w = torch.cat([self._w, self._w.new_zeros(1)]).to(dtype=k.dtype, device=k.device)
+        L = self._w.numel()
+        kc = k.clamp(0, L)
+        lo = kc.floor().long().clamp(max=L)
+        hi = (lo + 1).clamp(max=L)
+        frac = kc - lo.to(k.dtype)
+        return w[lo] * (1 - frac) + w[hi] * frac
+
+    def __repr__(self) -> str:
+        return f"Custom(weights={self._w.tolist()!r})"
+
+
+_NAMES = {"rbp": RBP, "exponential": RBP, "geometric": Geometric, "logarithmic": Logarithmic, "log": Logarithmic,
+          "dcg": Logarithmic, "reciprocal": ReciprocalRank, "rr": ReciprocalRank, "uniform": Uniform,
+          "cascade": Cascade}
+
+
+def get_browsing(browsing: Union[str, BrowsingModel, None], default: Optional[BrowsingModel] = None) -> BrowsingModel:
+    """Accept a model instance or a name (``"rbp"``, ``"geometric"``, ``"logarithmic"``, ``"reciprocal"``,
+    ``"uniform"``, ``"cascade"``) with default parameters."""
+    if browsing is None:
+        return default if default is not None else RBP()
+    if isinstance(browsing, BrowsingModel):
+        return browsing
+    if isinstance(browsing, str) and browsing.lower() in _NAMES:
+        return _NAMES[browsing.lower()]()
+    raise ValueError(f"`browsing` must be a BrowsingModel or one of {sorted(_NAMES)}; got {browsing!r}")

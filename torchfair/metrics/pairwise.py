@@ -1,0 +1,329 @@
+"""The pairwise family: DIPS, individual dissatisfaction, IGI, REE, pairwise accuracy, rank parity, Kendall's tau.
+
+Every measure here is written once against an ordering (:mod:`torchfair.orderings`): it only uses
+``above[i, j] = P(j above i)`` and ``joint[i, j] = E[F(pos_j) 1(pos_j < pos_i)]``, contracted with relevance pair
+weights and group memberships.  With the default ``ordering=Hard()`` the values are exact.
+
+Common arguments
+----------------
+scores, relevance : ``[B, N]`` or ``[N]`` float. ``relevance >= 0``.
+groups : ``[B, N]`` int ids in ``[0, G)`` (``-1`` = unknown: ranked, but in no group) or ``[B, N, G]`` soft
+    membership (rows sum to 1).  With soft membership every pair term is weighted by the product of memberships
+    ``a_ig * a_jh`` and group sizes are ``N_g = sum_i a_ig`` (fractional).
+mask : ``[B, N]`` bool, True for real items (default: all real).
+num_groups : G for integer ids (default ``max id + 1``, which costs one host sync).
+ordering : an :class:`~torchfair.orderings.Ordering` (default ``Hard()``) or a precomputed ``OrderedBatch``.
+reduction : ``"none"`` (per list, default), ``"mean"`` or ``"sum"`` over the lists where the value is defined.
+return_valid : also return the boolean validity mask of the (unreduced or reduced) value.
+
+Undefined values (a group absent from a list, no pair of the required kind) are returned as 0 and flagged
+``False`` in the validity mask; ``reduction="mean"`` excludes them.  Nothing returns NaN.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional, Union
+
+import torch
+from torch import Tensor
+
+from .._validation import prepare
+from ..browsing import RBP, BrowsingModel, Uniform, get_browsing
+from ..orderings import OrderedBatch, Ordering
+from ._common import finish, order, safe_div
+
+__all__ = ["dips", "individual_dissatisfaction", "igi", "ree", "pairwise_gap", "pairwise_accuracy",
+           "accuracy_gaps", "rank_parity", "RankParity", "discordant_fraction", "kendall_tau"]
+
+OrderingLike = Union[Ordering, OrderedBatch, None]
+
+
+def _udp_weight(rel: Tensor, tie_weight: float, strict_only: bool = False):
+    """Relevance part of the unfavourable discordant pair (``000`` eq. 8):
+    ``w[i, j] = 1(r_i > r_j) + c_t 1(r_i = r_j)`` (diagonal is removed by the ordering's pair quantities)."""
+    if not (0.0 <= tie_weight <= 1.0):
+        raise ValueError(f"`tie_weight` must lie in [0, 1]; got {tie_weight}")
+
+    def w(start: int, stop: int) -> Tensor:
+        ri, rj = rel[:, start:stop, None], rel[:, None, :]
+        out = (ri > rj).to(rel.dtype)
+        if tie_weight and not strict_only:
+            out = out + tie_weight * (ri == rj).to(rel.dtype)
+        return out
+
+    return w
+
+
+def _group_sum(memb: Tensor, per_item: Tensor) -> Tensor:
+    """``S[b, g, h] = sum_i memb[b, i, g] * per_item[b, i, h]``."""
+    return torch.einsum("big,bih->bgh", memb, per_item)
+
+
+def individual_dissatisfaction(scores: Tensor, relevance: Tensor, groups: Optional[Tensor] = None, *,
+                               browsing: Union[BrowsingModel, str, None] = None, tie_weight: float = 0.5,
+                               mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
+                               ordering: OrderingLike = None, validate_args: bool = True) -> Tensor:
+    r"""Individual dissatisfaction (``000`` eq. 6-7 with a browsing model, §4.1-4.3).
+
+    .. math:: M_i = \sum_k F(k)\, d_U(i, \sigma(k)), \qquad M_{ih} = \sum_k F(k)\, d_U(i, \sigma(k))\, 1(\sigma(k) \in h)
+
+    with the tie-aware UDP ``d_U(i, j) = 1(pos_j < pos_i) [1(r_i > r_j) + c_t 1(r_i = r_j)]`` (eq. 8).
+    Unnormalised. Returns ``[..., N]`` without ``groups`` and the group-envy version ``[..., N, G]`` with them;
+    padded items get 0.  ``browsing`` defaults to ``RBP(0.9)`` (``000`` §6.1).  Identity (``000`` §4.1):
+    ``dips(...)[g, h] * C_gh == sum_{i in g} M_ih``.
+
+    Example::
+
+        >>> individual_dissatisfaction(torch.tensor([3., 2., 1.]), torch.tensor([0., 1., 2.]), browsing="uniform",
+        ...                            tie_weight=0.0)
+        tensor([0., 1., 2.])
+    """
+    b = prepare(scores, relevance, groups, mask, num_groups=num_groups, validate=validate_args,
+                require_relevance=True)
+    F = get_browsing(browsing, RBP(0.9))
+    ob = order(b, ordering)
+    right = b.membership if b.membership is not None else b.mask.to(b.scores.dtype).unsqueeze(-1)
+    out = ob.contract(right, which="joint", pair_weight=_udp_weight(b.relevance, tie_weight), browsing=F,
+                      relevance=b.relevance)
+    out = out * b.mask.unsqueeze(-1).to(out.dtype)
+    if b.membership is None:
+        out = out[..., 0]
+    return b.out(out)
+
+
+def _dips_normaliser(F: BrowsingModel, sizes: Tensor, n_max: int) -> Tensor:
+    """``C_gh = max(N_g * sum_{k<N_h} F(k), N_h * sum_{k<N_g} F(k))`` (``000`` eq. 10), ``[B, G, G]``."""
+    cum = F.cumulative(sizes, n_max)  # [B, G]
+    a = sizes[:, :, None] * cum[:, None, :]
+    return torch.maximum(a, a.transpose(1, 2))
+
+
+def dips(scores: Tensor, relevance: Tensor, groups: Tensor, *, browsing: Union[BrowsingModel, str, None] = None,
+         tie_weight: float = 0.5, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
+         ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
+         validate_args: bool = True):
+    r"""DIPS, Dissatisfaction Induced by Pairwise Swaps (``000`` eq. 11 with eq. 8 and eq. 10).
+
+    .. math:: M_{gh} = \frac{1}{C_{gh}} \sum_{i \in g} \sum_{k} F(k)\, d_U(i, \sigma(k))\, 1(\sigma(k) \in h),
+              \quad C_{gh} = \max\Big(N_g \sum_{k<N_h} F(k),\; N_h \sum_{k<N_g} F(k)\Big)
+
+    ``M[g, h]`` is the dissatisfaction of group g caused by group h (its items ranked above less relevant
+    g items, weighted by how visible they are), shape ``[..., G, G]``.  For two groups ``M[0, 1]`` is ``M_AB``
+    and ``M[0, 1] - M[1, 0]`` (see :func:`pairwise_gap`) is the DIPS unfairness, in ``(-1, 1)``; positive values
+    mean group 0 is disadvantaged.  ``tie_weight`` is ``c_t`` (eq. 8; the paper recommends 0.5).
+    ``browsing`` defaults to ``RBP(0.9)``; for :class:`~torchfair.browsing.Cascade` the normaliser uses its
+    position part ``gamma**k``.  Soft group sizes enter the normaliser's sums by linear interpolation.
+    Undefined (``C_gh = 0``: g or h absent from the list): 0, flagged in ``valid``.
+
+    Example (``000`` §4.4 toy with a uniform browsing model: items A0 > B1 > A2 > A3 by relevance, ranked
+    A2 B1 A0 A3)::
+
+        >>> M = dips(torch.tensor([2., 3., 4., 1.]), torch.tensor([4., 3., 2., 1.]), torch.tensor([0, 1, 0, 0]),
+        ...          browsing="uniform", tie_weight=0.0)
+        >>> M * 3   # C_AB = C_BA = max(3 * 1, 1 * 3) = 3, C_AA = 3 * 3
+        tensor([[0.3333, 1.0000],
+                [1.0000, 0.0000]])
+        >>> pairwise_gap(M)[0, 1]   # one UDP against each group: no unfairness (unlike IGI's 1 vs 0.5)
+        tensor(0.)
+    """
+    b = prepare(scores, relevance, groups, mask, num_groups=num_groups, validate=validate_args,
+                require_relevance=True, require_groups=True)
+    F = get_browsing(browsing, RBP(0.9))
+    ob = order(b, ordering)
+    envy = ob.contract(b.membership, which="joint", pair_weight=_udp_weight(b.relevance, tie_weight), browsing=F,
+                       relevance=b.relevance)
+    S = _group_sum(b.membership, envy)
+    C = _dips_normaliser(F, b.membership.sum(1), b.mask.shape[1])
+    M, valid = safe_div(S, C)
+    return finish(b, M, valid, reduction, return_valid)
+
+
+def _uniform_pairwise(scores, relevance, groups, mask, num_groups, ordering, tie_weight, normaliser, reduction,
+                      return_valid, validate_args):
+    b = prepare(scores, relevance, groups, mask, num_groups=num_groups, validate=validate_args,
+                require_relevance=True, require_groups=True)
+    ob = order(b, ordering)
+    w = _udp_weight(b.relevance, tie_weight)
+    # with F = 1, E[F(pos_j) 1(pos_j < pos_i)] = P(j above i)
+    S = _group_sum(b.membership, ob.contract(b.membership, which="above", pair_weight=w))
+    if normaliser == "igi":
+        C = _group_sum(b.membership, ob.contract(b.membership, which="one", pair_weight=w))
+    else:
+        C = _group_sum(b.membership, ob.contract(b.membership, which="one"))
+    M, valid = safe_div(S, C)
+    return finish(b, M, valid, reduction, return_valid)
+
+
+def igi(scores: Tensor, relevance: Tensor, groups: Tensor, *, tie_weight: float = 0.0,
+        mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
+        reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
+    r"""Inter-Group Inaccuracy (Beutel et al.; ``000`` eq. 1 with the IGI normaliser of §4.4).
+
+    .. math:: M_{gh} = \frac{\sum_{i\in g}\sum_{j\in h} d_U(i,j)}{\sum_{i\in g}\sum_{j \in h} [1(r_i>r_j) + c_t 1(r_i=r_j)]}
+
+    Uniform browsing.  ``tie_weight`` (``c_t``, eq. 8) defaults to 0, the original definition; with ``c_t > 0``
+    tied pairs count in the numerator and, with the same weight, in the worst-case normaliser.
+    Shape ``[..., G, G]``; undefined (no pair with ``r_i > r_j``): 0, flagged in ``valid``.
+
+    Example (``000`` §4.4): ``C_AB = 1``, ``C_BA = 2``; ranking A2 B1 A0 A3 gives ``M_AB = 1``, ``M_BA = 0.5``::
+
+        >>> igi(torch.tensor([2., 3., 4., 1.]), torch.tensor([4., 3., 2., 1.]), torch.tensor([0, 1, 0, 0]))
+        tensor([[0.3333, 1.0000],
+                [0.5000, 0.0000]])
+    """
+    return _uniform_pairwise(scores, relevance, groups, mask, num_groups, ordering, tie_weight, "igi", reduction,
+                             return_valid, validate_args)
+
+
+def ree(scores: Tensor, relevance: Tensor, groups: Tensor, *, tie_weight: float = 0.0,
+        mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
+        reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
+    r"""Rank Equality Error (Kuhlman et al. 2019; ``000`` eq. 1 with the REE normaliser ``C_AB = N_A N_B``, §4.4).
+
+    .. math:: M_{gh} = \frac{1}{N_g N_h} \sum_{i\in g}\sum_{j\in h} d_U(i,j)
+
+    (for ``g = h`` the normaliser is the number of ordered pairs ``N_g (N_g - 1)``).  Uniform browsing;
+    ``tie_weight`` as in :func:`igi`.  Shape ``[..., G, G]``; undefined when a group is absent.
+
+    Example (``000`` §4.4: ``C_AB = C_BA = 3``)::
+
+        >>> ree(torch.tensor([2., 3., 4., 1.]), torch.tensor([4., 3., 2., 1.]), torch.tensor([0, 1, 0, 0]))[0, 1]
+        tensor(0.3333)
+    """
+    return _uniform_pairwise(scores, relevance, groups, mask, num_groups, ordering, tie_weight, "ree", reduction,
+                             return_valid, validate_args)
+
+
+def pairwise_gap(M: Tensor) -> Tensor:
+    """``M - M^T``: ``[g, h]`` is how much more g is dissatisfied by h than h by g (``000`` eq. 2).
+
+    For two groups ``pairwise_gap(dips(...))[..., 0, 1]`` is the DIPS unfairness ``M_AB - M_BA``.
+    """
+    return M - M.transpose(-1, -2)
+
+
+def pairwise_accuracy(scores: Tensor, relevance: Tensor, groups: Tensor, *, mask: Optional[Tensor] = None,
+                      num_groups: Optional[int] = None, ordering: OrderingLike = None, reduction: str = "none",
+                      return_valid: bool = False, validate_args: bool = True):
+    r"""Pairwise accuracy ``A_{g>h} = P(i above j | r_i > r_j, i in g, j in h)`` (``002`` eq. 11).
+
+    .. math:: A_{gh} = \frac{\sum_{i\in g, j\in h} 1(r_i > r_j)\, P(i \text{ above } j)}{\sum_{i\in g, j\in h} 1(r_i > r_j)}
+
+    Shape ``[..., G, G]`` (row = group of the more relevant item).  Tied scores under ``Hard(ties="average")``
+    count half.  Undefined (no pair with ``r_i > r_j``): 0, flagged in ``valid``.  See :func:`accuracy_gaps`.
+
+    Example::
+
+        >>> pairwise_accuracy(torch.tensor([1., 2., 3.]), torch.tensor([2., 1., 0.]), torch.tensor([0, 1, 1]))
+        tensor([[0., 0.],
+                [0., 0.]])
+    """
+    b = prepare(scores, relevance, groups, mask, num_groups=num_groups, validate=validate_args,
+                require_relevance=True, require_groups=True)
+    ob = order(b, ordering)
+    w = _udp_weight(b.relevance, 0.0, strict_only=True)
+    err = _group_sum(b.membership, ob.contract(b.membership, which="above", pair_weight=w))
+    den = _group_sum(b.membership, ob.contract(b.membership, which="one", pair_weight=w))
+    wrong, valid = safe_div(err, den)
+    A = torch.where(valid, 1.0 - wrong, torch.zeros_like(wrong))
+    return finish(b, A, valid, reduction, return_valid)
+
+
+def accuracy_gaps(A: Tensor, protected: int = 1, reference: int = 0):
+    """InterAcc and IntraAcc (``002`` §2.5) from a pairwise-accuracy matrix ``A [..., G, G]``.
+
+    ``IntraAcc = A[-,-] - A[+,+]`` and ``InterAcc = A[-,+] - A[+,-]`` with ``+`` = ``protected`` and
+    ``-`` = ``reference``.  Returns ``(inter, intra)``, each ``[...]``; 0 means parity.
+    """
+    G = A.shape[-1]
+    if not (0 <= protected < G and 0 <= reference < G) or protected == reference:
+        raise ValueError(f"`protected` and `reference` must be distinct group ids in [0, {G}); "
+                         f"got {protected}, {reference}")
+    p, r = protected, reference
+    return A[..., r, p] - A[..., p, r], A[..., r, r] - A[..., p, p]
+
+
+class RankParity(NamedTuple):
+    """Result of :func:`rank_parity`."""
+
+    #: ``[..., G, G]`` fraction of the (g, h) pairs in which the g item is ranked above the h item
+    wins: Tensor
+    #: ``[..., G]`` ARP's per-group score: mixed pairs won by g / mixed pairs involving g (``004``)
+    per_group: Tensor
+    #: ``[..., G]`` Kuhlman et al.'s ``pair`` with g as the protected group: ``|1 - 2 per_group[g]|`` (``001`` eq. 9)
+    pair: Tensor
+    #: ``[..., G]`` whether g has at least one mixed pair in the list
+    valid: Tensor
+
+
+def rank_parity(scores: Tensor, groups: Tensor, *, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
+                ordering: OrderingLike = None, reduction: str = "none", validate_args: bool = True) -> RankParity:
+    r"""Pairwise statistical parity, relevance-free: Kuhlman et al.'s ``pair`` (``001`` eq. 8-9) and ARP (``004``).
+
+    .. math:: \mathrm{pair}_{G_p} = \frac{1}{|G_p| (N - |G_p|)} \sum_{i \in G_p} \sum_{j \notin G_p} 1(\rho(i) < \rho(j)),
+              \qquad \mathrm{pair} = |1 - 2\, \mathrm{pair}_{G_p}|
+
+    ``per_group[g]`` is ``pair_g`` (= ARP's "avgpairs": mixed pairs won / mixed pairs, ``004``), ``pair[g]`` the
+    ``pair`` metric with g protected, ``wins[g, h]`` the fraction of (g, h) pairs won by g.  Items of unknown group
+    (id -1) take part in no mixed pair.  With one group in a list nothing is defined (``valid`` False, value 0).
+
+    Example::
+
+        >>> rank_parity(torch.tensor([3., 2., 1.]), torch.tensor([0, 1, 0])).per_group
+        tensor([0.5000, 0.5000])
+    """
+    b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
+    ob = order(b, ordering)
+    lost = _group_sum(b.membership, ob.contract(b.membership, which="above"))  # sum_{i in g, j in h} P(j above i)
+    pairs = _group_sum(b.membership, ob.contract(b.membership, which="one"))
+    wins_frac, valid_pairs = safe_div(pairs - lost, pairs)
+    G = pairs.shape[-1]
+    off = 1.0 - torch.eye(G, dtype=pairs.dtype, device=pairs.device)
+    per_group, valid = safe_div(((pairs - lost) * off).sum(-1), (pairs * off).sum(-1))
+    pair = torch.where(valid, (1 - 2 * per_group).abs(), torch.zeros_like(per_group))
+    wins = finish(b, wins_frac, valid_pairs, reduction, False)
+    pg = finish(b, per_group, valid, reduction, False)
+    pr = finish(b, pair, valid, reduction, False)
+    v = valid.any(0) if (reduction != "none" and not b.squeeze) else b.out(valid)
+    return RankParity(wins=wins, per_group=pg, pair=pr, valid=v)
+
+
+def discordant_fraction(scores: Tensor, relevance: Tensor, *, mask: Optional[Tensor] = None,
+                        ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
+                        validate_args: bool = True):
+    r"""Fraction of discordant pairs ``M = (1/C) sum_{k} sum_{k'<k} d(sigma(k), sigma(k'))`` (``000`` eq. 3-4),
+    ``C = n (n - 1) / 2``: the pairs ranked against strictly ordered relevance.  ``[...]``; undefined for n < 2.
+
+    Example::
+
+        >>> discordant_fraction(torch.tensor([3., 2., 1.]), torch.tensor([0., 1., 2.]))
+        tensor(1.)
+    """
+    b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
+    ob = order(b, ordering)
+    ones = b.mask.to(b.scores.dtype).unsqueeze(-1)
+    D = ob.contract(ones, which="above", pair_weight=_udp_weight(b.relevance, 0.0, strict_only=True))
+    D = (D[..., 0] * b.mask).sum(-1)
+    n = b.mask.sum(-1).to(D.dtype)
+    M, valid = safe_div(D, n * (n - 1) / 2)
+    return finish(b, M, valid, reduction, return_valid)
+
+
+def kendall_tau(scores: Tensor, relevance: Tensor, *, mask: Optional[Tensor] = None, ordering: OrderingLike = None,
+                reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
+    """Kendall's tau between the ranking and the ideal ranking, ``tau = 1 - 2 M`` (``000`` §3.1, with ``M`` from
+    :func:`discordant_fraction`).  Equals Kendall's tau-a when relevance has no ties (a pair tied in relevance
+    counts as concordant).  ``[...]``; undefined (0, invalid) for lists of fewer than 2 items.
+
+    Example::
+
+        >>> kendall_tau(torch.tensor([3., 2., 1.]), torch.tensor([2., 1., 0.]))
+        tensor(1.)
+    """
+    M, valid = discordant_fraction(scores, relevance, mask=mask, ordering=ordering, reduction="none",
+                                   return_valid=True, validate_args=validate_args)
+    tau = torch.where(valid, 1 - 2 * M, torch.zeros_like(M))
+    if reduction == "none" or tau.dim() == 0:
+        return (tau, valid) if return_valid else tau
+    from ._common import reduce
+    out = reduce(tau, valid, reduction, batched=True)
+    return (out, valid.any(0)) if return_valid else out

@@ -1,0 +1,139 @@
+"""The ordering abstraction every measure is written against.
+
+An :class:`Ordering` turns scores ``[B, N]`` (and a mask) into an :class:`OrderedBatch`, which answers the only
+questions the measures ask about a ranking:
+
+* ``expected_positions()``: the (expected) 0-based position of every item, ``[B, N]``;
+* ``exposure(browsing, relevance)``: ``E[F(pos_i)]`` for every item, ``[B, N]`` (0 for padded items);
+* pair quantities, for every ordered pair ``(i, j)``:
+
+  - ``above[i, j] = P(j is ranked above i)``,
+  - ``joint[i, j] = E[F(pos_j) * 1(pos_j < pos_i)]`` (the browsing-weighted "j above i" DIPS needs);
+
+* ``position_matrix()``: ``R[k, i] = P(item i at position k)``, a doubly stochastic matrix over the real items
+  (Kuhlman et al. ``001`` eq. 10), for prefix measures.
+
+A hard ordering (sorting) answers them exactly, so a measure evaluated on it is the exact evaluator; soft orderings
+and Plackett-Luce policies answer them with differentiable or expected values, so the same measure becomes a loss.
+
+Pair quantities are never materialised as a whole ``[B, N, N]`` tensor: measures call :meth:`OrderedBatch.contract`,
+which sums ``w(i, j) * X[i, j] * right[j, h]`` over ``j`` in row blocks of at most ``PAIR_BLOCK_ELEMENTS`` pair
+entries, so that the extra memory of any pairwise measure stays bounded (a few times ``4 * PAIR_BLOCK_ELEMENTS``
+bytes in float32, ~100 MB at the default 2**22) whatever N is.  Only when a single row of the batch
+(``B * N``) exceeds the block does a block hold one row: ``~6 * B * N`` elements.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from ..browsing import BrowsingModel
+
+__all__ = ["Ordering", "OrderedBatch", "PairBlock", "PAIR_BLOCK_ELEMENTS", "row_blocks"]
+
+#: pair entries (B * rows * N) computed at once by :meth:`OrderedBatch.contract`
+PAIR_BLOCK_ELEMENTS = 2 ** 22
+
+
+def row_blocks(B: int, N: int, budget: Optional[int] = None) -> Iterator[Tuple[int, int]]:
+    """Row ranges ``[start, stop)`` such that ``B * (stop - start) * N <= budget`` (at least one row)."""
+    budget = PAIR_BLOCK_ELEMENTS if budget is None else budget
+    rows = max(1, min(N, budget // max(1, B * N)))
+    for start in range(0, N, rows):
+        yield start, min(N, start + rows)
+
+
+@dataclass
+class PairBlock:
+    """Pair quantities for the rows ``i in [start, stop)``: ``above`` and ``joint`` are ``[B, stop-start, N]``.
+
+    Both are 0 on the diagonal and for pairs involving a padded item.
+    """
+
+    above: Tensor
+    joint: Optional[Tensor] = None
+
+
+class OrderedBatch(ABC):
+    """A batch of lists together with an ordering of their items (see the module docstring)."""
+
+    #: ``[B, N]`` bool, True for real items
+    mask: Tensor
+
+    @property
+    def shape(self) -> Tuple[int, int]:
+        return tuple(self.mask.shape)  # type: ignore[return-value]
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.scores.dtype
+
+    @abstractmethod
+    def expected_positions(self) -> Tensor:
+        """``[B, N]`` expected 0-based position of every item (padded items: value unspecified, masked)."""
+
+    @abstractmethod
+    def exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor] = None) -> Tensor:
+        """``[B, N]`` expected exposure ``E[F(pos_i)]``; 0 for padded items.
+
+        ``relevance`` is needed by relevance-dependent models (:class:`~torchfair.browsing.Cascade`)."""
+
+    @abstractmethod
+    def pair_context(self, browsing: Optional[BrowsingModel], relevance: Optional[Tensor]) -> object:
+        """Per-item quantities shared by all row blocks (computed once per contraction)."""
+
+    @abstractmethod
+    def pair_block(self, context: object, start: int, stop: int) -> PairBlock:
+        """Pair quantities for rows ``[start, stop)``; ``joint`` only when the context has a browsing model."""
+
+    @abstractmethod
+    def position_matrix(self) -> Tensor:
+        """``[B, N, N]`` with ``R[b, k, i] = P(item i at position k)``; rows ``k >= n_b`` and padded items are 0."""
+
+    def contract(self, right: Tensor, *, which: str = "above",
+                 pair_weight: Optional[Callable[[int, int], Tensor]] = None,
+                 browsing: Optional[BrowsingModel] = None, relevance: Optional[Tensor] = None,
+                 block_elements: Optional[int] = None) -> Tensor:
+        """``out[b, i, h] = sum_{j != i} w[b, i, j] * X[b, i, j] * right[b, j, h]`` over real items.
+
+        ``which`` picks ``X``: ``"above"`` (P(j above i)), ``"joint"`` (E[F(pos_j) 1(pos_j < pos_i)], needs
+        ``browsing``), or ``"one"`` (1 for every real pair: counts that do not depend on the ordering).
+        ``pair_weight(start, stop)`` returns ``w`` for rows ``[start, stop)`` as ``[B, stop-start, N]``
+        (default 1).  ``right`` is ``[B, N, H]``.  Computed in row blocks (bounded memory, see module doc).
+        """
+        if which not in ("above", "joint", "one"):
+            raise ValueError(f"`which` must be 'above', 'joint' or 'one'; got {which!r}")
+        if which == "joint" and browsing is None:
+            raise ValueError("`browsing` is required for which='joint'")
+        B, N = self.mask.shape
+        ctx = self.pair_context(browsing if which == "joint" else None, relevance) if which != "one" else None
+        maskf = self.mask.to(right.dtype)
+        outs = []
+        for start, stop in row_blocks(B, N, block_elements):
+            if which == "one":
+                x = maskf[:, start:stop, None] * maskf[:, None, :]
+                rows = torch.arange(start, stop, device=x.device)
+                x = x.clone()
+                x[:, rows - start, rows] = 0
+            else:
+                blk = self.pair_block(ctx, start, stop)
+                x = blk.joint if which == "joint" else blk.above
+            if pair_weight is not None:
+                x = x * pair_weight(start, stop)
+            outs.append(torch.bmm(x.to(right.dtype), right))
+        return torch.cat(outs, dim=1)
+
+
+class Ordering(ABC):
+    """Maps ``scores [B, N]`` and ``mask [B, N]`` to an :class:`OrderedBatch`."""
+
+    #: True when the ordering carries gradients back to the scores (soft and Plackett-Luce orderings)
+    differentiable: bool = False
+
+    @abstractmethod
+    def __call__(self, scores: Tensor, mask: Tensor) -> OrderedBatch:
+        ...

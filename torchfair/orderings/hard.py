@@ -1,0 +1,188 @@
+"""The hard ordering: sort the scores. Measures evaluated on it are the exact (non-differentiable) evaluators.
+
+Ties in the scores are resolved by ``ties``:
+
+* ``"first"`` (default): a stable descending sort, so among equal scores the item with the lower index in the
+  list is ranked higher. Deterministic, but not invariant to permuting tied items.
+* ``"average"``: every order of the tied items is equally likely and the measures are averaged over these orders
+  (McSherry & Najork, ECIR 2008): a tied pair is ranked either way with probability 1/2, a tied block of size t
+  starting at position a gives each member exposure ``mean_{p<t} F(a+p)``, and for two tied items
+  ``E[F(pos_j) 1(pos_j < pos_i)] = sum_p F(a+p) (t-1-p) / (t (t-1))``.  Invariant to permutations.
+
+Padded items are placed after all real items and excluded from every quantity.
+To evaluate a ranking produced elsewhere (an explicit permutation), use :func:`scores_from_ranking`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from ..browsing import BrowsingModel
+from .base import OrderedBatch, Ordering, PairBlock
+
+__all__ = ["Hard", "HardOrderedBatch", "scores_from_ranking"]
+
+
+def scores_from_ranking(ranking: Tensor, mask: Optional[Tensor] = None) -> Tensor:
+    """Scores whose descending sort reproduces an explicit ranking.
+
+    ``ranking[b, k]`` is the index of the item at 0-based position ``k`` of list ``b`` (a permutation of
+    ``0..N-1`` per list; padded items, if any, may sit anywhere and are ignored by the measures).
+    Returns float scores ``[B, N]`` (``[N]`` for 1-D input) with ``scores[ranking[k]] = N - k``.
+
+    Example::
+
+        >>> scores_from_ranking(torch.tensor([2, 0, 1]))
+        tensor([2., 1., 3.])
+    """
+    if not isinstance(ranking, Tensor) or ranking.dim() not in (1, 2) or ranking.is_floating_point():
+        raise ValueError("`ranking` must be an integer tensor [B, N] or [N] of item indices by position")
+    r = ranking.unsqueeze(0) if ranking.dim() == 1 else ranking
+    B, N = r.shape
+    r = r.long()
+    if (r < 0).any() or (r >= N).any() or not torch.equal(torch.sort(r, -1).values,
+                                                          torch.arange(N, device=r.device).expand(B, N)):
+        raise ValueError("`ranking` rows must be permutations of 0..N-1")
+    vals = (N - torch.arange(N, device=r.device, dtype=torch.float32)).expand(B, N)
+    scores = torch.empty(B, N, device=r.device).scatter_(-1, r, vals)
+    return scores.squeeze(0) if ranking.dim() == 1 else scores
+
+
+@dataclass
+class _Ctx:
+    exposure: Optional[Tensor]  # [B, N] per item (block mean under average ties)
+    tie_joint: Optional[Tensor]  # [B, N] per item: joint value for a tied partner
+
+
+class HardOrderedBatch(OrderedBatch):
+    """Result of :class:`Hard`: sorted order, positions and tie blocks of a batch."""
+
+    def __init__(self, scores: Tensor, mask: Tensor, ties: str):
+        self.scores = scores
+        self.mask = mask
+        self.ties = ties
+        B, N = scores.shape
+        dev = scores.device
+        key = torch.where(mask, scores, torch.full_like(scores, float("-inf")))
+        sorted_key, order = torch.sort(key, dim=-1, descending=True, stable=True)
+        ar = torch.arange(N, device=dev).expand(B, N)
+        self.order = order  # [B, N]: item at position k
+        self.positions = torch.empty_like(order).scatter_(-1, order, ar)  # [B, N]: position of item i
+        self.n_items = mask.sum(-1)  # [B]
+        if ties == "average":
+            new = torch.ones_like(sorted_key, dtype=torch.bool)
+            new[:, 1:] = sorted_key[:, 1:] != sorted_key[:, :-1]
+            block_sorted = torch.cumsum(new.long(), -1) - 1  # block id of position k
+        else:
+            block_sorted = ar
+        self.block_sorted = block_sorted
+        self.block = block_sorted.gather(-1, self.positions)  # block id of item i
+        ones = torch.ones(B, N, dtype=scores.dtype, device=dev)
+        self.block_size = torch.zeros(B, N, dtype=scores.dtype, device=dev).scatter_add_(-1, block_sorted, ones)
+        start = torch.full((B, N), N, dtype=torch.long, device=dev).scatter_reduce_(
+            -1, block_sorted, ar, reduce="amin", include_self=True)
+        self.block_start = start  # start position of block b
+
+    # ----------------------------------------------------------------- per item
+    def expected_positions(self) -> Tensor:
+        if self.ties == "first":
+            return self.positions.to(self.scores.dtype)
+        t = self.block_size.gather(-1, self.block)
+        a = self.block_start.gather(-1, self.block).to(self.scores.dtype)
+        return a + (t - 1) / 2
+
+    def _sorted_exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor]) -> Tensor:
+        B, N = self.mask.shape
+        sorted_real = torch.arange(N, device=self.mask.device)[None, :] < self.n_items[:, None]
+        if browsing.position_based:
+            f = browsing.weights(N, dtype=self.scores.dtype, device=self.scores.device).expand(B, N)
+        else:
+            if relevance is None:
+                raise ValueError(f"`relevance` is required by the relevance-dependent browsing model {browsing!r}")
+            if self.ties == "average":
+                raise ValueError("relevance-dependent browsing (Cascade) needs a strict order: use Hard(ties='first')")
+            f = browsing.item_exposure(relevance.to(self.scores.dtype).gather(-1, self.order) * sorted_real)
+        return f * sorted_real.to(f.dtype)
+
+    def _block_mean(self, per_position: Tensor) -> Tensor:
+        s = torch.zeros_like(per_position).scatter_add_(-1, self.block_sorted, per_position)
+        return (s / self.block_size.clamp(min=1)).gather(-1, self.block)
+
+    def exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor] = None) -> Tensor:
+        f = self._sorted_exposure(browsing, relevance)
+        if self.ties == "first":
+            e = f.gather(-1, self.positions)
+        else:
+            e = self._block_mean(f)
+        return e * self.mask.to(e.dtype)
+
+    # ----------------------------------------------------------------- pairs
+    def pair_context(self, browsing, relevance) -> _Ctx:
+        if browsing is None:
+            return _Ctx(None, None)
+        e = self.exposure(browsing, relevance)
+        tie = None
+        if self.ties == "average":
+            f = self._sorted_exposure(browsing, relevance)
+            B, N = f.shape
+            k = torch.arange(N, device=f.device, dtype=f.dtype)
+            t_pos = self.block_size.gather(-1, self.block_sorted)
+            a_pos = self.block_start.gather(-1, self.block_sorted).to(f.dtype)
+            contrib = f * (a_pos + t_pos - 1 - k)
+            s = torch.zeros_like(f).scatter_add_(-1, self.block_sorted, contrib)
+            t = self.block_size
+            tie = (s / (t * (t - 1)).clamp(min=1)).gather(-1, self.block)
+        return _Ctx(e, tie)
+
+    def pair_block(self, context: _Ctx, start: int, stop: int) -> PairBlock:
+        B, N = self.mask.shape
+        bi = self.block[:, start:stop, None]
+        bj = self.block[:, None, :]
+        dt = self.scores.dtype
+        real = self.mask[:, start:stop, None] & self.mask[:, None, :]
+        strictly = (bj < bi) & real
+        above = strictly.to(dt)
+        tied = None
+        if self.ties == "average":
+            rows = torch.arange(start, stop, device=bi.device)[None, :, None]
+            cols = torch.arange(N, device=bi.device)[None, None, :]
+            tied = (bj == bi) & real & (rows != cols)
+            above = above + 0.5 * tied.to(dt)
+        joint = None
+        if context.exposure is not None:
+            joint = context.exposure[:, None, :] * strictly.to(dt)
+            if tied is not None:
+                joint = joint + context.tie_joint[:, start:stop, None] * tied.to(dt)
+        return PairBlock(above=above, joint=joint)
+
+    def position_matrix(self) -> Tensor:
+        B, N = self.mask.shape
+        dt = self.scores.dtype
+        k = torch.arange(N, device=self.mask.device)[None, :, None]
+        if self.ties == "first":
+            R = (k == self.positions[:, None, :]).to(dt)
+        else:
+            a = self.block_start.gather(-1, self.block)[:, None, :]
+            t = self.block_size.gather(-1, self.block)[:, None, :]
+            R = ((k >= a) & (k < a + t)).to(dt) / t
+        return R * self.mask[:, None, :].to(dt)
+
+
+class Hard(Ordering):
+    """Sort the scores (descending). See the module docstring for ``ties`` ("first" or "average")."""
+
+    differentiable = False
+
+    def __init__(self, ties: str = "first"):
+        if ties not in ("first", "average"):
+            raise ValueError(f"`ties` must be 'first' or 'average'; got {ties!r}")
+        self.ties = ties
+
+    def __call__(self, scores: Tensor, mask: Tensor) -> HardOrderedBatch:
+        return HardOrderedBatch(scores.detach(), mask, self.ties)
+
+    def __repr__(self) -> str:
+        return f"Hard(ties={self.ties!r})"
