@@ -1,0 +1,214 @@
+"""torchfair.compat.fairranktune against FairRankTune 0.0.7 (documented toy values, and the real package if installed)."""
+import math
+import random
+import warnings
+
+import pytest
+import torch
+
+from torchfair.compat import fairranktune as ft
+from torchfair.orderings import scores_from_ranking
+
+RTOL = 1e-9
+
+TOY = ["Joe", "Jack", "Nick", "David", "Mark", "Josh", "Dave", "Bella", "Heidi", "Amy"]
+TOY_GROUPS = {x: "M" if i < 7 else "W" for i, x in enumerate(TOY)}
+
+
+def close(a, b, rtol=RTOL, atol=1e-12):
+    a, b = float(a), float(b)
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    if math.isinf(a) or math.isinf(b):
+        return a == b
+    return abs(a - b) <= atol + rtol * abs(b)
+
+
+# ------------------------------------------------------------------ documented toy example
+def test_toy_exp():
+    res = ft.EXP(TOY, TOY_GROUPS, "MinMaxRatio")
+    d = res.to_dict()
+    assert res.labels == ["M", "W"]
+    assert close(d["M"], 0.5197142341886783) and close(d["W"], 0.3018532329225326)
+    assert close(res.value, 0.5808061682084833)
+    assert res.value.dtype == torch.float64
+
+
+def test_toy_erbe_ndkl_awrf():
+    d = ft.ERBE(TOY, TOY_GROUPS, 0.75, "MinMaxRatio").to_dict()
+    assert close(d["M"], 0.86651611328125) and close(d["W"], 0.07717037200927734)
+    assert close(ft.NDKL(TOY, TOY_GROUPS), 0.2925554332073208)
+    assert close(ft.AWRF(TOY, TOY_GROUPS, 0.1, "MinMaxRatio").to_dict()["M"], 7.45290142857143)
+
+
+def test_toy_tensor_forms_agree():
+    ids = torch.arange(10)
+    gt = torch.tensor([0] * 7 + [1] * 3)
+    a = ft.EXP(ids, gt, "MinMaxRatio")  # integer tensor of item ids + tensor item -> group
+    assert close(a.value, 0.5808061682084833)
+    # float scores form: items in list order, ranked by score
+    perm = torch.randperm(10, generator=torch.Generator().manual_seed(0))
+    scores = scores_from_ranking(perm).double()
+    # item perm[k] sits at position k; positions >= 7 hold group 1
+    groups = torch.empty(10, dtype=torch.long).scatter_(0, perm, (torch.arange(10) >= 7).long())
+    b = ft.EXP(scores, groups, "MinMaxRatio")
+    assert close(b.value, 0.5808061682084833)
+    assert close(ft.NDKL(scores, groups), 0.2925554332073208)
+
+
+def test_aggregators_and_strict_docs():
+    v = torch.tensor([0.2, 0.5, 0.8], dtype=torch.float64)
+    assert close(ft.aggregate(v, "LTwo"), math.sqrt(0.04 + 0.25 + 0.64))
+    assert close(ft.aggregate(v, "LTwo", strict_docs=True), 0.04 + 0.25 + 0.64)
+    assert close(ft.aggregate(v, "Variance"), 0.06)
+    assert close(ft.aggregate(v, "Variance", strict_docs=True), 0.09)
+    assert close(ft.aggregate(v, "MaxAbsDiff"), 0.3)
+    assert close(ft.aggregate(v, "MeanAbsDev"), 0.2)
+    assert close(ft.aggregate(v, "MaxMinRatio"), 4.0)
+    assert close(ft.MaxAbsDiff(torch.tensor([float("nan"), 1.0])), 0.0)  # FRT's scan skips NaN
+    assert torch.isinf(ft.aggregate(torch.tensor([0.0, 1.0]), "MaxMinRatio"))
+    with pytest.raises(ValueError):
+        ft.EXP(TOY, TOY_GROUPS, "L2")
+    # batched aggregation over leading dims
+    assert ft.aggregate(torch.rand(5, 3), "MinMaxRatio").shape == (5,)
+
+
+def test_input_errors():
+    with pytest.raises(AssertionError):  # FRTInputError is also an AssertionError, like FRT's
+        ft.EXPU(TOY, TOY_GROUPS, [[2.0] * 10], "MinMaxRatio")
+    with pytest.raises(ValueError):
+        ft.EXPRU(TOY, TOY_GROUPS, [[0.5] * 10], [[-0.1] * 10], "MinMaxRatio")
+    with pytest.raises(KeyError):
+        ft.EXP(TOY + ["Zoe"], TOY_GROUPS, "MinMaxRatio")
+    # ERBR: FRT's binary check is dead code: any relevance is accepted
+    ft.ERBR(TOY, TOY_GROUPS, [[0.3] * 10], 0.5, "MinMaxRatio")
+
+
+def test_iaa_modes():
+    rankings = [[0, 1, 2], [2, 1, 0]]
+    rel = [[1.0, 0.5, 0.0], [0.0, 0.5, 1.0]]
+    att = [1 / math.log2(k + 2) for k in range(3)]
+    first = sum(abs(a - r) for a, r in zip(att, rel[0]))
+    assert close(ft.IAA(rankings, rel), first)
+    per = ft.IAA(rankings, rel, per_ranking=True)
+    assert per.shape == (2,) and close(per[1], sum(abs(a - r) for a, r in zip(att, rel[1])))
+    # amortized (relevance is positional): item 0 gets att[0] + att[2] and relevance 1 + 1, item 2 relevance 0 + 0
+    amort = abs(att[0] + att[2] - 2) + abs(2 * att[1] - 1) + abs(att[2] + att[0] - 0)
+    assert close(ft.IAA(rankings, rel, strict_docs=True), amort)
+
+
+# ------------------------------------------------------------------ against the real FairRankTune
+def _random_case(seed, full=True):
+    rng = random.Random(seed)
+    n_items = rng.randint(6, 14)
+    G = rng.randint(2, 4)
+    labels = rng.choice([[f"g{i}" for i in range(G)], list(range(10, 10 + G))])
+    items = [f"item{i}" for i in range(n_items)] if seed % 2 else list(range(100, 100 + n_items))
+    grp = {it: labels[i % G] for i, it in enumerate(items)}  # every group non-empty
+    B = rng.randint(1, 4)
+    rankings = []
+    for _ in range(B):
+        r = items[:]
+        rng.shuffle(r)
+        if not full:
+            r = r[:rng.randint(G, n_items)]
+        rankings.append(r)
+    rel = [[round(rng.random(), 3) for _ in r] for r in rankings]
+    ctr = [[round(rng.random(), 3) for _ in r] for r in rankings]
+    return rankings, grp, rel, ctr
+
+
+def _df(pd, cols):
+    return pd.DataFrame({i: pd.Series(c, dtype=object) for i, c in enumerate(cols)})
+
+
+def _check(ours, theirs):
+    tv, td = theirs
+    assert close(ours.value, tv), (float(ours.value), tv)
+    assert len(td) == len(ours.labels)
+    od = ours.to_dict()
+    for k, v in td.items():
+        key = k.item() if hasattr(k, "item") else k
+        assert close(od[key], v), (key, od[key], v)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("combo", ft.COMBOS)
+def test_against_fairranktune(seed, combo):
+    pd = pytest.importorskip("pandas")
+    frt = pytest.importorskip("FairRankTune")
+    M = frt.Metrics
+    rankings, grp, rel, ctr = _random_case(seed, full=True)
+    R, REL, CTR = _df(pd, rankings), _df(pd, rel), _df(pd, ctr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _check(ft.EXP(rankings, grp, combo), M.EXP(R, grp, combo))
+        _check(ft.EXPU(rankings, grp, rel, combo), M.EXPU(R, grp, REL, combo))
+        _check(ft.EXPRU(rankings, grp, rel, ctr, combo), M.EXPRU(R, grp, REL, CTR, combo))
+        _check(ft.AWRF(rankings, grp, 0.2, combo), M.AWRF(R, grp, 0.2, combo))
+        _check(ft.ERBE(rankings, grp, 0.8, combo), M.ERBE(R, grp, 0.8, combo))
+        _check(ft.ERBP(rankings, grp, 0.8, combo), M.ERBP(R, grp, 0.8, combo))
+        _check(ft.ERBR(rankings, grp, rel, 0.8, combo), M.ERBR(R, grp, REL, 0.8, combo))
+        _check(ft.ARP(rankings, grp, combo), M.ARP(R, grp, combo))
+        # the DataFrame itself is accepted too
+        _check(ft.ARP(R, grp, combo), M.ARP(R, grp, combo))
+    if combo == "MinMaxRatio":
+        assert close(ft.IAA(rankings, rel), M.IAA(R, REL))
+        for b, r in enumerate(rankings):
+            assert close(ft.NDKL([r], grp), M.NDKL(_df(pd, [r]), grp))
+            assert close(ft.NDKL(rankings, grp)[b] if len(rankings) > 1 else ft.NDKL(rankings, grp),
+                         M.NDKL(_df(pd, [r]), grp))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_partial_rankings_against_fairranktune(seed):
+    """Rankings of different lengths (NaN-padded columns in FRT), groups possibly absent from a ranking."""
+    pd = pytest.importorskip("pandas")
+    frt = pytest.importorskip("FairRankTune")
+    M = frt.Metrics
+    rankings, grp, rel, ctr = _random_case(100 + seed, full=False)
+    R, REL, CTR = _df(pd, rankings), _df(pd, rel), _df(pd, ctr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for combo in ("MinMaxRatio", "Variance", "MaxAbsDiff"):
+            _check(ft.EXP(rankings, grp, combo), M.EXP(R, grp, combo))
+            _check(ft.EXPU(R, grp, REL, combo), M.EXPU(R, grp, REL, combo))
+            _check(ft.EXPRU(rankings, grp, rel, ctr, combo), M.EXPRU(R, grp, REL, CTR, combo))
+            _check(ft.AWRF(rankings, grp, 0.3, combo), M.AWRF(R, grp, 0.3, combo))
+            _check(ft.ERBP(rankings, grp, 0.6, combo), M.ERBP(R, grp, 0.6, combo))
+            _check(ft.ERBR(rankings, grp, rel, 0.6, combo), M.ERBR(R, grp, REL, 0.6, combo))
+        assert close(ft.IAA(rankings, rel), M.IAA(R, REL))
+        assert close(ft.NDKL(rankings[:1], grp), M.NDKL(_df(pd, rankings[:1]), grp))
+
+
+def test_batched_tensors_against_fairranktune():
+    """Integer item-id tensors [B, N] and float score tensors give FRT's numbers for many rankings at once."""
+    pd = pytest.importorskip("pandas")
+    frt = pytest.importorskip("FairRankTune")
+    M = frt.Metrics
+    g = torch.Generator().manual_seed(3)
+    B, N, G = 20, 15, 3
+    ranks = torch.stack([torch.randperm(N, generator=g) for _ in range(B)])
+    item_groups = torch.randint(0, G, (N,), generator=g)
+    item_groups[:G] = torch.arange(G)
+    rel = torch.rand(B, N, generator=g, dtype=torch.float64)
+    grp = {i: int(item_groups[i]) for i in range(N)}
+    R, REL = _df(pd, ranks.tolist()), _df(pd, rel.tolist())
+    scores = torch.stack([scores_from_ranking(r) for r in ranks]).double()
+    gid = item_groups.expand(B, N)                    # list index = item id in the score form
+    rel_items = torch.empty_like(rel).scatter_(1, ranks, rel)  # positional -> per item
+    sizes = torch.bincount(item_groups, minlength=G)
+    for combo in ft.COMBOS:
+        want = M.ERBR(R, grp, REL, 0.9, combo)
+        _check(ft.ERBR(ranks, item_groups, rel, 0.9, combo), want)
+        _check(ft.ERBR(scores, gid, rel_items, 0.9, combo), want)
+        want = M.ARP(R, grp, combo)
+        _check(ft.ARP(ranks, grp, combo), want)
+        _check(ft.ARP(scores, gid, combo), want)
+        want = M.EXPU(R, grp, REL, combo)
+        _check(ft.EXPU(scores, gid, rel_items, combo, group_sizes=sizes), want)
+    nd = ft.NDKL(scores, gid)
+    assert nd.shape == (B,)
+    for b in (0, 7, 19):
+        assert close(nd[b], M.NDKL(_df(pd, [ranks[b].tolist()]), grp))
+    assert close(ft.IAA(scores, rel_items), M.IAA(R, REL))

@@ -1,0 +1,281 @@
+"""Utility measures (torchfair.metrics.utility) against plain-loop references and established implementations."""
+import math
+
+import pytest
+import torch
+
+from torchfair.metrics.utility import dcg, err, mrr, ndcg, precision, rbp, recall
+from torchfair.orderings import Hard
+
+GEN = torch.Generator().manual_seed(0)
+
+
+# ------------------------------------------------------------------------------------------ plain references
+def _ranked(scores, rel):
+    """Relevances in ranked order, ties broken by index (stable descending sort)."""
+    idx = sorted(range(len(scores)), key=lambda i: (-float(scores[i]), i))
+    return [float(rel[i]) for i in idx]
+
+
+def ref_dcg(scores, rel, k=None, gain="exponential"):
+    r = _ranked(scores, rel)
+    k = len(r) if k is None else k
+    g = (lambda x: 2 ** x - 1) if gain == "exponential" else (lambda x: x)
+    return sum(g(x) / math.log2(pos + 2) for pos, x in enumerate(r) if pos < k)
+
+
+def ref_ndcg(scores, rel, k=None, gain="exponential"):
+    ideal = ref_dcg(list(rel), rel, k, gain)
+    return 0.0 if ideal == 0 else ref_dcg(scores, rel, k, gain) / ideal
+
+
+def ref_precision(scores, rel, k, thr=0.0):
+    r = _ranked(scores, rel)
+    return sum(1 for x in r[:k] if x > thr) / k
+
+
+def ref_recall(scores, rel, k, thr=0.0):
+    r = _ranked(scores, rel)
+    n_rel = sum(1 for x in r if x > thr)
+    return 0.0 if n_rel == 0 else sum(1 for x in r[:k] if x > thr) / n_rel
+
+
+def ref_rr(scores, rel, thr=0.0):
+    for pos, x in enumerate(_ranked(scores, rel)):
+        if x > thr:
+            return 1.0 / (pos + 1)
+    return 0.0
+
+
+def ref_rbp(scores, rel, p):
+    return (1 - p) * sum(p ** pos * x for pos, x in enumerate(_ranked(scores, rel)))
+
+
+def ref_err(scores, rel, gmax):
+    out, survive = 0.0, 1.0
+    for pos, x in enumerate(_ranked(scores, rel)):
+        R = (2 ** x - 1) / 2 ** gmax
+        out += survive * R / (pos + 1)
+        survive *= 1 - R
+    return out
+
+
+def _batch(B=6, N=9, grades=4, tie_scores=False):
+    rel = torch.randint(0, grades, (B, N), generator=GEN).double()
+    if tie_scores:
+        scores = torch.randint(0, 3, (B, N), generator=GEN).double()
+    else:
+        scores = torch.randn(B, N, generator=GEN, dtype=torch.float64)
+    rel[0] = 0.0  # one list without relevant item
+    return scores, rel
+
+
+# ------------------------------------------------------------------------------------------ references
+@pytest.mark.parametrize("k", [None, 1, 3, 20])
+@pytest.mark.parametrize("gain", ["exponential", "linear"])
+def test_dcg_ndcg_match_loops(k, gain):
+    s, r = _batch(tie_scores=True)  # default Hard(): ties broken by index, like the reference
+    got_d = dcg(s, r, k=k, gain=gain)
+    got_n, valid = ndcg(s, r, k=k, gain=gain, return_valid=True)
+    for b in range(s.shape[0]):
+        assert got_d[b].item() == pytest.approx(ref_dcg(s[b], r[b], k, gain))
+        assert got_n[b].item() == pytest.approx(ref_ndcg(s[b], r[b], k, gain))
+    assert valid.tolist() == [bool(r[b].sum() > 0) for b in range(s.shape[0])]
+    assert got_n[0] == 0 and not valid[0]
+
+
+@pytest.mark.parametrize("k", [1, 3, 5, 12])
+def test_precision_recall_mrr_match_loops(k):
+    s, r = _batch()
+    p = precision(s, r, k=k, threshold=1.0)
+    rc, rv = recall(s, r, k=k, threshold=1.0, return_valid=True)
+    rr, mv = mrr(s, r, threshold=1.0, return_valid=True)
+    for b in range(s.shape[0]):
+        assert p[b].item() == pytest.approx(ref_precision(s[b], r[b], k, 1.0))
+        assert rc[b].item() == pytest.approx(ref_recall(s[b], r[b], k, 1.0))
+        assert rr[b].item() == pytest.approx(ref_rr(s[b], r[b], 1.0))
+        assert bool(rv[b]) == bool(mv[b]) == bool((r[b] > 1.0).any())
+
+
+@pytest.mark.parametrize("p", [0.5, 0.8, 0.95])
+def test_rbp_err_match_loops(p):
+    s, r = _batch()
+    got_rbp = rbp(s, r, p=p)
+    got_err = err(s, r, max_grade=3)
+    for b in range(s.shape[0]):
+        assert got_rbp[b].item() == pytest.approx(ref_rbp(s[b], r[b], p))
+        assert got_err[b].item() == pytest.approx(ref_err(s[b], r[b], 3))
+
+
+# ------------------------------------------------------------------------------------------ worked numbers
+def test_worked_numbers():
+    s = torch.tensor([3.0, 2.0, 1.0])
+    r = torch.tensor([1.0, 0.0, 2.0])
+    # gains 1, 0, 3 at discounts 1, 1/log2(3), 1/2
+    assert dcg(s, r).item() == pytest.approx(1 + 3 / 2)
+    # ideal: 3, 1, 0 -> 3 + 1/log2(3)
+    assert ndcg(s, r).item() == pytest.approx(2.5 / (3 + 1 / math.log2(3)))
+    assert ndcg(s, r, gain="linear").item() == pytest.approx((1 + 1) / (2 + 1 / math.log2(3)))
+    assert ndcg(s, r, k=1).item() == pytest.approx(1 / 3)
+    assert precision(s, r, k=2).item() == pytest.approx(0.5)
+    assert precision(s, r, k=5).item() == pytest.approx(2 / 5)
+    assert precision(s, r, k=5, adaptive_k=True).item() == pytest.approx(2 / 3)
+    assert recall(s, r, k=1).item() == pytest.approx(0.5)
+    assert mrr(torch.tensor([3.0, 2.0, 1.0]), torch.tensor([0.0, 0.0, 1.0])).item() == pytest.approx(1 / 3)
+    assert rbp(s, r, p=0.5).item() == pytest.approx(0.5 * (1 + 0.25 * 2))
+    # ERR, g_max = 2: R = 1/4, 0, 3/4 -> 1/4 + (3/4)(3/4)/3
+    assert err(s, r, max_grade=2).item() == pytest.approx(0.25 + 0.75 * 0.75 / 3)
+    assert err(s, r).item() == pytest.approx(0.25 + 0.75 * 0.75 / 3)  # max_grade defaults to max relevance
+
+
+def test_perfect_ranking_ndcg_one_and_k_cut():
+    r = torch.tensor([[3.0, 2.0, 1.0, 0.0]])
+    assert ndcg(r.clone(), r).item() == pytest.approx(1.0)
+    assert ndcg(-r, r, k=4).item() < 1.0
+    assert err(r, r, k=1, max_grade=3).item() == pytest.approx(7 / 8)
+
+
+# ------------------------------------------------------------------------------------------ ties and masks
+def test_average_ties_are_mean_over_orders():
+    import itertools
+    s = torch.tensor([1.0, 1.0, 1.0, 0.5])
+    r = torch.tensor([0.0, 1.0, 2.0, 1.0])
+    for k in (None, 2):
+        orders = list(itertools.permutations(range(3)))
+        refs_n, refs_rr = [], []
+        for perm in orders:
+            s_p = torch.tensor([0.0, 0.0, 0.0, 0.5])
+            for pos, i in enumerate(perm):
+                s_p[i] = 3.0 - pos
+            refs_n.append(ndcg(s_p, r, k=k).item())
+            refs_rr.append(mrr(s_p, r, k=k, threshold=1.5).item())
+        assert ndcg(s, r, k=k, ordering=Hard("average")).item() == pytest.approx(sum(refs_n) / len(refs_n))
+        assert mrr(s, r, k=k, threshold=1.5, ordering=Hard("average")).item() == pytest.approx(
+            sum(refs_rr) / len(refs_rr))
+    # two relevant items tied at the top of three: E[1/(first+1)]
+    got = mrr(torch.tensor([1.0, 1.0, 1.0]), torch.tensor([1.0, 0.0, 1.0]), ordering=Hard("average"))
+    assert got.item() == pytest.approx((4 * 1 + 2 * 0.5) / 6)
+
+
+def test_mask_equals_truncated_list():
+    s, r = _batch(B=4, N=7)
+    mask = torch.ones(4, 7, dtype=torch.bool)
+    mask[:, 5:] = False
+    s_pad, r_pad = s.clone(), r.clone()
+    s_pad[:, 5:] = float("nan")  # padded entries may hold anything
+    r_pad[:, 5:] = 100.0
+    for fn, kw in [(dcg, {}), (ndcg, {"k": 3}), (precision, {"k": 3}), (recall, {"k": 2}), (mrr, {}),
+                   (rbp, {}), (err, {"max_grade": 3})]:
+        torch.testing.assert_close(fn(s_pad, r_pad, mask=mask, **kw), fn(s[:, :5], r[:, :5], **kw))
+
+
+def test_reduction_mean_skips_undefined():
+    s = torch.tensor([[1.0, 2.0], [1.0, 2.0]])
+    r = torch.tensor([[0.0, 0.0], [1.0, 0.0]])
+    v, valid = ndcg(s, r, reduction="mean", return_valid=True)
+    assert v.item() == pytest.approx(1 / math.log2(3)) and bool(valid)
+    assert not torch.isnan(ndcg(s, r)).any()
+
+
+def test_soft_ordering_gradient_through_exposure():
+    from torchfair.orderings.base import OrderedBatch
+
+    class _Soft(OrderedBatch):  # a minimal differentiable ordering: expected positions from pairwise sigmoids
+        def __init__(self, s, m):
+            self.scores, self.mask = s, m
+            d = torch.sigmoid(s[:, None, :] - s[:, :, None])  # [i, j] = P(j above i)
+            eye = torch.eye(s.shape[1], dtype=s.dtype)
+            self.pos = (d * (1 - eye)).sum(-1)
+
+        def expected_positions(self):
+            return self.pos
+
+        def exposure(self, browsing, relevance=None):
+            return browsing.weight(self.pos) * self.mask
+
+        def pair_context(self, *a):
+            raise NotImplementedError
+
+        def pair_block(self, *a):
+            raise NotImplementedError
+
+        def position_matrix(self):
+            raise NotImplementedError
+
+    s = torch.tensor([[0.1, 0.5, -0.3]], requires_grad=True)
+    r = torch.tensor([[2.0, 0.0, 1.0]])
+    ob = _Soft(s, torch.ones(1, 3, dtype=torch.bool))
+    v = ndcg(s, r, k=2, ordering=ob).sum() + precision(s, r, k=2, ordering=ob).sum() + rbp(s, r, ordering=ob).sum()
+    v.backward()
+    assert s.grad is not None and torch.isfinite(s.grad).all() and s.grad.abs().sum() > 0
+    assert s.grad[0, 0] > 0 and s.grad[0, 1] < 0  # raise the most relevant item, lower the irrelevant one
+
+
+# ------------------------------------------------------------------------------------------ established libraries
+def _ndcg_case():
+    g = torch.Generator().manual_seed(3)
+    rel = torch.randint(0, 4, (8, 12), generator=g)
+    scores = torch.randint(0, 5, (8, 12), generator=g).double() / 4  # many tied scores
+    rel[2] = 0  # no relevant item: sklearn and torchmetrics score 0 and count it in the mean
+    return scores, rel
+
+
+@pytest.mark.parametrize("k", [None, 1, 3, 5])
+def test_ndcg_matches_sklearn(k):
+    """sklearn.metrics.ndcg_score: linear gains, 1/log2(pos+2) discount, tied scores averaged (ignore_ties=False),
+    all-irrelevant lists scored 0 *and counted* in the mean.  We match with gain="linear",
+    ordering=Hard(ties="average"); sklearn's mean equals ours only with the undefined list counted as 0."""
+    sk = pytest.importorskip("sklearn.metrics")
+    scores, rel = _ndcg_case()
+    ours, valid = ndcg(scores, rel.double(), k=k, gain="linear", ordering=Hard("average"), return_valid=True)
+    for b in range(scores.shape[0]):
+        want = sk.ndcg_score(rel[b:b + 1].numpy(), scores[b:b + 1].numpy(), k=k)
+        assert ours[b].item() == pytest.approx(want, abs=1e-9)
+    assert ours.mean().item() == pytest.approx(sk.ndcg_score(rel.numpy(), scores.numpy(), k=k), abs=1e-9)
+    assert not valid[2]
+    # ignore_ties=True is a stable-or-not argsort in sklearn: compare on strictly ordered scores only
+    distinct = torch.randn(8, 12, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    ours = ndcg(distinct, rel.double(), k=k, gain="linear")
+    want = sk.ndcg_score(rel.numpy(), distinct.numpy(), k=k, ignore_ties=True)
+    assert ours.mean().item() == pytest.approx(want, abs=1e-9)
+
+
+@pytest.mark.parametrize("k", [None, 1, 3, 5])
+def test_ndcg_matches_torchmetrics(k):
+    """torchmetrics.functional.retrieval_normalized_dcg: one query per call, integer/bool targets, linear gains,
+    tied predictions averaged (a port of sklearn), 0 for a query without relevant item."""
+    tm = pytest.importorskip("torchmetrics.functional.retrieval")
+    scores, rel = _ndcg_case()
+    ours = ndcg(scores.float(), rel.float(), k=k, gain="linear", ordering=Hard("average"))
+    for b in range(scores.shape[0]):
+        want = tm.retrieval_normalized_dcg(scores[b].float(), rel[b], top_k=k)
+        assert ours[b].item() == pytest.approx(want.item(), abs=1e-5)
+    # exponential gains are not available there: feed it 2**r - 1 as (integer) target
+    ours_exp = ndcg(scores.float(), rel.float(), k=k, ordering=Hard("average"))
+    for b in range(scores.shape[0]):
+        want = tm.retrieval_normalized_dcg(scores[b].float(), 2 ** rel[b] - 1, top_k=k)
+        assert ours_exp[b].item() == pytest.approx(want.item(), abs=1e-5)
+
+
+# ------------------------------------------------------------------------------------------ validation
+@pytest.mark.parametrize("call, match", [
+    (lambda s, r: ndcg(s, r, k=0), "`k`"),
+    (lambda s, r: precision(s, r, k=1.5), "`k`"),
+    (lambda s, r: dcg(s, r, gain="cubic"), "`gain`"),
+    (lambda s, r: dcg(s, r, gain=lambda x: -x - 1), "`gain`"),
+    (lambda s, r: recall(s, r, threshold=float("nan")), "`threshold`"),
+    (lambda s, r: rbp(s, r, p=1.0), "`p`"),
+    (lambda s, r: err(s, r, max_grade=0), "`max_grade`"),
+    (lambda s, r: err(s, r, max_grade=1), "`max_grade`"),
+    (lambda s, r: err(s, r, ordering=Hard("average")), "strict order"),
+    (lambda s, r: ndcg(s, -r), "`relevance`"),
+    (lambda s, r: ndcg(s, r[:2]), "`relevance`"),
+    (lambda s, r: ndcg(s, None), "`relevance`"),
+    (lambda s, r: mrr(s, r, reduction="max"), "`reduction`"),
+    (lambda s, r: mrr(s, r, ordering="hard"), "`ordering`"),
+])
+def test_value_errors(call, match):
+    s = torch.tensor([0.3, 0.2, 0.1])
+    r = torch.tensor([2.0, 0.0, 1.0])
+    with pytest.raises(ValueError, match=match):
+        call(s, r)

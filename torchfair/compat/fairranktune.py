@@ -1,0 +1,617 @@
+r"""FairRankTune 0.0.7's ``Metrics`` module, number for number, in torch.
+
+Every metric of FairRankTune (FRT; Cachel & Rundensteiner, https://github.com/KCachel/fairranktune, version
+0.0.7 on PyPI) with its seven per-group aggregators, built on torchfair's pieces: positions and exposure come
+from an :class:`~torchfair.orderings.OrderedBatch` (default :class:`~torchfair.orderings.Hard`), the position
+weights from :mod:`torchfair.browsing` (FRT's ``1/log2(rank+1)`` is :class:`~torchfair.browsing.Logarithmic`,
+its RBP decay :class:`~torchfair.browsing.RBP`, its attention ``100 * Geometric(p)``), ARP's mixed pairs won
+from :func:`torchfair.metrics.rank_parity` and NDKL's prefixes from the ordering's position matrix.  Passing a
+relaxed ordering therefore gives differentiable versions of the same numbers.
+
+Names and positional arguments follow FRT: ``EXP(rankings, groups, combo)``, ``EXPU(rankings, groups,
+relevance, combo)``, ``EXPRU(rankings, groups, relevance, ctr, combo)``, ``AWRF(rankings, groups, p, combo)``,
+``ERBE/ERBP(rankings, groups, decay, combo)``, ``ERBR(rankings, groups, relevance, decay, combo)``,
+``ARP(rankings, groups, combo)``, ``NDKL(rankings, groups)``, ``IAA(rankings, relevance)``.
+
+Inputs (two forms, chosen by the type of ``rankings``)
+------------------------------------------------------
+*FRT form* (pandas-free): ``rankings`` is one ranking (a sequence of item ids, best first), a sequence of
+rankings (they may differ in length; ``None``/NaN entries are dropped, as FRT drops NaN cells), anything with
+``.columns`` (a pandas ``DataFrame`` laid out as FRT expects, one ranking per column), or an integer tensor
+``[B, N]``/``[N]`` of item ids (negative = padding).  ``groups`` is FRT's ``item_group_dict`` (item -> group label;
+for integer item ids also a sequence/tensor indexed by item id).  ``relevance``/``ctr`` are aligned with the
+rankings *by position*, as FRT's ``relevance_df``/``ctr_df`` (same container kinds; NaN dropped per ranking), or
+a dict item -> value.  Computed in float64.  Groups are the sorted unique labels of the dict (``np.unique``).
+
+*Tensor form* (torchfair's conventions): ``rankings`` is a floating ``scores [B, N]``/``[N]`` tensor (each row a
+list of items, ranked by descending score through ``ordering``), ``groups`` integer ids ``[B, N]`` (or ``[B, N, G]``
+soft membership), ``relevance``/``ctr`` ``[B, N]`` aligned with the items, ``mask`` ``[B, N]``.  The rows are the
+rankings of one FRT call.  FRT divides by the group sizes of the *dictionary*; pass them as ``group_sizes [G]``
+(default: the largest per-list count of each group, which is the dict count when every list ranks the whole item
+set).  Group labels are ``0..G-1``.
+
+Results: the group metrics return :class:`FRTResult` ``(value, per_group, labels)`` (``value`` a 0-dim tensor,
+``per_group [G]``; ``.to_dict()`` gives FRT's second return value), NDKL and IAA a tensor.
+
+Conventions (FRT's): 1-based ranks, exposure ``1/log2(rank+1)``; per-group quantities are *summed over all
+rankings* and divided by the group's item count in the dictionary (not averaged over rankings); ``LTwo`` is the
+unsquared L2 norm and ``Variance`` the population variance (``ddof=0``).  Degenerate inputs give IEEE values as
+numpy does (``0/0 = nan``, ``x/0 = inf``) instead of torchfair's usual "0 and invalid".
+
+Where FRT 0.0.7 deviates from its documentation, or has a bug (reproduced here, since we promise FRT's numbers)
+---------------------------------------------------------------------------------------------------------------
+1. Aggregators: the docs give ``LTwo = ||V||_2^2`` and ``Variance = 1/(G-1) sum (V_g - mean)^2``; the code returns
+   the *unsquared* norm (``np.linalg.norm``) and the population variance (``np.var``, ``ddof=0``).
+   ``strict_docs=True`` switches to the documented formulas.  (The docs' ranges are also off: ``MaxMinDiff`` is
+   not bounded by 1 for AWRF (attention is scaled by 100), multi-ranking EXP or ARP.)
+2. Multiple rankings: per-group values are sums over the rankings divided by the dictionary group size, so they
+   grow with the number of rankings; ARP's "average mixed pairs won" is likewise *summed* over rankings (values
+   above 1 for several rankings).
+3. Unknown ``combo``: FRT silently returns ``None``; here a ``ValueError`` is raised.
+4. ERBE/ERBP/ERBR docs give the RBP exposure as ``gamma ** (1 - rank)``; the code (and Kirnap et al.) use
+   ``gamma ** (rank - 1)``.  The docs' ERBR usage example calls ``ERBP``.
+5. ERBR: the check that relevance is binary is dead code (``if any((r != 0) | (r != 1)): assert "message"`` asserts
+   a non-empty string), so any relevance is accepted and ``|g^rel|`` is really the *sum* of relevance; a group
+   without relevance gives ``inf``/``nan``.  Reproduced (no check).
+6. IAA: ``return`` sits inside the loop over rankings, so only the *first* ranking is evaluated (the docs describe
+   the cumulative, amortized attention vs. relevance over the rankings); the [0, 1] relevance check is dead code
+   as in 5; attention and relevance are compared per position without normalisation.  ``strict_docs=True`` gives
+   the documented amortized value ``sum_items |sum_rankings attention - sum_rankings relevance|``;
+   ``per_ranking=True`` gives the per-ranking values.
+7. ARP: each ranking must contain every item of the dictionary (FRT raises ``KeyError``/``IndexError``
+   otherwise, because group members are looked up in the dictionary, not in the ranking); here mixed pairs are
+   counted within each ranking, which equals FRT wherever FRT runs.  A group that is the only group of a ranking
+   adds ``0/0 = nan`` (reproduced); a group absent from a ranking adds 0.
+8. NDKL: the reference distribution ``D_X`` is that of the *ranking*, not of the dictionary's item set, and an
+   epsilon ``1e-7`` is added to both distributions (unnormalised) inside the KL divergence; FRT refuses more than
+   one ranking (``AssertionError``), here several rankings give one value each, ``[B]``.
+9. AWRF is not Sapiezynski et al.'s AWRF (attention-weighted group proportions compared with a target
+   distribution) but the group average of the attention ``100 p (1 - p) ** (rank - 1)``, as FRT's docs say.
+10. EXPU's out-of-range error message names "Exposure Realized Utility"; EXPU/EXPRU raise ``AssertionError``
+   for relevance or ctr outside [0, 1] (here :class:`FRTInputError`, a ``ValueError`` and ``AssertionError``).
+   EXPRU ("Exposure Realized Utility") uses no exposure: its per-group value is average ctr / average relevance.
+11. Relevance and ctr are aligned with rankings by position after dropping NaNs separately from each column,
+   so a NaN pattern that differs from the ranking's silently misaligns them (reproduced in the FRT form).
+
+Example (FRT's toy: seven men then three women)::
+
+    >>> r = ["Joe", "Jack", "Nick", "David", "Mark", "Josh", "Dave", "Bella", "Heidi", "Amy"]
+    >>> g = {x: "M" if i < 7 else "W" for i, x in enumerate(r)}
+    >>> res = EXP(r, g, "MinMaxRatio")
+    >>> round(float(res.value), 6), {k: round(v, 6) for k, v in res.to_dict().items()}
+    (0.580806, {'M': 0.519714, 'W': 0.301853})
+"""
+from __future__ import annotations
+
+from collections import Counter
+from numbers import Number
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Union
+
+import torch
+from torch import Tensor
+
+from .._validation import prepare
+from ..browsing import RBP, BrowsingModel, Geometric, Logarithmic
+from ..metrics._common import order
+from ..metrics.pairwise import rank_parity
+from ..orderings import OrderedBatch, Ordering
+
+__all__ = ["EXP", "EXPU", "EXPRU", "AWRF", "ERBE", "ERBP", "ERBR", "ARP", "NDKL", "IAA",
+           "MinMaxRatio", "MaxMinRatio", "MaxMinDiff", "MaxAbsDiff", "MeanAbsDev", "LTwo", "Variance",
+           "COMBOS", "aggregate", "FRTResult", "FRTInputError", "NDKL_EPSILON"]
+
+#: the ``combo`` names FRT accepts
+COMBOS = ("MinMaxRatio", "MaxMinRatio", "MaxMinDiff", "MaxAbsDiff", "MeanAbsDev", "LTwo", "Variance")
+#: FRT adds this to both distributions inside NDKL's KL divergence
+NDKL_EPSILON = 1e-7
+
+OrderingLike = Union[Ordering, OrderedBatch, None]
+
+
+class FRTInputError(ValueError, AssertionError):
+    """Raised where FRT raises ``AssertionError`` for bad values: relevance / ctr outside [0, 1] in EXPU and EXPRU
+    (deviation 10).  Catching either ``ValueError`` or ``AssertionError`` works."""
+
+
+class FRTResult(NamedTuple):
+    """A group metric: the aggregated ``value`` (0-dim), ``per_group [G]`` and the group ``labels`` (sorted)."""
+
+    value: Tensor
+    per_group: Tensor
+    labels: List[Any]
+
+    def to_dict(self) -> Dict[Any, float]:
+        """FRT's second return value: ``{group label: per-group value}``."""
+        return {lab: float(v) for lab, v in zip(self.labels, self.per_group.tolist())}
+
+
+# --------------------------------------------------------------------------------------------- aggregators
+def MinMaxRatio(values: Tensor) -> Tensor:
+    """``min_g V / max_g V`` over the last dimension (``0/0 = nan`` and ``x/0 = inf`` as in numpy)."""
+    return values.amin(-1) / values.amax(-1)
+
+
+def MaxMinRatio(values: Tensor) -> Tensor:
+    """``max_g V / min_g V`` over the last dimension."""
+    return values.amax(-1) / values.amin(-1)
+
+
+def MaxMinDiff(values: Tensor) -> Tensor:
+    """``max_g V - min_g V`` over the last dimension."""
+    return values.amax(-1) - values.amin(-1)
+
+
+def MaxAbsDiff(values: Tensor) -> Tensor:
+    """``max_g |V_g - mean(V)|``.  FRT scans with ``if |V_g - mean| > best`` starting from 0, so NaN deviations
+    are skipped (all-NaN gives 0); reproduced."""
+    dev = (values - values.mean(-1, keepdim=True)).abs()
+    dev = torch.where(torch.isnan(dev), torch.zeros_like(dev), dev)
+    return dev.amax(-1)
+
+
+def MeanAbsDev(values: Tensor) -> Tensor:
+    """``(1/G) sum_g |V_g - mean(V)|``."""
+    return (values - values.mean(-1, keepdim=True)).abs().sum(-1) / values.shape[-1]
+
+
+def LTwo(values: Tensor, squared: bool = False) -> Tensor:
+    """``||V||_2``, *unsquared* as FRT's code (its docs say ``||V||_2^2``: ``squared=True``)."""
+    sq = (values * values).sum(-1)
+    return sq if squared else torch.sqrt(sq)
+
+
+def Variance(values: Tensor, ddof: int = 0) -> Tensor:
+    """Population variance (``np.var``, ``ddof=0``) as FRT's code; its docs say ``1/(G-1)``: ``ddof=1``."""
+    dev = values - values.mean(-1, keepdim=True)
+    return (dev * dev).sum(-1) / (values.shape[-1] - ddof)
+
+
+_AGG = {"MinMaxRatio": MinMaxRatio, "MaxMinRatio": MaxMinRatio, "MaxMinDiff": MaxMinDiff,
+        "MaxAbsDiff": MaxAbsDiff, "MeanAbsDev": MeanAbsDev, "LTwo": LTwo, "Variance": Variance}
+
+
+def aggregate(values: Tensor, combo: str, *, strict_docs: bool = False) -> Tensor:
+    """Apply FRT's ``combo`` aggregator over the last dimension of per-group values ``[..., G]``.
+
+    ``strict_docs=True`` uses the documented ``LTwo`` (squared) and ``Variance`` (``1/(G-1)``) instead of the code's.
+    FRT returns ``None`` for an unknown combo; here it is a ``ValueError``.
+    """
+    if combo not in _AGG:
+        raise ValueError(f"`combo` must be one of {COMBOS}; got {combo!r}")
+    if strict_docs and combo == "LTwo":
+        return LTwo(values, squared=True)
+    if strict_docs and combo == "Variance":
+        return Variance(values, ddof=1)
+    return _AGG[combo](values)
+
+
+# --------------------------------------------------------------------------------------------- inputs
+class _Inputs(NamedTuple):
+    scores: Tensor            # [B, N]
+    groups: Optional[Tensor]  # [B, N] ids (-1: none) or [B, N, G] soft
+    mask: Tensor              # [B, N] bool
+    num_groups: Optional[int]
+    sizes: Optional[Tensor]   # [G] or None (derive)
+    labels: Optional[List[Any]]
+    items: Tensor             # [B, N] item index (for amortized IAA)
+    relevance: Optional[Tensor]
+    ctr: Optional[Tensor]
+    squeeze: bool
+    frt_form: bool
+
+
+def _missing(x) -> bool:
+    if x is None or type(x).__name__ in ("NAType", "NaTType"):
+        return True
+    try:
+        return bool(x != x)  # NaN (float, numpy float)
+    except Exception:  # pragma: no cover - exotic objects
+        return False
+
+
+def _is_scalar(x) -> bool:
+    return isinstance(x, (str, bytes, Number)) or x is None or (hasattr(x, "shape") and getattr(x, "ndim", 1) == 0)
+
+
+def _columns(x) -> List[List[Any]]:
+    """FRT-form container -> list of rankings (or aligned value lists), NaN/None dropped."""
+    if hasattr(x, "columns") and not isinstance(x, Tensor):
+        cols = [list(x[c]) for c in x.columns]
+    elif isinstance(x, Tensor):
+        t = x.unsqueeze(0) if x.dim() == 1 else x
+        cols = t.tolist()
+    else:
+        seq = list(x)
+        cols = [seq] if (len(seq) == 0 or all(_is_scalar(v) for v in seq)) else [list(s) for s in seq]
+    return [[v for v in col if not _missing(v)] for col in cols]
+
+
+def _sorted_labels(values) -> List[Any]:
+    return sorted(set(values))
+
+
+def _aligned(values, rankings: List[List[Any]], B: int, N: int, name: str) -> Tensor:
+    """Relevance/ctr for the FRT form: a dict item -> value, or containers aligned with the rankings by position."""
+    out = torch.zeros(B, N, dtype=torch.float64)
+    if isinstance(values, dict):
+        for b, r in enumerate(rankings):
+            if r:
+                out[b, :len(r)] = torch.tensor([float(values[it]) for it in r], dtype=torch.float64)
+        return out
+    cols = _columns(values)
+    if len(cols) < B:
+        raise ValueError(f"`{name}` has {len(cols)} columns but there are {B} rankings")
+    for b, r in enumerate(rankings):
+        c = cols[b][:len(r)]
+        if len(c) < len(r):  # FRT would raise IndexError
+            raise IndexError(f"`{name}` column {b} has {len(cols[b])} values for a ranking of {len(r)} items")
+        if c:
+            out[b, :len(c)] = torch.tensor([float(v) for v in c], dtype=torch.float64)
+    return out
+
+
+def _tensor_ranking_inputs(rankings: Tensor, groups, relevance, ctr) -> _Inputs:
+    """Integer tensor of item ids ``[B, N]`` (negative = padding): vectorised FRT form."""
+    squeeze = rankings.dim() == 1
+    r = (rankings.unsqueeze(0) if squeeze else rankings).long()
+    mask = r >= 0
+    ids = r.clamp(min=0)
+    labels = sizes = gid = None
+    num_groups = None
+    if groups is not None:
+        if isinstance(groups, dict):
+            keys = torch.tensor([int(k) for k in groups.keys()], dtype=torch.long)
+            labels = _sorted_labels(groups.values())
+            pos = {lab: i for i, lab in enumerate(labels)}
+            code = torch.tensor([pos[v] for v in groups.values()], dtype=torch.long)
+            lookup = torch.full((int(keys.max()) + 1 if keys.numel() else 1,), -1, dtype=torch.long)
+            lookup[keys] = code
+            M = lookup.numel()
+        else:
+            gt = torch.as_tensor(groups)
+            uniq, code = torch.unique(gt, sorted=True, return_inverse=True)
+            labels = uniq.tolist()
+            lookup, M = code.long(), code.numel()
+        if bool((ids[mask] >= M).any()):
+            raise KeyError("an item id of `rankings` has no entry in `groups`")
+        gid = lookup.to(r.device)[ids.clamp(max=M - 1)]
+        if bool((gid[mask] < 0).any()):
+            raise KeyError("an item id of `rankings` has no entry in `groups`")
+        gid = torch.where(mask, gid, torch.full_like(gid, -1))
+        num_groups = len(labels)
+        valid_codes = lookup[lookup >= 0]
+        sizes = torch.bincount(valid_codes, minlength=num_groups).to(torch.float64)
+    B, N = r.shape
+    scores = (N - torch.arange(N, dtype=torch.float64, device=r.device)).expand(B, N).contiguous()
+
+    def vals(x, name):
+        if x is None:
+            return None
+        if isinstance(x, dict):
+            lk = torch.zeros(int(ids.max()) + 1, dtype=torch.float64)
+            for k, v in x.items():
+                if int(k) < lk.numel():
+                    lk[int(k)] = float(v)
+            return torch.where(mask, lk[ids], torch.zeros((), dtype=torch.float64))
+        t = torch.as_tensor(x, dtype=torch.float64)
+        t = t.unsqueeze(0) if t.dim() == 1 else t
+        if t.shape != r.shape:
+            raise ValueError(f"`{name}` must have the shape of `rankings` {tuple(r.shape)}; got {tuple(t.shape)}")
+        return torch.where(mask, t, torch.zeros((), dtype=torch.float64))
+
+    return _Inputs(scores, gid, mask, num_groups, sizes, labels, ids, vals(relevance, "relevance"),
+                   vals(ctr, "ctr"), squeeze, True)
+
+
+def _inputs(rankings, groups, relevance=None, ctr=None, mask=None, num_groups=None, group_sizes=None) -> _Inputs:
+    if isinstance(rankings, Tensor) and rankings.is_floating_point():
+        # tensor form: scores of a batch of lists
+        squeeze = rankings.dim() == 1
+        if groups is not None and not isinstance(groups, Tensor):
+            raise ValueError("with `scores` as a floating tensor, `groups` must be a tensor of ids [B, N] "
+                             "(or soft membership [B, N, G]); use item ids in `rankings` for a dict")
+        N = rankings.shape[-1]
+        items = torch.arange(N, device=rankings.device)
+        items = items.expand(1 if squeeze else rankings.shape[0], N)
+        sizes = None if group_sizes is None else torch.as_tensor(group_sizes, dtype=torch.float64)
+        return _Inputs(rankings, groups, mask, num_groups, sizes, None, items, relevance, ctr, squeeze, False)
+    if isinstance(rankings, Tensor):
+        return _tensor_ranking_inputs(rankings, groups, relevance, ctr)
+    cols = _columns(rankings)
+    B, N = len(cols), max((len(c) for c in cols), default=0)
+    if B == 0 or N == 0:
+        raise ValueError("`rankings` holds no item")
+    mask = torch.zeros(B, N, dtype=torch.bool)
+    items = torch.zeros(B, N, dtype=torch.long)
+    gid = labels = sizes = None
+    item_index: Dict[Any, int] = {}
+    if groups is not None:
+        if not isinstance(groups, dict):
+            raise ValueError("`groups` must be a dict item -> group label (FRT's item_group_dict)")
+        labels = _sorted_labels(groups.values())
+        pos = {lab: i for i, lab in enumerate(labels)}
+        item_group = {it: pos[g] for it, g in groups.items()}
+        cnt = Counter(item_group.values())
+        sizes = torch.tensor([float(cnt[i]) for i in range(len(labels))], dtype=torch.float64)
+        gid = torch.full((B, N), -1, dtype=torch.long)
+        item_index = {it: i for i, it in enumerate(groups)}
+    for b, col in enumerate(cols):
+        n = len(col)
+        mask[b, :n] = True
+        if groups is not None:
+            gid[b, :n] = torch.tensor([item_group[it] for it in col], dtype=torch.long)  # KeyError as FRT
+        idx = [item_index.setdefault(it, len(item_index)) for it in col]
+        items[b, :n] = torch.tensor(idx, dtype=torch.long)
+    scores = (N - torch.arange(N, dtype=torch.float64)).expand(B, N).contiguous()
+    rel = None if relevance is None else _aligned(relevance, cols, B, N, "relevance")
+    ct = None if ctr is None else _aligned(ctr, cols, B, N, "ctr")
+    return _Inputs(scores, gid, mask, None if labels is None else len(labels), sizes, labels, items, rel, ct,
+                   False, True)
+
+
+class _Prepared(NamedTuple):
+    ob: OrderedBatch
+    memb: Optional[Tensor]   # [B, N, G]
+    mask: Tensor
+    sizes: Optional[Tensor]  # [G]
+    labels: Optional[List[Any]]
+    relevance: Optional[Tensor]
+    ctr: Optional[Tensor]
+    items: Tensor
+    squeeze: bool
+    dtype: torch.dtype
+
+
+def _prepare(rankings, groups, relevance=None, ctr=None, *, mask=None, num_groups=None, group_sizes=None,
+             ordering=None, validate=True, check_unit=None) -> _Prepared:
+    x = _inputs(rankings, groups, relevance, ctr, mask, num_groups, group_sizes)
+    b = prepare(x.scores, None, x.groups, x.mask, num_groups=x.num_groups, validate=validate)
+    dt = b.scores.dtype
+    ob = order(b, ordering)
+    m = b.mask
+
+    def vals(v, name):
+        if v is None:
+            return None
+        if not isinstance(v, Tensor):
+            raise ValueError(f"`{name}` must be a tensor [B, N] in the tensor form")
+        t = v.unsqueeze(0) if v.dim() == 1 else v
+        if t.shape != m.shape:
+            raise ValueError(f"`{name}` must have shape {tuple(m.shape)}; got {tuple(v.shape)}")
+        t = torch.where(m, t.to(dt), torch.zeros((), dtype=dt, device=t.device))
+        if check_unit is not None and name in check_unit and bool(((t < 0) | (t > 1)).any()):
+            what = "relevance score" if name == "relevance" else "click through rate"
+            raise FRTInputError(f"{check_unit[name]} requires that {what} be between 0 and 1 (`{name}`)")
+        return t
+
+    sizes = None
+    if b.membership is not None:
+        counts = b.membership.sum(1)  # [B, G]
+        if x.sizes is not None:
+            sizes = x.sizes.to(device=counts.device, dtype=dt)
+            if sizes.shape != counts.shape[-1:]:
+                raise ValueError(f"`group_sizes` must have shape [{counts.shape[-1]}]; got {tuple(sizes.shape)}")
+        else:
+            sizes = counts.amax(0)
+    labels = x.labels
+    if labels is None and b.membership is not None:
+        labels = list(range(b.membership.shape[-1]))
+    return _Prepared(ob, b.membership, m, sizes, labels, vals(x.relevance, "relevance"), vals(x.ctr, "ctr"),
+                     x.items.to(m.device), x.squeeze and not x.frt_form, dt)
+
+
+def _group_total(p: _Prepared, per_item: Tensor) -> Tensor:
+    """``sum_b sum_{i in g} per_item[b, i]``: per-group sums over all rankings, ``[G]``."""
+    return torch.einsum("bn,bng->g", per_item * p.mask.to(per_item.dtype), p.memb)
+
+
+def _result(p: _Prepared, per_group: Tensor, combo: str, strict_docs: bool) -> FRTResult:
+    return FRTResult(aggregate(per_group, combo, strict_docs=strict_docs), per_group, p.labels)
+
+
+_COMMON = """
+    Common arguments: ``rankings``/``groups`` in the FRT form or the tensor form (module docstring); ``combo`` one
+    of :data:`COMBOS`; ``mask``, ``num_groups``, ``group_sizes`` (dictionary group sizes ``[G]``) for the tensor
+    form; ``ordering`` (default ``Hard()``; a relaxed ordering gives a differentiable value); ``strict_docs``:
+    documented ``LTwo``/``Variance`` instead of the code's (deviation 1); ``validate_args``.
+    Returns :class:`FRTResult`.  FRT deviations: 1-3 of the module docstring"""
+
+
+def _doc(f):
+    f.__doc__ = f.__doc__.replace("    {common}", _COMMON)
+    return f
+
+
+def _check_combo(combo):
+    if combo not in _AGG:
+        raise ValueError(f"`combo` must be one of {COMBOS}; got {combo!r}")
+
+
+# --------------------------------------------------------------------------------------------- exposure family
+@_doc
+def EXP(rankings, groups, combo: str = "MinMaxRatio", *, mask: Optional[Tensor] = None,
+        num_groups: Optional[int] = None, group_sizes=None, ordering: OrderingLike = None,
+        strict_docs: bool = False, validate_args: bool = True) -> FRTResult:
+    r"""Group exposure EXP (Singh & Joachims 2018): ``V_g = sum_rankings sum_{i in g} 1/log2(rank_i + 1) / |g|``.
+    {common}.
+    """
+    _check_combo(combo)
+    p = _prepare(rankings, groups, mask=mask, num_groups=num_groups, group_sizes=group_sizes, ordering=ordering,
+                 validate=validate_args)
+    e = p.ob.exposure(Logarithmic())
+    return _result(p, _group_total(p, e) / p.sizes, combo, strict_docs)
+
+
+@_doc
+def EXPU(rankings, groups, relevance, combo: str = "MinMaxRatio", *, mask: Optional[Tensor] = None,
+         num_groups: Optional[int] = None, group_sizes=None, ordering: OrderingLike = None,
+         strict_docs: bool = False, validate_args: bool = True) -> FRTResult:
+    r"""Exposure utility EXPU (Singh & Joachims' "disparate treatment"): ``V_g = avgexp_g / avgutil_g`` with both
+    averages summed over rankings and divided by the dictionary size ``|g|``.  ``relevance`` must lie in [0, 1]
+    (:class:`FRTInputError` otherwise, FRT's ``AssertionError``, deviation 10); a group with zero relevance gives
+    ``inf``/``nan``.
+    {common}.
+    """
+    _check_combo(combo)
+    p = _prepare(rankings, groups, relevance, mask=mask, num_groups=num_groups, group_sizes=group_sizes,
+                 ordering=ordering, validate=validate_args, check_unit={"relevance": "Exposure Realized Utility"})
+    e = p.ob.exposure(Logarithmic())
+    avg_exp = _group_total(p, e) / p.sizes
+    avg_util = _group_total(p, p.relevance) / p.sizes
+    return _result(p, avg_exp / avg_util, combo, strict_docs)
+
+
+@_doc
+def EXPRU(rankings, groups, relevance, ctr, combo: str = "MinMaxRatio", *, mask: Optional[Tensor] = None,
+          num_groups: Optional[int] = None, group_sizes=None, ordering: OrderingLike = None,
+          strict_docs: bool = False, validate_args: bool = True) -> FRTResult:
+    r"""Exposure realized utility EXPRU (Singh & Joachims' "disparate impact"): ``V_g = avgctr_g / avgutil_g``.
+    Uses no exposure (the ranking only decides which items count); ``relevance`` and ``ctr`` must lie in [0, 1]
+    (deviation 10).
+    {common}.
+    """
+    _check_combo(combo)
+    p = _prepare(rankings, groups, relevance, ctr, mask=mask, num_groups=num_groups, group_sizes=group_sizes,
+                 ordering=ordering, validate=validate_args,
+                 check_unit={"relevance": "Exposure Realized Utility", "ctr": "Exposure Realized Utility"})
+    avg_ctr = _group_total(p, p.ctr) / p.sizes
+    avg_util = _group_total(p, p.relevance) / p.sizes
+    return _result(p, avg_ctr / avg_util, combo, strict_docs)
+
+
+@_doc
+def AWRF(rankings, groups, p: float, combo: str = "MinMaxRatio", *, mask: Optional[Tensor] = None,
+         num_groups: Optional[int] = None, group_sizes=None, ordering: OrderingLike = None,
+         strict_docs: bool = False, validate_args: bool = True) -> FRTResult:
+    r"""FRT's AWRF: group average attention ``V_g = sum_rankings sum_{i in g} 100 p (1-p)^(rank_i - 1) / |g|``
+    (:class:`~torchfair.browsing.Geometric` times 100).  Not Sapiezynski et al.'s AWRF (deviation 9).
+    {common}.
+    """
+    _check_combo(combo)
+    pr = _prepare(rankings, groups, mask=mask, num_groups=num_groups, group_sizes=group_sizes, ordering=ordering,
+                  validate=validate_args)
+    e = 100.0 * pr.ob.exposure(Geometric(p))
+    return _result(pr, _group_total(pr, e) / pr.sizes, combo, strict_docs)
+
+
+def _rbp_total(p: _Prepared, decay: float) -> Tensor:
+    """``(1 - decay) sum_rankings sum_{i in g} decay^(rank_i - 1)`` (Kirnap et al. eq. 2), ``[G]``."""
+    return (1 - decay) * _group_total(p, p.ob.exposure(RBP(decay)))
+
+
+@_doc
+def ERBE(rankings, groups, decay: float, combo: str = "MinMaxRatio", *, mask: Optional[Tensor] = None,
+         num_groups: Optional[int] = None, group_sizes=None, ordering: OrderingLike = None,
+         strict_docs: bool = False, validate_args: bool = True) -> FRTResult:
+    r"""Exposure RBP equality (Kirnap et al. 2021): ``V_g = (1 - decay) sum_rankings sum_{i in g}
+    decay^(rank_i - 1)`` (not divided by the group size).  The docs' ``gamma^(1 - rank)`` is a typo (deviation 4).
+    ``decay`` in (0, 1] (:class:`~torchfair.browsing.RBP`).
+    {common}.
+    """
+    _check_combo(combo)
+    p = _prepare(rankings, groups, mask=mask, num_groups=num_groups, group_sizes=group_sizes, ordering=ordering,
+                 validate=validate_args)
+    return _result(p, _rbp_total(p, decay), combo, strict_docs)
+
+
+@_doc
+def ERBP(rankings, groups, decay: float, combo: str = "MinMaxRatio", *, mask: Optional[Tensor] = None,
+         num_groups: Optional[int] = None, group_sizes=None, ordering: OrderingLike = None,
+         strict_docs: bool = False, validate_args: bool = True) -> FRTResult:
+    r"""Exposure RBP proportionality: ERBE's group exposure divided by the dictionary group size ``|g|``
+    (deviation 4 applies).
+    {common}.
+    """
+    _check_combo(combo)
+    p = _prepare(rankings, groups, mask=mask, num_groups=num_groups, group_sizes=group_sizes, ordering=ordering,
+                 validate=validate_args)
+    return _result(p, _rbp_total(p, decay) / p.sizes, combo, strict_docs)
+
+
+@_doc
+def ERBR(rankings, groups, relevance, decay: float, combo: str = "MinMaxRatio", *, mask: Optional[Tensor] = None,
+         num_groups: Optional[int] = None, group_sizes=None, ordering: OrderingLike = None,
+         strict_docs: bool = False, validate_args: bool = True) -> FRTResult:
+    r"""Exposure RBP proportional to relevance: ERBE's group exposure divided by the group's relevance summed over
+    the rankings.  FRT's binary-relevance check is dead code (deviation 5), so any relevance is accepted and
+    ``|g^rel|`` is the relevance sum; a group without relevance gives ``inf``/``nan`` (deviations 4, 5 apply).
+    {common}.
+    """
+    _check_combo(combo)
+    p = _prepare(rankings, groups, relevance, mask=mask, num_groups=num_groups, group_sizes=group_sizes,
+                 ordering=ordering, validate=validate_args)
+    return _result(p, _rbp_total(p, decay) / _group_total(p, p.relevance), combo, strict_docs)
+
+
+# --------------------------------------------------------------------------------------------- ARP, NDKL, IAA
+@_doc
+def ARP(rankings, groups, combo: str = "MinMaxRatio", *, mask: Optional[Tensor] = None,
+        num_groups: Optional[int] = None, group_sizes=None, ordering: OrderingLike = None,
+        strict_docs: bool = False, validate_args: bool = True) -> FRTResult:
+    r"""Attribute rank parity (Cachel et al. 2022): ``V_g = sum_rankings mixed pairs won by g / mixed pairs of g``
+    (FRT's "FPR"), from :func:`torchfair.metrics.rank_parity`.  Summed, not averaged, over rankings
+    (deviation 2); a group that is alone in a ranking adds ``nan``; FRT needs every ranking to hold every
+    dictionary item (deviation 7).  ``group_sizes`` is unused (accepted for a uniform signature).
+    {common}.
+    """
+    _check_combo(combo)
+    p = _prepare(rankings, groups, mask=mask, num_groups=num_groups, group_sizes=group_sizes, ordering=ordering,
+                 validate=validate_args)
+    rp = rank_parity(p.ob.scores, p.memb, mask=p.mask, ordering=p.ob, validate_args=False)
+    present = p.memb.sum(1) > 0
+    nan = torch.full_like(rp.per_group, float("nan"))
+    per_ranking = torch.where(rp.valid, rp.per_group, torch.where(present, nan, torch.zeros_like(nan)))
+    return _result(p, per_ranking.sum(0), combo, strict_docs)
+
+
+def NDKL(rankings, groups, *, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
+         ordering: OrderingLike = None, validate_args: bool = True) -> Tensor:
+    r"""Normalized discounted KL divergence (Geyik et al. 2019), one value per ranking.
+
+    .. math:: \mathrm{NDKL}(\tau) = \frac{1}{Z} \sum_{k=1}^{n} \frac{1}{\log_2(k+1)}
+              d_{KL}(D_{\tau_{1..k}} + \epsilon \,\|\, D_\tau + \epsilon), \qquad Z = \sum_{k=1}^{n} \frac{1}{\log_2(k+1)}
+
+    with FRT's ``epsilon = 1e-7`` (:data:`NDKL_EPSILON`) added to both group distributions, and ``D_tau`` the
+    distribution of the *ranking* (deviation 8).  Prefix group counts come from the ordering's position matrix,
+    so a relaxed ordering gives expected prefix counts.  Returns a 0-dim tensor for one ranking and ``[B]`` for
+    several (FRT raises ``AssertionError`` for more than one ranking).
+    """
+    p = _prepare(rankings, groups, mask=mask, num_groups=num_groups, ordering=ordering, validate=validate_args)
+    dt = p.dtype
+    R = p.ob.position_matrix().to(dt)                          # [B, N(k), N(i)]
+    prefix = torch.cumsum(torch.bmm(R, p.memb), dim=1)         # [B, N, G] group counts among positions <= k
+    B, N = p.mask.shape
+    n = p.mask.sum(-1).to(dt)                                  # [B]
+    k1 = torch.arange(1, N + 1, dtype=dt, device=p.mask.device)
+    P = prefix / k1[None, :, None] + NDKL_EPSILON
+    Q = (p.memb.sum(1) / n.clamp(min=1)[:, None] + NDKL_EPSILON)[:, None, :]
+    kl = (P * torch.log(P / Q)).sum(-1)                        # [B, N]
+    real = (torch.arange(N, device=p.mask.device)[None, :] < n[:, None]).to(dt)
+    Z = Logarithmic().weights(N, dtype=dt, device=p.mask.device)[None, :] * real
+    out = (Z * kl).sum(-1) / Z.sum(-1)
+    return out[0] if (B == 1) else out
+
+
+def IAA(rankings, relevance, *, mask: Optional[Tensor] = None, ordering: OrderingLike = None,
+        per_ranking: bool = False, strict_docs: bool = False, validate_args: bool = True) -> Tensor:
+    r"""Inequity of amortized attention (Biega et al. 2018) as FRT computes it:
+    ``sum_positions |1/log2(rank + 1) - relevance|`` of the **first ranking only** (FRT returns inside its loop,
+    deviation 6), no normalisation, no range check on relevance.
+
+    ``per_ranking=True``: the same value for every ranking, ``[B]``.  ``strict_docs=True``: the documented
+    amortized value ``sum_items |sum_rankings attention_i - sum_rankings relevance_i|`` (items identified by id in
+    the FRT form and by list index in the tensor form).  Returns a 0-dim tensor otherwise.
+    """
+    if per_ranking and strict_docs:
+        raise ValueError("`per_ranking` and `strict_docs` are exclusive")
+    p = _prepare(rankings, None, relevance, mask=mask, ordering=ordering, validate=validate_args)
+    att = p.ob.exposure(Logarithmic())
+    m = p.mask.to(att.dtype)
+    if strict_docs:
+        M = int(p.items.max()) + 1
+        A = torch.zeros(M, dtype=att.dtype, device=att.device).index_add_(0, p.items[p.mask], att[p.mask])
+        Rl = torch.zeros(M, dtype=att.dtype, device=att.device).index_add_(0, p.items[p.mask],
+                                                                            p.relevance[p.mask])
+        return (A - Rl).abs().sum()
+    per = ((att - p.relevance).abs() * m).sum(-1)
+    return per if per_ranking else per[0]

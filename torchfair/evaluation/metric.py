@@ -1,0 +1,142 @@
+"""torchmetrics wrappers: accumulate any registered measure over batches, exactly, across processes.
+
+Each metric keeps two ``[C]`` states per instance, one entry per column of the measure (see
+:mod:`torchfair.evaluation.registry`): ``total`` (sum of the column over the lists where it is valid) and ``count``
+(the number of such lists), both declared with ``dist_reduce_fx="sum"``.  ``compute()`` returns
+``total / count``: the exact corpus-level mean over valid lists, whatever the batching and the number of processes
+(0 for a column no list defines, the library convention; :attr:`FairnessMetric.counts` tells them apart).
+
+Example::
+
+    >>> m = DIPS(browsing="uniform")                 # two groups by default
+    >>> m.update(scores, relevance, groups, mask)    # [B, N] each, any number of times
+    >>> m.compute()                                  # {"dips_AB": ..., "dips_BA": ..., "dips_gap": ...}
+    >>> DIPS(column="dips_gap").compute()            # a scalar tensor, e.g. for LightningModule.log
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Union
+
+import torch
+from torch import Tensor
+from torchmetrics import Metric
+
+from .registry import MeasureRequest, get_measure, parse_request
+
+__all__ = ["FairnessMetric", "DIPS", "IGI", "REE", "PairwiseAccuracy", "RankParity", "KendallTau", "metric_class",
+           "NDCG", "DCG", "Precision", "Recall", "MRR", "RBP", "ERR", "AWRF", "IAA", "ExpectedExposure",
+           "ExposureMisallocation", "ExpRR", "DP", "EUR", "RUR", "RND", "RRD", "RKL", "Skew", "NDKL", "PreF",
+           "FAIR", "MPC"]
+
+
+class FairnessMetric(Metric):
+    """Mean of a registered measure's columns over all valid lists seen by :meth:`update`.
+
+    Args:
+        measure: a registered name (``"dips"``, ``"ndcg"``...), ``"ndcg@10"``-style string, or
+            :class:`~torchfair.evaluation.registry.MeasureRequest`.
+        num_groups: G, fixed for the metric's lifetime (the columns depend on it); default 2 for measures taking
+            groups (ids ``>= num_groups`` then raise, they are not silently dropped).
+        column: if given, :meth:`compute` returns only this column as a scalar tensor.
+        **options: the measure's options (``browsing``, ``tie_weight``, ``k``, ``ordering``...).
+    """
+
+    is_differentiable = False
+    higher_is_better: Optional[bool] = None
+    full_state_update = False
+
+    total: Tensor
+    count: Tensor
+
+    def __init__(self, measure: Union[str, MeasureRequest] = "dips", *, num_groups: Optional[int] = None,
+                 column: Optional[str] = None, validate_args: bool = True, **options: Any):
+        metric_kwargs = {k: options.pop(k) for k in list(options)
+                         if k in ("compute_on_cpu", "dist_sync_on_step", "process_group", "dist_sync_fn",
+                                  "distributed_available_fn", "sync_on_compute", "compute_with_cache")}
+        super().__init__(**metric_kwargs)
+        req = parse_request(measure)
+        self.request = MeasureRequest(req.name, {**req.options, **options}, req.label)
+        self.spec = get_measure(req.name)
+        self.num_groups = (num_groups if num_groups is not None else 2) if self.spec.uses_groups else None
+        self.validate_args = validate_args
+        if not validate_args and self.spec.accepts("validate_args"):
+            self.request.options["validate_args"] = False
+        self.columns: List[str] = self.spec.column_names(self.num_groups, label=self.request.label,
+                                                         **self.request.options)
+        if column is not None and column not in self.columns:
+            raise ValueError(f"`column` must be one of {self.columns}; got {column!r}")
+        self.column = column
+        C = len(self.columns)
+        self.add_state("total", default=torch.zeros(C, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("count", default=torch.zeros(C, dtype=torch.float64), dist_reduce_fx="sum")
+
+    def update(self, scores: Tensor, relevance: Optional[Tensor] = None, groups: Optional[Tensor] = None,
+               mask: Optional[Tensor] = None) -> None:
+        """Add a batch ``[B, N]`` (or one list ``[N]``)."""
+        cols = self.spec.compute(scores.detach(), None if relevance is None else relevance.detach(),
+                                 groups if self.spec.uses_groups else None, mask, label=self.request.label,
+                                 num_groups=self.num_groups, **self.request.options)
+        if list(cols) != self.columns:
+            raise RuntimeError(f"measure {self.request.name!r} produced columns {list(cols)}, expected "
+                               f"{self.columns}")
+        vals = torch.stack([v.detach().to(torch.float64) for v, _ in cols.values()], -1)  # [B, C]
+        valid = torch.stack([m for _, m in cols.values()], -1).to(torch.float64)
+        vals = torch.where(valid > 0, vals, torch.zeros_like(vals))
+        self.total += (vals * valid).sum(0).to(self.total.device)
+        self.count += valid.sum(0).to(self.count.device)
+
+    def compute(self) -> Union[Dict[str, Tensor], Tensor]:
+        mean = torch.where(self.count > 0, self.total / self.count.clamp(min=1), torch.zeros_like(self.total))
+        if self.column is not None:
+            return mean[self.columns.index(self.column)]
+        return {c: mean[i] for i, c in enumerate(self.columns)}
+
+    @property
+    def counts(self) -> Dict[str, int]:
+        """Number of valid lists per column accumulated so far (on this process, before sync)."""
+        return {c: int(self.count[i]) for i, c in enumerate(self.columns)}
+
+    def extra_repr(self) -> str:  # pragma: no cover - cosmetic
+        return f"measure={self.request.name!r}, num_groups={self.num_groups}, options={self.request.options}"
+
+
+def metric_class(measure: str, class_name: Optional[str] = None, higher_is_better: Optional[bool] = None) -> type:
+    """A named subclass of :class:`FairnessMetric` bound to ``measure`` (``NDCG = metric_class("ndcg")``)."""
+
+    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, **options: Any):
+        FairnessMetric.__init__(self, measure, num_groups=num_groups, column=column, **options)
+
+    name = class_name or measure.upper()
+    return type(name, (FairnessMetric,), {"__init__": __init__, "higher_is_better": higher_is_better,
+                                          "__doc__": f"Corpus-level mean of the ``{measure}`` columns "
+                                                     f"(see :class:`FairnessMetric`)."})
+
+
+DIPS = metric_class("dips", "DIPS", False)
+IGI = metric_class("igi", "IGI", False)
+REE = metric_class("ree", "REE", False)
+PairwiseAccuracy = metric_class("pairwise_accuracy", "PairwiseAccuracy")
+RankParity = metric_class("rank_parity", "RankParity")
+KendallTau = metric_class("kendall_tau", "KendallTau", True)
+
+# measures of modules that may be absent: a class exists only where the measure is registered
+_OPTIONAL = {"NDCG": ("ndcg", True), "DCG": ("dcg", True), "Precision": ("precision", True),
+             "Recall": ("recall", True), "MRR": ("mrr", True), "RBP": ("rbp", True), "ERR": ("err", True),
+             "AWRF": ("awrf", False), "IAA": ("iaa", False), "ExpectedExposure": ("expected_exposure", None),
+             "ExposureMisallocation": ("exposure_misallocation", None), "ExpRR": ("exp_rr", False),
+             "DP": ("dp", None), "EUR": ("eur", None), "RUR": ("rur", None), "RND": ("rnd", False),
+             "RRD": ("rrd", False), "RKL": ("rkl", False), "Skew": ("skew", None), "NDKL": ("ndkl", False),
+             "PreF": ("pref", False), "FAIR": ("fair", None), "MPC": ("mpc", None)}
+
+
+def _define_optional() -> None:
+    from .registry import available_measures
+    have = set(available_measures())
+    for cls_name, (measure, hib) in _OPTIONAL.items():
+        if measure in have:
+            globals()[cls_name] = metric_class(measure, cls_name, hib)
+        elif cls_name in __all__:
+            __all__.remove(cls_name)
+
+
+_define_optional()

@@ -1,0 +1,480 @@
+"""A registry of named measures, so that metrics, tables and the CLI can ask for a measure by name.
+
+Every entry maps a name to a :class:`MeasureSpec` whose :meth:`~MeasureSpec.compute` runs the functional measure on a
+padded batch and returns **named per-list scalar columns**::
+
+    {"dips_AB": (value [B], valid [B]), "dips_BA": (...), "dips_gap": (...)}
+
+Column names
+------------
+* scalar measures (``[B]``): the measure's label, e.g. ``"kendall_tau"`` or ``"ndcg@10"``;
+* per-group vectors (``[B, G]``): ``label_A``, ``label_B``, ... (group id g is letter ``chr(65 + g)``; more than
+  26 groups use ``label_g0``, ``label_g1``, ...);
+* group-by-group matrices (``[B, G, G]``): the off-diagonal entries ``label_AB`` (= ``M[..., 0, 1]``), ``label_BA``,
+  ... and the antisymmetric gaps ``M[g, h] - M[h, g]`` for ``g < h``: ``label_gap`` for two groups,
+  ``label_gap_AB``, ``label_gap_AC``, ... for more (with more than 26 groups ``label_g0_g1``, ``label_gap_g0_g1``);
+* NamedTuple results: one block of columns per tensor field, named ``label_field...``.
+
+A column is valid for a list where the underlying entry is (the measure's ``return_valid`` mask; for a gap, both
+entries).  Invalid values are 0.
+
+Adding a measure
+----------------
+One line per measure::
+
+    register("ndcg", torchfair.metrics.utility.ndcg)                      # generic adapter (shape driven)
+    register("dips", pairwise.dips, kind="matrix", defaults={"tie_weight": 0.5})
+
+The generic adapter inspects the function's signature and passes ``relevance``, ``groups``, ``mask``,
+``num_groups``, ``return_valid`` and options only where the function has such a parameter, so any function
+following the library conventions plugs in.  ``columns=`` overrides the column builder (a callable
+``(label, result, num_groups) -> dict``).  Measures of the modules :mod:`torchfair.metrics.exposure`,
+``prefix``, ``utility`` and ``calibration`` are registered lazily, when the registry is first queried, for the names
+those modules define (a module that does not import is skipped).
+
+Options
+-------
+Per-measure options (``browsing``, ``tie_weight``, ``k``, ``ordering``, ...) are given per request
+(:func:`parse_request` understands ``"ndcg@10"`` and ``"dips:browsing=uniform,tie_weight=0"``) or as global
+options that are passed only to the measures that accept them.  ``browsing`` strings may carry a parameter:
+``"rbp:0.8"``, ``"geometric:0.3"``, ``"cascade:0.9"``, ``"topk:10"`` (uniform cut at 10), see
+:func:`parse_browsing`.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from .. import browsing as _browsing
+from ..orderings import Hard
+
+__all__ = ["MeasureSpec", "MeasureRequest", "register", "unregister", "get_measure", "available_measures",
+           "parse_request", "parse_browsing", "group_label", "compute_columns", "Columns"]
+
+#: column name -> (value [B], valid [B])
+Columns = Dict[str, Tuple[Tensor, Tensor]]
+
+_REGISTRY: Dict[str, "MeasureSpec"] = {}
+_LAZY_LOADED = False
+
+
+# --------------------------------------------------------------------------------------------- naming helpers
+def group_label(g: int, num_groups: int) -> str:
+    """``"A"``, ``"B"``, ... for at most 26 groups, else ``"g0"``, ``"g1"``, ..."""
+    return chr(65 + g) if num_groups <= 26 else f"g{g}"
+
+
+def _pair_label(g: int, h: int, G: int) -> str:
+    return f"{group_label(g, G)}{group_label(h, G)}" if G <= 26 else f"{group_label(g, G)}_{group_label(h, G)}"
+
+
+def _expand(label: str, value: Tensor, valid: Tensor, num_groups: Optional[int], *, diagonal: bool = False,
+            gap: bool = True) -> Columns:
+    """Turn ``value [B, *rest]`` (validity of the same shape) into scalar columns (see module doc)."""
+    if valid.shape != value.shape:
+        valid = valid.expand_as(value) if valid.dim() <= value.dim() else valid
+    rest = tuple(value.shape[1:])
+    out: Columns = {}
+    if rest == ():
+        out[label] = (value, valid)
+    elif len(rest) == 1:
+        n = rest[0]
+        G = n if (num_groups is None or num_groups == n) else n
+        for g in range(n):
+            out[f"{label}_{group_label(g, G)}"] = (value[:, g], valid[:, g])
+    elif len(rest) == 2 and rest[0] == rest[1]:
+        G = rest[0]
+        for g in range(G):
+            for h in range(G):
+                if g != h or diagonal:
+                    out[f"{label}_{_pair_label(g, h, G)}"] = (value[:, g, h], valid[:, g, h])
+        if gap:
+            for g in range(G):
+                for h in range(g + 1, G):
+                    name = f"{label}_gap" if G == 2 else f"{label}_gap_{_pair_label(g, h, G)}"
+                    v = valid[:, g, h] & valid[:, h, g]
+                    d = value[:, g, h] - value[:, h, g]
+                    out[name] = (torch.where(v, d, torch.zeros_like(d)), v)
+    else:
+        flat = value.reshape(value.shape[0], -1)
+        fv = valid.reshape(valid.shape[0], -1)
+        for i in range(flat.shape[1]):
+            out[f"{label}_{i}"] = (flat[:, i], fv[:, i])
+    return out
+
+
+def _split_result(result: Any) -> Tuple[Any, Optional[Tensor]]:
+    """``(value, valid)`` from what a measure returned (``return_valid=True`` pair, NamedTuple or Tensor)."""
+    if isinstance(result, tuple) and not hasattr(result, "_fields") and len(result) == 2 \
+            and isinstance(result[1], Tensor) and result[1].dtype == torch.bool:
+        return result[0], result[1]
+    return result, None
+
+
+def _fit_valid(valid: Optional[Tensor], value: Tensor) -> Tensor:
+    """A validity mask for ``value``: same shape, or a prefix shape broadcast over trailing dims."""
+    if valid is None:
+        return torch.isfinite(value)
+    if valid.shape == value.shape:
+        return valid
+    if value.shape[:valid.dim()] == valid.shape:
+        return valid.reshape(tuple(valid.shape) + (1,) * (value.dim() - valid.dim())).expand_as(value)
+    if valid.shape[:value.dim()] == value.shape:
+        return valid.reshape(tuple(value.shape) + (-1,)).all(-1)
+    return torch.isfinite(value)
+
+
+def default_columns(label: str, result: Any, num_groups: Optional[int], **expand_kw) -> Columns:
+    """The generic, shape-driven column builder (see module doc)."""
+    value, valid = _split_result(result)
+    if hasattr(value, "_fields"):  # NamedTuple
+        fields = value._asdict()
+        nt_valid = fields.get("valid") if isinstance(fields.get("valid"), Tensor) else valid
+        out: Columns = {}
+        for name, v in fields.items():
+            if name == "valid" or not isinstance(v, Tensor) or v.dtype == torch.bool:
+                continue
+            vv, inner_valid = _split_result(v)
+            out.update(_expand(f"{label}_{name}", vv, _fit_valid(inner_valid if inner_valid is not None else nt_valid,
+                                                                     vv), num_groups, **expand_kw))
+        return out
+    if not isinstance(value, Tensor):
+        raise TypeError(f"measure {label!r} returned {type(value).__name__}; expected a Tensor or NamedTuple")
+    return _expand(label, value, _fit_valid(valid, value), num_groups, **expand_kw)
+
+
+# --------------------------------------------------------------------------------------------- options
+_BROWSING_ARG = {"rbp": "gamma", "exponential": "gamma", "geometric": "p", "cascade": "gamma"}
+
+
+def parse_browsing(spec: Union[str, "_browsing.BrowsingModel", None]):
+    """``"rbp:0.8"`` -> ``RBP(0.8)``; ``"topk:10"`` -> ``TopK(Uniform(), 10)``; ``"topk:10:rbp:0.8"`` ->
+    ``TopK(RBP(0.8), 10)``; a plain name or a model is passed through :func:`torchfair.browsing.get_browsing`."""
+    if spec is None or isinstance(spec, _browsing.BrowsingModel):
+        return spec
+    if not isinstance(spec, str):
+        raise ValueError(f"`browsing` must be a string or a BrowsingModel; got {spec!r}")
+    parts = spec.strip().split(":")
+    name = parts[0].lower()
+    if name == "topk":
+        if len(parts) < 2:
+            raise ValueError("`browsing` 'topk' needs a cut-off: 'topk:10' or 'topk:10:rbp:0.8'")
+        base = parse_browsing(":".join(parts[2:])) if len(parts) > 2 else None
+        return _browsing.TopK(base, int(parts[1]))
+    if len(parts) == 1:
+        return _browsing.get_browsing(name)
+    if name not in _BROWSING_ARG or len(parts) != 2:
+        raise ValueError(f"cannot parse browsing model {spec!r}: use e.g. 'rbp:0.8', 'geometric:0.5', "
+                         f"'cascade:0.9', 'topk:10' or a plain name")
+    cls = _browsing.get_browsing(name).__class__
+    return cls(**{_BROWSING_ARG[name]: float(parts[1])})
+
+
+def _parse_value(text: str) -> Any:
+    t = text.strip()
+    low = t.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for conv in (int, float):
+        try:
+            return conv(t)
+        except ValueError:
+            pass
+    return t
+
+
+def _normalise_options(options: Mapping[str, Any]) -> Dict[str, Any]:
+    out = dict(options)
+    if isinstance(out.get("browsing"), str):
+        out["browsing"] = parse_browsing(out["browsing"])
+    if isinstance(out.get("ordering"), str):  # "first" / "average" ties of the hard ordering
+        out["ordering"] = Hard(out["ordering"])
+    if "ties" in out and "ordering" not in out:
+        out["ordering"] = Hard(out.pop("ties"))
+    return out
+
+
+@dataclass
+class MeasureRequest:
+    """A measure asked for by name, with its options and the label prefixing its columns."""
+
+    name: str
+    options: Dict[str, Any] = field(default_factory=dict)
+    label: Optional[str] = None
+
+    def __post_init__(self):
+        if self.label is None:
+            self.label = self.name + (f"@{self.options['k']}" if "k" in self.options else "")
+
+
+def parse_request(req: Union[str, Tuple[str, Mapping[str, Any]], MeasureRequest]) -> MeasureRequest:
+    """``"ndcg@10"`` -> ``ndcg`` with ``k=10``; ``"dips:browsing=uniform,tie_weight=0"`` -> options;
+    ``"dips:tie_weight=0,label=dips0"`` names the columns ``dips0_*`` (needed to ask twice for one measure);
+    ``("dips", {"tie_weight": 0})`` and :class:`MeasureRequest` are accepted as they are."""
+    if isinstance(req, MeasureRequest):
+        return req
+    if isinstance(req, tuple):
+        name, opts = req
+        return MeasureRequest(name, dict(opts))
+    if not isinstance(req, str):
+        raise ValueError(f"a measure must be a name, (name, options) or MeasureRequest; got {req!r}")
+    s = req.strip()
+    opts: Dict[str, Any] = {}
+    label = None
+    if ":" in s:
+        s, rest = s.split(":", 1)
+        for item in filter(None, (x.strip() for x in rest.split(","))):
+            if "=" not in item:
+                raise ValueError(f"cannot parse option {item!r} of measure {req!r}: use key=value")
+            k, v = item.split("=", 1)
+            k = k.strip()
+            if k == "label":
+                label = v.strip()
+            else:
+                opts[k] = _parse_value(v)
+    if "@" in s:
+        s, k = s.split("@", 1)
+        opts["k"] = int(k)
+    r = MeasureRequest(s, opts)
+    if label is not None:
+        r.label = label
+    return r
+
+
+# --------------------------------------------------------------------------------------------- specs
+@dataclass
+class MeasureSpec:
+    """A registered measure: the functional ``fn`` and how to turn its output into columns."""
+
+    name: str
+    fn: Callable[..., Any]
+    kind: str = "auto"  # "auto" (shape driven), "matrix" (G x G), "vector", "scalar"
+    defaults: Dict[str, Any] = field(default_factory=dict)
+    columns: Optional[Callable[..., Columns]] = None
+    diagonal: bool = False
+    description: str = ""
+
+    def __post_init__(self):
+        try:
+            params = inspect.signature(self.fn).parameters
+        except (TypeError, ValueError):  # pragma: no cover - builtins
+            params = {}
+        self._params = params
+        self._var_kw = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
+        if not self.description:
+            doc = inspect.getdoc(self.fn) or ""
+            self.description = doc.split("\n\n")[0].replace("\n", " ")[:200]
+
+    def accepts(self, option: str) -> bool:
+        return option in self._params or self._var_kw
+
+    @property
+    def needs_relevance(self) -> bool:
+        p = self._params.get("relevance")
+        return p is not None and p.default is inspect.Parameter.empty
+
+    @property
+    def needs_groups(self) -> bool:
+        p = self._params.get("groups")
+        return p is not None and p.default is inspect.Parameter.empty
+
+    @property
+    def uses_groups(self) -> bool:
+        return "groups" in self._params
+
+    def options_for(self, options: Mapping[str, Any], strict: bool = False) -> Dict[str, Any]:
+        """The subset of ``options`` this measure accepts (all of them, or an error, when ``strict``)."""
+        out = {}
+        for k, v in options.items():
+            if self.accepts(k):
+                out[k] = v
+            elif strict:
+                raise ValueError(f"measure {self.name!r} has no option {k!r}; it accepts "
+                                 f"{sorted(p for p in self._params if p not in _DATA_ARGS)}")
+        return out
+
+    def __call__(self, scores: Tensor, relevance: Optional[Tensor] = None, groups: Optional[Tensor] = None,
+                 mask: Optional[Tensor] = None, *, label: Optional[str] = None, **options) -> Columns:
+        return self.compute(scores, relevance, groups, mask, label=label, **options)
+
+    def compute(self, scores: Tensor, relevance: Optional[Tensor] = None, groups: Optional[Tensor] = None,
+                mask: Optional[Tensor] = None, *, label: Optional[str] = None, num_groups: Optional[int] = None,
+                **options) -> Columns:
+        """Run the measure on a padded batch ``[B, N]`` and return its columns (``{name: (value [B], valid [B])}``).
+
+        ``options`` are the measure's keyword arguments (``browsing``, ``tie_weight``, ``k``...); an option
+        the function does not accept raises ``ValueError``.
+        """
+        label = label or self.name
+        opts = {**self.defaults, **_normalise_options(options)}
+        kw = self.options_for(opts, strict=True)
+        if scores.dim() == 1:
+            scores = scores.unsqueeze(0)
+            relevance = None if relevance is None else relevance.unsqueeze(0)
+            if groups is not None and ((not groups.is_floating_point() and groups.dim() == 1)
+                                       or (groups.is_floating_point() and groups.dim() == 2)):
+                groups = groups.unsqueeze(0)
+            mask = None if mask is None else mask.unsqueeze(0)
+        if "relevance" in self._params:
+            if relevance is None and self.needs_relevance:
+                raise ValueError(f"measure {self.name!r} needs relevance")
+            kw["relevance"] = relevance
+        if "groups" in self._params:
+            if groups is None and self.needs_groups:
+                raise ValueError(f"measure {self.name!r} needs group labels")
+            kw["groups"] = groups
+            if num_groups is not None and "num_groups" in self._params and not (
+                    groups is not None and groups.is_floating_point()):
+                kw["num_groups"] = num_groups
+        if "mask" in self._params:
+            kw["mask"] = mask
+        if "return_valid" in self._params:
+            kw["return_valid"] = True
+        if "reduction" in self._params:
+            kw["reduction"] = "none"
+        result = self.fn(scores, **kw)
+        if self.columns is not None:
+            return self.columns(label, result, num_groups)
+        return default_columns(label, result, num_groups, diagonal=self.diagonal)
+
+    def column_names(self, num_groups: Optional[int] = None, label: Optional[str] = None, **options) -> List[str]:
+        """The column names for ``num_groups`` groups, found by running the measure on a small synthetic list."""
+        G = num_groups if num_groups is not None else 2
+        n = max(2 * G, 4)
+        scores = torch.arange(n, 0, -1, dtype=torch.float32).unsqueeze(0)
+        relevance = torch.tensor([float(i % 3) for i in range(n)]).unsqueeze(0)
+        groups = (torch.arange(n) % G).unsqueeze(0)
+        cols = self.compute(scores, relevance, groups if self.uses_groups else None, None, label=label,
+                            num_groups=G if self.uses_groups else None, **options)
+        return list(cols)
+
+
+_DATA_ARGS = {"scores", "relevance", "groups", "mask", "num_groups", "return_valid", "reduction", "validate_args"}
+
+
+def register(name: str, fn: Callable[..., Any], *, kind: str = "auto", defaults: Optional[Mapping[str, Any]] = None,
+             columns: Optional[Callable[..., Columns]] = None, diagonal: bool = False, overwrite: bool = True,
+             description: str = "") -> MeasureSpec:
+    """Register ``fn`` under ``name`` (see the module doc). Returns the spec."""
+    if not overwrite and name in _REGISTRY:
+        raise ValueError(f"measure {name!r} is already registered")
+    spec = MeasureSpec(name, fn, kind=kind, defaults=dict(defaults or {}), columns=columns, diagonal=diagonal,
+                       description=description)
+    _REGISTRY[name] = spec
+    return spec
+
+
+def unregister(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
+def _load_lazy() -> None:
+    global _LAZY_LOADED
+    if _LAZY_LOADED:
+        return
+    _LAZY_LOADED = True
+    for module, names in _LAZY_MODULES.items():
+        try:
+            mod = importlib.import_module(f"torchfair.metrics.{module}")
+        except ImportError:
+            continue
+        except Exception as e:  # a module under construction must not break the registry
+            warnings.warn(f"torchfair.metrics.{module} failed to import ({e!r}); its measures are not registered")
+            continue
+        for entry in names:
+            reg_name, attr, kw = (entry + ({},)) if len(entry) == 2 else entry
+            fn = getattr(mod, attr, None)
+            if callable(fn) and not inspect.isclass(fn) and reg_name not in _REGISTRY:
+                register(reg_name, fn, **kw)
+
+
+def available_measures() -> List[str]:
+    """Names of the registered measures (sorted)."""
+    _load_lazy()
+    return sorted(_REGISTRY)
+
+
+def get_measure(name: str) -> MeasureSpec:
+    _load_lazy()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown measure {name!r}; available: {', '.join(sorted(_REGISTRY))}") from None
+
+
+def compute_columns(scores: Tensor, relevance: Optional[Tensor], groups: Optional[Tensor], mask: Optional[Tensor],
+                    measures: Sequence[Union[str, MeasureRequest, Tuple[str, Mapping[str, Any]]]], *,
+                    num_groups: Optional[int] = None, **global_options) -> Columns:
+    """All columns of several measures on one padded batch. ``global_options`` go to the measures accepting them;
+    per-request options win."""
+    out: Columns = {}
+    for req in measures:
+        r = parse_request(req)
+        spec = get_measure(r.name)
+        opts = {**spec.options_for(global_options), **r.options}
+        cols = spec.compute(scores, relevance, groups if spec.uses_groups else None, mask, label=r.label,
+                            num_groups=num_groups if spec.uses_groups else None, **opts)
+        for k in cols:
+            if k in out:
+                raise ValueError(f"column {k!r} produced twice; give the requests distinct labels")
+        out.update(cols)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- built-in entries
+def _rank_parity_columns(label: str, result: Any, num_groups: Optional[int]) -> Columns:
+    """``rank_parity``: ``label_A`` = per-group share of mixed pairs won (ARP), ``label_pair_A`` = Kuhlman's pair."""
+    out = _expand(label, result.per_group, result.valid, num_groups)
+    out.update(_expand(f"{label}_pair", result.pair, result.valid, num_groups))
+    return out
+
+
+def _pairwise_accuracy_columns(label: str, result: Any, num_groups: Optional[int]) -> Columns:
+    """All ``A[g, h]`` entries plus, for two groups, InterAcc = A_AB - A_BA and IntraAcc = A_AA - A_BB."""
+    value, valid = result
+    out = _expand(label, value, valid, num_groups, diagonal=True, gap=False)
+    if value.shape[-1] == 2:
+        v = valid[:, 0, 1] & valid[:, 1, 0]
+        d = value[:, 0, 1] - value[:, 1, 0]
+        out[f"{label}_inter"] = (torch.where(v, d, torch.zeros_like(d)), v)
+        v = valid[:, 0, 0] & valid[:, 1, 1]
+        d = value[:, 0, 0] - value[:, 1, 1]
+        out[f"{label}_intra"] = (torch.where(v, d, torch.zeros_like(d)), v)
+    return out
+
+
+def _register_builtin() -> None:
+    from ..metrics import pairwise as pw
+    register("dips", pw.dips)
+    register("igi", pw.igi)
+    register("ree", pw.ree)
+    register("pairwise_accuracy", pw.pairwise_accuracy, columns=_pairwise_accuracy_columns)
+    register("rank_parity", pw.rank_parity, columns=_rank_parity_columns)
+    register("kendall_tau", pw.kendall_tau)
+    register("discordant_fraction", pw.discordant_fraction)
+
+
+#: module -> (registry name, attribute[, register kwargs]); entries whose attribute is missing are skipped.
+#: Add a line here to register a measure of these modules.
+_LAZY_MODULES: Dict[str, List[tuple]] = {
+    "exposure": [("exposure_misallocation", "exposure_misallocation"), ("expected_exposure", "expected_exposure"),
+                 ("awrf", "awrf"), ("iaa", "iaa"), ("dp", "dp"), ("eur", "eur"), ("rur", "rur"),
+                 ("exp_rr", "exp_rr")],
+    "prefix": [("rnd", "rnd"), ("rrd", "rrd"), ("rkl", "rkl"), ("skew", "skew"), ("pref", "pref"),
+               ("ndkl", "ndkl"), ("fair", "fair")],
+    "utility": [("ndcg", "ndcg"), ("dcg", "dcg"), ("precision", "precision"), ("recall", "recall"),
+                ("mrr", "mrr"), ("rbp", "rbp"), ("err", "err")],
+    "calibration": [("mpc", "matched_pair_calibration",
+                     {"defaults": {"ci": "none"}, "columns": lambda label, res, G: {
+                         label: (res.per_query, res.per_query_valid)}})],
+}
+
+_register_builtin()

@@ -1,0 +1,446 @@
+"""Evaluate a whole set of ranked lists at once: per-list values, means over valid lists, bootstrap intervals.
+
+:func:`evaluate` takes lists of ragged lengths, computes every requested measure in padded batches (lists sorted
+by length, so little padding), and returns an :class:`EvaluationTable` with one row per list and the aggregate rows
+``mean`` (over the lists where the column is valid), ``ci_low``/``ci_high`` (percentile bootstrap over lists,
+seeded) and ``n_valid``.
+
+Bootstrap: each replicate draws L lists with replacement (the same draw for every column, so the intervals of
+different columns are paired); a column's replicate value is the mean of its valid values among the drawn lists.
+The interval is the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` percentiles of the replicates.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .registry import MeasureRequest, compute_columns, get_measure, parse_request
+
+__all__ = ["EvaluationTable", "evaluate", "as_lists", "bootstrap_interval", "AGGREGATE_ROWS"]
+
+#: the ``kind`` of the aggregate rows, in output order
+AGGREGATE_ROWS = ("mean", "ci_low", "ci_high", "n_valid")
+
+
+def _num(x: float) -> Optional[float]:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+@dataclass
+class EvaluationTable:
+    """Per-list values and their aggregates.
+
+    ``values`` is ``[L, C]`` float64 with NaN where the column is undefined for the list (invalid);
+    ``mean``/``ci_low``/``ci_high`` map a column to a float (NaN when no list defines it or without bootstrap);
+    ``n_valid`` to the number of lists where it is defined.  ``meta`` records the measures, options, bootstrap
+    settings and group names.
+    """
+
+    columns: List[str]
+    list_ids: List[Any]
+    values: np.ndarray
+    mean: Dict[str, float]
+    ci_low: Dict[str, float]
+    ci_high: Dict[str, float]
+    n_valid: Dict[str, int]
+    meta: Dict[str, Any] = field(default_factory=dict)
+
+    # ----------------------------------------------------------------- access
+    @property
+    def valid(self) -> np.ndarray:
+        """``[L, C]`` bool."""
+        return ~np.isnan(self.values)
+
+    def __getitem__(self, column: str) -> np.ndarray:
+        """Per-list values of ``column`` (NaN = invalid)."""
+        return self.values[:, self.columns.index(column)]
+
+    def __len__(self) -> int:
+        return len(self.list_ids)
+
+    def aggregate(self) -> Dict[str, Dict[str, Any]]:
+        """``{column: {"mean", "ci_low", "ci_high", "n_valid"}}``."""
+        return {c: {"mean": self.mean[c], "ci_low": self.ci_low[c], "ci_high": self.ci_high[c],
+                    "n_valid": self.n_valid[c]} for c in self.columns}
+
+    def rows(self) -> List[Dict[str, Any]]:
+        """All rows as dicts ``{"kind", "list_id", column...}``: per-list rows (kind ``"list"``) then aggregates."""
+        out = []
+        for lid, row in zip(self.list_ids, self.values):
+            out.append({"kind": "list", "list_id": lid, **{c: _num(v) for c, v in zip(self.columns, row)}})
+        for kind in AGGREGATE_ROWS:
+            src = getattr(self, kind)
+            out.append({"kind": kind, "list_id": None,
+                        **{c: (src[c] if kind == "n_valid" else _num(src[c])) for c in self.columns}})
+        return out
+
+    # ----------------------------------------------------------------- JSON
+    def to_json(self, path: Union[str, os.PathLike, None] = None, indent: Optional[int] = 2) -> str:
+        """JSON text (written to ``path`` when given): ``columns``, ``lists`` (id + values, null = invalid),
+        ``aggregate`` (per column) and ``meta``."""
+        doc = {"columns": self.columns,
+               "lists": [{"list_id": lid, "values": [_num(v) for v in row]}
+                         for lid, row in zip(self.list_ids, self.values)],
+               "aggregate": {c: {k: (v if k == "n_valid" else _num(v)) for k, v in a.items()}
+                             for c, a in self.aggregate().items()},
+               "meta": _jsonable(self.meta)}
+        text = json.dumps(doc, indent=indent)
+        if path is not None:
+            with open(path, "w") as f:
+                f.write(text + "\n")
+        return text
+
+    @classmethod
+    def from_json(cls, source: Union[str, os.PathLike]) -> "EvaluationTable":
+        """Read :meth:`to_json` output (a path or the JSON text)."""
+        text = _read_source(source, "{")
+        doc = json.loads(text)
+        cols = list(doc["columns"])
+        vals = np.array([[np.nan if v is None else v for v in r["values"]] for r in doc["lists"]],
+                        dtype=np.float64).reshape(len(doc["lists"]), len(cols))
+        agg = doc["aggregate"]
+        f = lambda c, k: np.nan if agg[c][k] is None else float(agg[c][k])  # noqa: E731
+        return cls(cols, [r["list_id"] for r in doc["lists"]], vals, {c: f(c, "mean") for c in cols},
+                   {c: f(c, "ci_low") for c in cols}, {c: f(c, "ci_high") for c in cols},
+                   {c: int(agg[c]["n_valid"]) for c in cols}, doc.get("meta", {}))
+
+    # ----------------------------------------------------------------- CSV
+    def to_csv(self, path: Union[str, os.PathLike, None] = None, per_list: bool = True) -> str:
+        """One CSV table with columns ``kind,list_id,<measure columns>``: a row per list (``kind=list``, empty cell =
+        invalid) followed by the rows ``mean``, ``ci_low``, ``ci_high``, ``n_valid``.  ``per_list=False`` keeps
+        only the aggregate rows.  Floats are written with full precision (``repr``)."""
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["kind", "list_id"] + self.columns)
+        for r in self.rows():
+            if r["kind"] == "list" and not per_list:
+                continue
+            w.writerow([r["kind"], "" if r["list_id"] is None else r["list_id"]] +
+                       ["" if r[c] is None else repr(r[c]) for c in self.columns])
+        text = buf.getvalue()
+        if path is not None:
+            with open(path, "w", newline="") as f:
+                f.write(text)
+        return text
+
+    @classmethod
+    def from_csv(cls, source: Union[str, os.PathLike]) -> "EvaluationTable":
+        """Read :meth:`to_csv` output (a path or the CSV text). List ids come back as strings."""
+        text = _read_source(source, "kind,")
+        rd = csv.reader(io.StringIO(text))
+        header = next(rd)
+        if header[:2] != ["kind", "list_id"]:
+            raise ValueError("not a torchfair evaluation CSV: the header must start with kind,list_id")
+        cols = header[2:]
+        ids, vals = [], []
+        agg: Dict[str, List[float]] = {}
+        for row in rd:
+            if not row:
+                continue
+            nums = [np.nan if x == "" else float(x) for x in row[2:]]
+            if row[0] == "list":
+                ids.append(row[1])
+                vals.append(nums)
+            else:
+                agg[row[0]] = nums
+        values = np.array(vals, dtype=np.float64).reshape(len(ids), len(cols))
+        get = lambda kind: {c: (agg[kind][i] if kind in agg else np.nan) for i, c in enumerate(cols)}  # noqa: E731
+        n = get("n_valid")
+        n_valid = {c: (int(n[c]) if not math.isnan(n[c]) else int((~np.isnan(values[:, i])).sum()))
+                   for i, c in enumerate(cols)}
+        return cls(cols, ids, values, get("mean"), get("ci_low"), get("ci_high"), n_valid, {})
+
+    # ----------------------------------------------------------------- display
+    def to_markdown(self, per_list: bool = False, digits: int = 4) -> str:
+        """The aggregate table (one row per column: mean, interval, number of valid lists), or with
+        ``per_list=True`` the per-list table (lists as rows, ``-`` = invalid)."""
+        fmt = lambda x: "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"  # noqa
+        if per_list:
+            lines = ["| list_id | " + " | ".join(self.columns) + " |",
+                     "|---|" + "---:|" * len(self.columns)]
+            for lid, row in zip(self.list_ids, self.values):
+                lines.append(f"| {lid} | " + " | ".join(fmt(v) for v in row) + " |")
+            return "\n".join(lines)
+        level = self.meta.get("confidence", 0.95)
+        lines = [f"| measure | mean | {int(round(level * 100))}% CI | n_valid |", "|---|---:|---:|---:|"]
+        for c in self.columns:
+            lo, hi = self.ci_low[c], self.ci_high[c]
+            ci = "-" if (lo is None or math.isnan(lo)) else f"[{fmt(lo)}, {fmt(hi)}]"
+            lines.append(f"| {c} | {fmt(self.mean[c])} | {ci} | {self.n_valid[c]} |")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.to_markdown()
+
+    def to_pandas(self, per_list: bool = True):
+        """A ``pandas.DataFrame`` (requires pandas): per-list values indexed by ``list_id`` or, with
+        ``per_list=False``, the aggregate rows indexed by column name."""
+        try:
+            import pandas as pd
+        except ImportError as e:  # pragma: no cover - depends on the environment
+            raise ImportError("EvaluationTable.to_pandas needs pandas (pip install pandas)") from e
+        if per_list:
+            return pd.DataFrame(self.values, index=pd.Index(self.list_ids, name="list_id"), columns=self.columns)
+        return pd.DataFrame(self.aggregate()).T
+
+
+def _read_source(source, marker: str) -> str:
+    if isinstance(source, os.PathLike) or (isinstance(source, str) and not source.lstrip().startswith(marker)
+                                           and os.path.exists(source)):
+        with open(source) as f:
+            return f.read()
+    return str(source)
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, (str, int, float, bool)) or x is None:
+        return x
+    if isinstance(x, Tensor):
+        return x.tolist()
+    return repr(x)
+
+
+# --------------------------------------------------------------------------------------------- inputs
+ListLike = Union[Mapping[str, Any], Sequence[Any]]
+_ID_KEYS = ("list_id", "id", "qid")
+
+
+def _vec(x, name: str, floating: Optional[bool]) -> Optional[Tensor]:
+    if x is None:
+        return None
+    t = torch.as_tensor(np.asarray(x) if not isinstance(x, Tensor) else x)
+    if floating is True or (floating is None and t.is_floating_point()):
+        t = t.to(torch.float64 if t.dtype == torch.float64 else torch.float32)
+    elif floating is None or floating is False:
+        t = t.long() if not t.is_floating_point() else t
+    return t
+
+
+def as_lists(lists: Union[Sequence[ListLike], Mapping[str, Any]], list_ids: Optional[Sequence[Any]] = None
+             ) -> Tuple[List[Any], List[Tuple[Tensor, Optional[Tensor], Optional[Tensor]]]]:
+    """Normalise the inputs of :func:`evaluate` to ``(ids, [(scores [n], relevance [n] | None, groups | None)])``.
+
+    Accepted: a sequence of dicts (keys ``scores``, ``relevance``, ``groups``, optional id under ``list_id``/
+    ``id``/``qid``) or of tuples ``(scores, relevance[, groups])`` of 1-D tensors / arrays / lists (groups may be
+    ``[n, G]`` soft membership); or one padded batch as a dict of ``[B, N]`` tensors with an optional ``mask``.
+    """
+    out = []
+    ids: List[Any] = []
+    if isinstance(lists, Mapping):
+        scores = torch.as_tensor(lists["scores"])
+        if scores.dim() == 1:
+            return as_lists([lists], list_ids)
+        if scores.dim() != 2:
+            raise ValueError(f"a padded batch needs `scores` of shape [B, N]; got {tuple(scores.shape)}")
+        B, N = scores.shape
+        mask = lists.get("mask")
+        mask = torch.ones(B, N, dtype=torch.bool) if mask is None else torch.as_tensor(mask).bool()
+        rel, grp = lists.get("relevance"), lists.get("groups")
+        rel = None if rel is None else torch.as_tensor(rel)
+        grp = None if grp is None else torch.as_tensor(grp)
+        rows = [{"scores": scores[b][mask[b]], "relevance": None if rel is None else rel[b][mask[b]],
+                 "groups": None if grp is None else grp[b][mask[b]]} for b in range(B)]
+        ids_in = lists.get("list_id", lists.get("list_ids"))
+        return as_lists(rows, list_ids if list_ids is not None else (list(ids_in) if ids_in is not None else None))
+    for i, item in enumerate(lists):
+        if isinstance(item, Mapping):
+            s, r, g = item.get("scores"), item.get("relevance"), item.get("groups")
+            lid = next((item[k] for k in _ID_KEYS if k in item), i)
+        elif isinstance(item, (tuple, list)) and 1 <= len(item) <= 3:
+            s, r, g = (tuple(item) + (None, None))[:3]
+            lid = i
+        else:
+            raise ValueError(f"list {i}: expected a dict or a (scores, relevance[, groups]) tuple; got "
+                             f"{type(item).__name__}")
+        if s is None:
+            raise ValueError(f"list {i}: `scores` is missing")
+        s = _vec(s, "scores", True)
+        r = _vec(r, "relevance", True)
+        g = _vec(g, "groups", None)
+        if s.dim() != 1:
+            raise ValueError(f"list {i}: `scores` must be 1-D; got shape {tuple(s.shape)}")
+        n = s.shape[0]
+        if r is not None and tuple(r.shape) != (n,):
+            raise ValueError(f"list {i}: `relevance` must have shape ({n},); got {tuple(r.shape)}")
+        if g is not None and (g.shape[0] != n or g.dim() != (2 if g.is_floating_point() else 1)):
+            raise ValueError(f"list {i}: `groups` must be ({n},) integer ids or ({n}, G) soft membership; "
+                             f"got {tuple(g.shape)} {g.dtype}")
+        ids.append(lid)
+        out.append((s, r, g))
+    if list_ids is not None:
+        if len(list_ids) != len(out):
+            raise ValueError(f"`list_ids` has {len(list_ids)} entries for {len(out)} lists")
+        ids = list(list_ids)
+    return ids, out
+
+
+def _infer_num_groups(data) -> Optional[int]:
+    gs = [g for _, _, g in data if g is not None]
+    if not gs:
+        return None
+    soft = {g.is_floating_point() for g in gs}
+    if len(soft) > 1:
+        raise ValueError("`groups` mixes integer ids and soft membership across lists")
+    if soft.pop():
+        sizes = {g.shape[-1] for g in gs}
+        if len(sizes) > 1:
+            raise ValueError(f"soft membership has different numbers of groups across lists: {sorted(sizes)}")
+        return sizes.pop()
+    mx = max((int(g.max()) for g in gs if g.numel()), default=0)
+    return max(mx + 1, 1)
+
+
+def _pad(chunk, dtype_groups_soft: bool, G: Optional[int], device):
+    B = len(chunk)
+    N = max(max(s.shape[0] for s, _, _ in chunk), 1)
+    fdt = torch.float64 if any(s.dtype == torch.float64 for s, _, _ in chunk) else torch.float32
+    scores = torch.zeros(B, N, dtype=fdt)
+    mask = torch.zeros(B, N, dtype=torch.bool)
+    has_rel = all(r is not None for _, r, _ in chunk)
+    has_grp = all(g is not None for _, _, g in chunk)
+    rel = torch.zeros(B, N, dtype=fdt) if has_rel else None
+    if has_grp:
+        grp = torch.zeros(B, N, G, dtype=fdt) if dtype_groups_soft else torch.full((B, N), -1, dtype=torch.long)
+    else:
+        grp = None
+    for b, (s, r, g) in enumerate(chunk):
+        n = s.shape[0]
+        scores[b, :n] = s
+        mask[b, :n] = True
+        if rel is not None:
+            rel[b, :n] = r
+        if grp is not None:
+            grp[b, :n] = g.to(grp.dtype)
+    mv = lambda t: None if t is None else t.to(device)  # noqa: E731
+    return mv(scores), mv(rel), mv(grp), mv(mask)
+
+
+def bootstrap_interval(values: np.ndarray, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95,
+                       chunk: int = 200) -> Tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap interval of the per-column mean over lists, ``values [L, C]`` with NaN = invalid.
+
+    Lists are resampled with replacement (one draw per replicate shared by all columns) with a
+    ``torch.Generator`` seeded by ``seed``; returns ``(low [C], high [C])`` (NaN for a column no list defines).
+    """
+    L, C = values.shape
+    if n_boot < 1 or L == 0:
+        nan = np.full(C, np.nan)
+        return nan, nan.copy()
+    if not (0 < confidence < 1):
+        raise ValueError(f"`confidence` must lie in (0, 1); got {confidence}")
+    valid = torch.as_tensor(~np.isnan(values), dtype=torch.float64)
+    vals = torch.as_tensor(np.nan_to_num(values, nan=0.0), dtype=torch.float64)
+    gen = torch.Generator().manual_seed(int(seed))
+    reps = []
+    for start in range(0, n_boot, chunk):
+        m = min(chunk, n_boot - start)
+        idx = torch.randint(0, L, (m, L), generator=gen)
+        w = torch.zeros(m, L, dtype=torch.float64).scatter_add_(1, idx, torch.ones(m, L, dtype=torch.float64))
+        num = w @ (vals * valid)
+        den = w @ valid
+        reps.append(torch.where(den > 0, num / den.clamp(min=1e-300), torch.full_like(num, float("nan"))))
+    R = torch.cat(reps).numpy()  # [n_boot, C]
+    alpha = (1 - confidence) / 2
+    lo = np.full(C, np.nan)
+    hi = np.full(C, np.nan)
+    for c in range(C):
+        col = R[:, c]
+        col = col[~np.isnan(col)]
+        if col.size:
+            lo[c], hi[c] = np.quantile(col, [alpha, 1 - alpha])
+    return lo, hi
+
+
+def evaluate(lists: Union[Sequence[ListLike], Mapping[str, Any]],
+             measures: Sequence[Union[str, MeasureRequest, Tuple[str, Mapping[str, Any]]]] = ("dips",), *,
+             bootstrap: int = 1000, seed: int = 0, confidence: float = 0.95, num_groups: Optional[int] = None,
+             list_ids: Optional[Sequence[Any]] = None, batch_size: int = 256, max_batch_elements: int = 2 ** 18,
+             device: Union[str, torch.device, None] = None, group_names: Optional[Sequence[str]] = None,
+             **options: Any) -> EvaluationTable:
+    """Evaluate ``measures`` on every list and aggregate (see the module doc).
+
+    Args:
+        lists: ragged lists (see :func:`as_lists`) or a padded batch dict with ``mask``.
+        measures: registered names, ``"ndcg@10"``/``"dips:tie_weight=0"`` strings, ``(name, options)`` pairs or
+            :class:`~torchfair.evaluation.registry.MeasureRequest`.
+        bootstrap: number of bootstrap replicates (0: no interval); ``seed`` seeds them; ``confidence`` the level.
+        num_groups: G (default: ``max id + 1`` over all lists, so that every batch has the same columns).
+        batch_size, max_batch_elements: padded batches hold at most this many lists and ``lists * max length``
+            entries; lists are sorted by length first.
+        device: where to compute (default CPU).
+        group_names: names of the group ids, recorded in ``meta`` (column letters A, B, ... are ids 0, 1, ...).
+        **options: global measure options (``browsing``, ``tie_weight``, ``k``, ``ordering``/``ties``...), passed
+            to the measures that accept them; per-measure options win.
+    """
+    ids, data = as_lists(lists, list_ids)
+    if not data:
+        raise ValueError("`lists` is empty")
+    reqs = [parse_request(m) for m in measures]
+    if not reqs:
+        raise ValueError("`measures` is empty")
+    for r in reqs:
+        get_measure(r.name)  # unknown names fail before any computation
+    G = num_groups if num_groups is not None else _infer_num_groups(data)
+    soft = any(g is not None and g.is_floating_point() for _, _, g in data)
+    if any(g is None for _, _, g in data) and any(g is not None for _, _, g in data):
+        raise ValueError("`groups` is given for some lists and not for others")
+    if any(r is None for _, r, _ in data) and any(r is not None for _, r, _ in data):
+        raise ValueError("`relevance` is given for some lists and not for others")
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+
+    order = sorted(range(len(data)), key=lambda i: data[i][0].shape[0])
+    order = [i for i in order if data[i][0].shape[0] > 0]  # empty lists: every column invalid
+    columns: Optional[List[str]] = None
+    results: Dict[int, np.ndarray] = {}
+    start = 0
+    while start < len(order):
+        stop = start + 1
+        while stop < len(order) and stop - start < batch_size and \
+                (stop + 1 - start) * data[order[stop]][0].shape[0] <= max_batch_elements:
+            stop += 1
+        chunk_idx = order[start:stop]
+        s, r, g, m = _pad([data[i] for i in chunk_idx], soft, G, dev)
+        cols = compute_columns(s, r, g, m, reqs, num_groups=G, **options)
+        if columns is None:
+            columns = list(cols)
+        elif list(cols) != columns:  # pragma: no cover - guarded by the fixed num_groups
+            raise RuntimeError(f"batches produced different columns: {columns} vs {list(cols)}")
+        v = torch.stack([c[0].detach().to(torch.float64).cpu() for c in cols.values()], -1)
+        ok = torch.stack([c[1].cpu() for c in cols.values()], -1)
+        arr = torch.where(ok, v, torch.full_like(v, float("nan"))).numpy()
+        for j, i in enumerate(chunk_idx):
+            results[i] = arr[j]
+        start = stop
+    if columns is None:  # every list empty: columns from a synthetic list
+        columns = []
+        for r in reqs:
+            spec = get_measure(r.name)
+            columns += spec.column_names(G if spec.uses_groups else None, label=r.label,
+                                         **{**spec.options_for(options), **r.options})
+    C = len(columns)
+    values = np.stack([results.get(i, np.full(C, np.nan)) for i in range(len(data))]).reshape(len(data), C)
+    valid = ~np.isnan(values)
+    n_valid = valid.sum(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(n_valid > 0, np.nansum(values, 0) / np.maximum(n_valid, 1), np.nan)
+    lo, hi = bootstrap_interval(values, bootstrap, seed, confidence)
+    meta = {"measures": [{"name": r.name, "label": r.label, "options": r.options} for r in reqs],
+            "options": options, "num_groups": G, "bootstrap": bootstrap, "seed": seed, "confidence": confidence,
+            "n_lists": len(data)}
+    if group_names is not None:
+        meta["group_names"] = list(group_names)
+    return EvaluationTable(columns, ids, values, dict(zip(columns, means.tolist())), dict(zip(columns, lo.tolist())),
+                           dict(zip(columns, hi.tolist())), dict(zip(columns, (int(x) for x in n_valid))), meta)

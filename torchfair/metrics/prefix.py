@@ -1,0 +1,543 @@
+r"""The prefix family: rND, rRD, rKL, PreF_Delta, skew@k, NDKL and FAIR.
+
+Every measure here looks at the group composition of prefixes (top-i lists) of the ranking.  It is written once
+against an ordering (:mod:`torchfair.orderings`): the expected mass of group g among the first i positions is
+
+.. math:: C[b, i, g] = \sum_{k < i} \sum_j R[b, k, j]\, a_{jg}
+
+with ``R = ordering.position_matrix()`` (one-hot for a hard ranking, doubly stochastic for a soft or stochastic
+ordering, ``001`` eq. 10-13) and ``a`` the group membership.  With the default ``ordering=Hard()`` the values are
+exact; a relaxed ordering gives the expectation forms of ``001`` eq. 12-17 from the same code.
+
+Common arguments
+----------------
+scores : ``[B, N]`` or ``[N]`` float.
+groups : ``[B, N]`` int ids in ``[0, G)`` (``-1`` = unknown: it takes a position but belongs to no group) or, where
+    the measure allows it (rKL, PreF_KL, NDKL, skew), ``[B, N, G]`` soft membership whose rows sum to 1.
+protected : the protected group id of the binomial measures (rND, rRD, rKL, PreF_ND/RD, FAIR); every other item,
+    unknown ones included, is "non-protected" (``002`` §2.1: ``G-(L)`` is the remaining documents).
+step : cut-offs ``i = step, 2 step, ...  <= n`` (Yang & Stoyanovich use 10, 20, 30, ...).
+mask, num_groups, ordering, reduction, return_valid, validate_args : as in :mod:`torchfair.metrics.pairwise`.
+
+Conventions
+-----------
+* Discount of cut-off ``i``: ``1 / log2(i)`` (``001`` eq. 1, ``002`` eq. 1).  ``log2(1) = 0``, so a cut-off at 1
+  (``step=1``) is weighted ``1 / log2(max(i, 2))`` = 1, like ``002`` table 3's logarithmic model; for
+  ``step >= 2`` this is exactly the published discount.
+* Logarithms are natural (``001`` eq. 16-17).
+* Normaliser ``Z`` of rND/rRD/rKL/PreF: the exact maximum of the unnormalised sum over *all* rankings of the same
+  length and group composition (``002`` eq. 1), so values lie in [0, 1] and 1 is attained.  It is computed by an
+  exact dynamic programme over prefix compositions (longest path through the lattice of count vectors), on the
+  CPU, once per distinct composition (cached).  Published implementations approximate ``Z`` instead: from
+  generated (simulated) unfair rankings, or, as ``002`` §5 calls "the straightforward way", by putting all
+  protected items last.  Neither is exact in general: for rRD the maximum is *not* attained by putting one group
+  first or last (e.g. 8 items, 2 protected, step 2: ``P N P N N N N N`` beats both block rankings); for rND and
+  rKL a block ranking was maximal in every case we enumerated (N <= 8, step 1-3, and N <= 80 with step 10
+  against the DP) but the DP does not rely on it.
+  ``normalize=False`` returns the unnormalised sum.  The state space is ``prod_t (n_t + 1)`` over distinct
+  membership rows ``t``; above ``MAX_NORMALISER_STATES`` a ``ValueError`` asks for ``normalize=False``.
+* Undefined values (no cut-off inside the list, ``Z = 0``, a group absent from the top-k for skew) are 0 and
+  flagged ``False`` in the validity mask.  Nothing returns NaN.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Dict, Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from .._validation import Batch, prepare
+from ..orderings import OrderedBatch, Ordering
+from ._common import finish, order, safe_div
+
+__all__ = ["rnd", "rrd", "rkl", "pref", "skew", "ndkl", "fair", "prefix_mass", "MAX_NORMALISER_STATES"]
+
+OrderingLike = Union[Ordering, OrderedBatch, None]
+TargetLike = Union[float, Tensor, None]
+
+#: largest DP state space (number of prefix count vectors) the exact normaliser accepts
+MAX_NORMALISER_STATES = 2 ** 22
+
+_DELTAS = ("nd", "rd", "kl")
+
+
+# ---------------------------------------------------------------------------------------------------- helpers
+def prefix_mass(ordered: OrderedBatch, membership: Tensor) -> Tensor:
+    """``C[b, i, g]``: expected mass of group g among the first ``i + 1`` positions, ``[B, N, G]``.
+
+    ``cumsum_k (R @ membership)`` with ``R = ordered.position_matrix()``; rows ``i >= n_b`` hold the list totals.
+    """
+    R = ordered.position_matrix().to(membership.dtype)
+    return torch.cumsum(torch.bmm(R, membership), dim=1)
+
+
+def _check_int(x, name: str, minimum: int = 1) -> int:
+    if isinstance(x, bool) or not isinstance(x, int) or x < minimum:
+        raise ValueError(f"`{name}` must be an int >= {minimum}; got {x!r}")
+    return x
+
+
+def _cutoff_discount(lengths: Tensor) -> Tensor:
+    """``1 / log2(max(i, 2))`` for cut-off lengths ``i`` (1-based prefix lengths)."""
+    return 1.0 / torch.log2(lengths.clamp(min=2.0))
+
+
+def _binary_columns(b: Batch, protected: int, name: str, validate: bool) -> Tensor:
+    """``[B, N, 2]``: (protected, non-protected) membership; unknown items count as non-protected."""
+    G = b.num_groups
+    if isinstance(protected, bool) or not isinstance(protected, int) or not (0 <= protected < G):
+        raise ValueError(f"`protected` must be a group id in [0, {G}); got {protected!r}")
+    p = b.membership[..., protected]
+    rest = b.mask.to(p.dtype) - p
+    return torch.stack([p, rest], dim=-1)
+
+
+def _require_hard(groups: Tensor, measure: str):
+    if isinstance(groups, Tensor) and groups.is_floating_point():
+        raise ValueError(f"`groups` must be integer group ids [B, N] for {measure} (a binomial measure needs "
+                         f"definitive membership, ``002`` §5); soft membership is supported by rkl, "
+                         f"pref(delta='kl'), ndkl and skew")
+
+
+def _binary_target(target: TargetLike, b: Batch, default: Tensor, name: str, open_interval: bool,
+                   validate: bool) -> Tensor:
+    """Scalar protected-group probability per list, ``[B]``."""
+    B = b.mask.shape[0]
+    if target is None:
+        return default
+    t = torch.as_tensor(target, dtype=b.scores.dtype, device=b.scores.device)
+    if t.dim() == 0:
+        t = t.expand(B)
+    elif t.dim() != 1 or t.shape[0] != B:
+        raise ValueError(f"`{name}` must be a float or a tensor [B] = [{B}] of protected-group probabilities; "
+                         f"got shape {tuple(t.shape)}")
+    if validate or not isinstance(target, Tensor):
+        lo_ok = (t > 0) if open_interval else (t >= 0)
+        hi_ok = (t < 1) if open_interval else (t <= 1)
+        if not (torch.isfinite(t).all() and lo_ok.all() and hi_ok.all()):
+            rng = "(0, 1)" if open_interval else "[0, 1]"
+            raise ValueError(f"`{name}` must be a probability in {rng}; got {target!r}")
+    return t
+
+
+def _multinomial_target(target: TargetLike, b: Batch, default: Tensor, name: str, validate: bool) -> Tensor:
+    """Target distribution over groups per list, ``[B, G]`` (strictly positive where given, sums to 1)."""
+    B, G = b.mask.shape[0], default.shape[-1]
+    if target is None:
+        return default
+    t = torch.as_tensor(target, dtype=b.scores.dtype, device=b.scores.device)
+    if t.dim() == 1 and t.shape[0] == G:
+        t = t.expand(B, G)
+    elif t.shape != (B, G):
+        raise ValueError(f"`{name}` must be a distribution over the {G} groups: shape [G] or [B, G] = [{B}, {G}]; "
+                         f"got {tuple(t.shape)}")
+    if validate or not isinstance(target, Tensor):
+        if not torch.isfinite(t).all() or (t <= 0).any() or not torch.allclose(
+                t.sum(-1), torch.ones((), dtype=t.dtype, device=t.device), atol=1e-4):
+            raise ValueError(f"`{name}` must hold strictly positive probabilities summing to 1 (KL to a zero target "
+                             f"probability is infinite); got {target!r}")
+    return t
+
+
+# ---------------------------------------------------------------------------------------------------- distances
+# Each distance maps prefix masses ``m [..., G']``, prefix lengths ``i [...]`` and a target to ``[...]``.
+# The same function scores the ranking and the states of the exact normaliser.
+
+def _delta_nd(m: Tensor, i: Tensor, t: Tensor) -> Tensor:
+    """``|G+(L<=i)| / i - p|`` (``002`` table 4, ``001`` eq. 2); column 0 is the protected mass."""
+    return (m[..., 0] / i - t).abs()
+
+
+def _delta_rd(m: Tensor, i: Tensor, t: Tensor) -> Tensor:
+    """``| |G+| / |G-| - p / (1 - p) |`` (``002`` table 4, ``001`` eq. 3); ratio := 0 when ``|G-(L<=i)| = 0``."""
+    ratio, _ = safe_div(m[..., 0], i - m[..., 0])
+    return (ratio - t / (1 - t)).abs()
+
+
+def _delta_kl(m: Tensor, i: Tensor, t: Tensor) -> Tensor:
+    """``D_KL(p(L<=i) || p)`` with ``p(L<=i) = m / sum(m)`` (``002`` table 4, ``001`` eq. 5, 17); 0 for no mass."""
+    tot = m.sum(-1, keepdim=True)
+    P, _ = safe_div(m, tot.expand_as(m))
+    t = t.expand_as(P)
+    kl = (torch.xlogy(P, P) - torch.xlogy(P, torch.where(P > 0, t, torch.ones_like(t)))).sum(-1)
+    return torch.where(tot[..., 0] > 0, kl, torch.zeros_like(kl)).clamp(min=0)
+
+
+_DELTA_FN: Dict[str, Callable[[Tensor, Tensor, Tensor], Tensor]] = {"nd": _delta_nd, "rd": _delta_rd,
+                                                                    "kl": _delta_kl}
+
+
+# ---------------------------------------------------------------------------------------------------- exact Z
+_Z_CACHE: Dict[tuple, float] = {}
+_Z_CACHE_SIZE = 4096
+
+
+def _max_over_rankings(types: Tensor, counts: Tuple[int, ...], step: int, delta: str, target: Tensor) -> float:
+    """Exact ``max over arrangements of sum_{i = step, 2 step, ...} delta(prefix_i) / log2(max(i, 2))``.
+
+    ``types [T, G']`` are the distinct membership rows of the list (float64, CPU), ``counts`` their multiplicities.
+    Dynamic programme over count vectors ``c`` (how many items of each type the prefix holds): a ranking is a
+    monotone lattice path from 0 to ``counts`` and the sum only depends on the states at the cut-off layers, so
+    ``V(c) = term(c) + max_t V(c - e_t)`` and ``Z = V(counts)``.  Exact, ``O(T prod_t (n_t + 1))``.
+    """
+    shape = [c + 1 for c in counts]
+    size = math.prod(shape)
+    if size > MAX_NORMALISER_STATES:
+        raise ValueError(f"the exact normaliser needs {size} states (> MAX_NORMALISER_STATES = "
+                         f"{MAX_NORMALISER_STATES}) for this group composition; pass normalize=False")
+    n = sum(counts)
+    fn = _DELTA_FN[delta]
+    T = len(counts)
+    axes = [torch.arange(s, dtype=torch.int32) for s in shape]
+    coords = torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).reshape(size, T)  # C order
+    strides = [math.prod(shape[t + 1:]) for t in range(T)]
+    layer = coords.sum(-1)
+    perm = torch.argsort(layer, stable=True)
+    bounds = torch.cumsum(torch.bincount(layer.long(), minlength=n + 1), 0).tolist()
+    V = torch.full((size,), float("-inf"), dtype=torch.float64)
+    V[0] = 0.0
+    neg_inf = torch.tensor(float("-inf"), dtype=torch.float64)
+    for s in range(1, n + 1):
+        idx = perm[bounds[s - 1]:bounds[s]]
+        c = coords[idx]
+        best = torch.full((idx.numel(),), float("-inf"), dtype=torch.float64)
+        for t in range(T):
+            ok = c[:, t] >= 1
+            prev = torch.where(ok, idx - strides[t], torch.zeros_like(idx))
+            best = torch.maximum(best, torch.where(ok, V[prev], neg_inf))
+        if s % step == 0:
+            m = c.to(torch.float64) @ types
+            i = torch.full((idx.numel(),), float(s), dtype=torch.float64)
+            best = best + fn(m, i, target) / math.log2(max(s, 2))
+        V[idx] = best
+    return float(V[size - 1])
+
+
+def _exact_normaliser(cols: Tensor, mask: Tensor, step: int, delta: str, target: Tensor) -> Tensor:
+    """``Z [B]``: exact maximum over all rankings of each list's items (same length and composition)."""
+    B = cols.shape[0]
+    cols64 = cols.detach().to("cpu", torch.float64)
+    mask_c = mask.to("cpu")
+    tgt = target.detach().to("cpu", torch.float64)
+    out = []
+    for b in range(B):
+        rows = cols64[b][mask_c[b]]
+        types, counts = torch.unique(rows, dim=0, return_counts=True)
+        counts_t = tuple(int(c) for c in counts.tolist())
+        key = (delta, step, tuple(types.flatten().tolist()), types.shape[1], counts_t, tuple(tgt[b].flatten().tolist()))
+        z = _Z_CACHE.get(key)
+        if z is None:
+            z = _max_over_rankings(types, counts_t, step, delta, tgt[b])
+            if len(_Z_CACHE) >= _Z_CACHE_SIZE:
+                _Z_CACHE.pop(next(iter(_Z_CACHE)))
+            _Z_CACHE[key] = z
+        out.append(z)
+    return torch.tensor(out, dtype=cols.dtype, device=cols.device)
+
+
+# ---------------------------------------------------------------------------------------------------- core
+def _prefix_sum(b: Batch, ordering: OrderingLike, cols: Tensor, delta: str, target: Tensor, step: int,
+                normalize: bool) -> Tuple[Tensor, Tensor]:
+    """``(1/Z) sum_{i = step, 2 step, ... <= n} delta(L<=i, target) / log2(i)`` and its validity, ``[B]``."""
+    ob = order(b, ordering)
+    B, N = b.mask.shape
+    n = b.mask.sum(-1)
+    J = N // step
+    if J == 0:
+        z = torch.zeros(B, dtype=cols.dtype, device=cols.device)
+        return z, torch.zeros(B, dtype=torch.bool, device=cols.device)
+    C = prefix_mass(ob, cols)  # [B, N, G']
+    lengths = step * torch.arange(1, J + 1, device=cols.device)
+    Cj = C[:, lengths - 1, :]  # [B, J, G']
+    lf = lengths.to(cols.dtype)
+    tgt = target[:, None] if target.dim() == 1 else target[:, None, :]
+    d = _DELTA_FN[delta](Cj, lf[None, :].expand(B, J), tgt)
+    inside = lengths[None, :] <= n[:, None]
+    raw = (d * _cutoff_discount(lf)[None, :] * inside.to(d.dtype)).sum(-1)
+    has_cut = inside.any(-1)
+    if not normalize:
+        return torch.where(has_cut, raw, torch.zeros_like(raw)), has_cut
+    Z = _exact_normaliser(cols, b.mask, step, delta, target)
+    value, valid = safe_div(raw, Z)
+    valid = valid & has_cut
+    return torch.where(valid, value, torch.zeros_like(value)), valid
+
+
+def _default_binary_target(cols: Tensor, mask: Tensor) -> Tensor:
+    n = mask.sum(-1).to(cols.dtype)
+    return cols[..., 0].sum(-1) / n.clamp(min=1)
+
+
+def _default_multinomial_target(memb: Tensor) -> Tensor:
+    tot = memb.sum(1)  # [B, G]
+    t, _ = safe_div(tot, tot.sum(-1, keepdim=True).expand_as(tot))
+    return t
+
+
+# ---------------------------------------------------------------------------------------------------- public
+def pref(scores: Tensor, groups: Tensor, *, delta: str = "kl", protected: int = 1, target: TargetLike = None,
+         step: int = 10, normalize: bool = True, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
+         ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
+         validate_args: bool = True):
+    r"""Prefix fairness PreF_Delta (``002`` eq. 1 with the distances of table 4; Yang & Stoyanovich 2017).
+
+    .. math:: \mathrm{PreF}_\Delta(L) = \frac{1}{Z} \sum_{i = 10, 20, 30, \ldots}^{N} \frac{\Delta(L_{\le i}, \hat p)}{\log_2 i},
+              \qquad Z = \max_{L'} \mathrm{PreF}'_\Delta(L', \hat p)
+
+    over all ``L'`` with the same length and group composition (exact, see the module docstring).
+    ``delta``: ``"nd"`` ``|G+(L<=i)|/i - p|``, ``"rd"`` ``| |G+|/|G-| - p/(1-p) |`` (ratio taken as 0 in a prefix
+    without non-protected item) -- both binomial, ``protected`` vs the rest, ``target`` a probability (float or
+    ``[B]``) -- or ``"kl"`` ``D_KL(p(L<=i) || p_hat)``, multinomial over all groups, soft membership allowed,
+    ``target`` a distribution ``[G]`` or ``[B, G]``; items of unknown group (-1) take positions but are left out of
+    the prefix distribution.  ``target`` defaults to the full ranking's composition (Yang & Stoyanovich).
+    Range [0, 1], 0 = fair.  Shape ``[...]``.  Undefined (list shorter than ``step``, or ``Z = 0``: a single group):
+    0, flagged in ``valid``.  :func:`rnd`, :func:`rrd` are ``pref`` with ``delta="nd"``, ``"rd"``.
+
+    Example (20 items, 5 protected (id 1); cut-offs 10 and 20, where Delta = 0; Z = |5/10 - 1/4| / log2 10)::
+
+        >>> g = torch.tensor([1] * 5 + [0] * 15)
+        >>> s = -torch.arange(20.)
+        >>> pref(s, g, delta="nd")   # all protected first: |5/10 - 1/4| = Z log2 10
+        tensor(1.)
+        >>> pref(s.flip(0), g, delta="nd")   # all protected last: |0/10 - 1/4|, just as unfair
+        tensor(1.)
+        >>> pref(s, torch.tensor([1, 0] * 10), delta="nd", step=2)   # alternating groups: every even prefix at 1/2
+        tensor(0.)
+    """
+    if delta not in _DELTAS:
+        raise ValueError(f"`delta` must be one of {_DELTAS}; got {delta!r}")
+    _check_int(step, "step")
+    if delta != "kl":
+        _require_hard(groups, f"pref(delta={delta!r})")
+    b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
+    if delta == "kl":
+        cols = b.membership
+        t = _multinomial_target(target, b, _default_multinomial_target(cols), "target", validate_args)
+    else:
+        cols = _binary_columns(b, protected, "groups", validate_args)
+        t = _binary_target(target, b, _default_binary_target(cols, b.mask), "target", delta == "rd", validate_args)
+    value, valid = _prefix_sum(b, ordering, cols, delta, t, step, normalize)
+    if delta == "rd":  # the full list's p/(1-p) is infinite when no item is non-protected
+        valid = valid & (t < 1)
+        value = torch.where(valid, value, torch.zeros_like(value))
+    return finish(b, value, valid, reduction, return_valid)
+
+
+def rnd(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, normalize: bool = True,
+        mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
+        reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
+    r"""Normalised discounted difference rND (Yang & Stoyanovich 2017; ``001`` eq. 1-2, ``002`` eq. 1 with ND).
+
+    .. math:: \mathrm{rND} = \frac{1}{Z} \sum_{i=10,20,\ldots}^{N} \frac{1}{\log_2 i}
+              \left| \frac{|S^+_{1..i}|}{i} - \frac{|S^+|}{N} \right|
+
+    ``S+`` = items of group ``protected``; ``Z`` the exact maximum over rankings of the same composition.
+    [0, 1], 0 = fair; ``[...]``.  See :func:`pref` for the conventions.
+
+    Example (10 items, 3 protected (id 1); cut-off 10 is the whole list, so add ``step=5``)::
+
+        >>> g = torch.tensor([1, 0, 1, 0, 0, 0, 0, 1, 0, 0])
+        >>> rnd(-torch.arange(10.), g, step=5)   # |2/5 - 3/10| / |3/5 - 3/10|
+        tensor(0.3333)
+    """
+    _require_hard(groups, "rnd")
+    return pref(scores, groups, delta="nd", protected=protected, step=step, normalize=normalize, mask=mask,
+                num_groups=num_groups, ordering=ordering, reduction=reduction, return_valid=return_valid,
+                validate_args=validate_args)
+
+
+def rrd(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, normalize: bool = True,
+        mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
+        reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
+    r"""Normalised discounted ratio rRD (Yang & Stoyanovich 2017; ``001`` eq. 1, 3, ``002`` eq. 1 with RD).
+
+    .. math:: \mathrm{rRD} = \frac{1}{Z} \sum_{i=10,20,\ldots}^{N} \frac{1}{\log_2 i}
+              \left| \frac{|S^+_{1..i}|}{|S^-_{1..i}|} - \frac{|S^+|}{|S^-|} \right|
+
+    The ratio of a prefix with no non-protected item is taken as 0.  ``Z`` is the exact maximum, which for rRD is in
+    general *not* the all-protected-first or -last ranking (the module docstring gives an example).  Yang &
+    Stoyanovich intend rRD for a minority protected group (``002``: "does not work when G- is small").  Undefined
+    (0, invalid) when every item is protected.  [0, 1]; ``[...]``.
+
+    Example (the one cut-off at 5 holds 2 protected and 3 others: ``|2/3 - 3/7|``; the maximum, 3 protected in the
+    top 5, gives ``|3/2 - 3/7|``)::
+
+        >>> g = torch.tensor([1, 0, 1, 0, 0, 0, 0, 1, 0, 0])
+        >>> rrd(-torch.arange(10.), g, step=5)
+        tensor(0.2222)
+    """
+    _require_hard(groups, "rrd")
+    return pref(scores, groups, delta="rd", protected=protected, step=step, normalize=normalize, mask=mask,
+                num_groups=num_groups, ordering=ordering, reduction=reduction, return_valid=return_valid,
+                validate_args=validate_args)
+
+
+def rkl(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, normalize: bool = True,
+        mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
+        reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
+    r"""Normalised discounted KL divergence rKL (Yang & Stoyanovich 2017; ``001`` eq. 1, 5, 17).
+
+    .. math:: \mathrm{rKL} = \frac{1}{Z} \sum_{i=10,20,\ldots}^{N} \frac{1}{\log_2 i}\, D_{KL}(P_i \,\|\, Q),
+              \quad P_i = \Big(\frac{|S^+_{1..i}|}{i}, \frac{|S^-_{1..i}|}{i}\Big),\ Q = \Big(\frac{|S^+|}{N}, \frac{|S^-|}{N}\Big)
+
+    Binary: ``protected`` against every other item (unknown ones included); natural logarithm.  ``001`` eq. 17
+    prints the second KL term with a minus sign; the KL divergence (used here) has a plus.  Soft membership
+    ``[B, N, G]`` is allowed (column ``protected`` is the protected mass).  For the multi-group version use
+    :func:`pref` with ``delta="kl"`` (equal to ``rkl`` for two groups and no unknown items).  ``Z`` exact.
+    [0, 1]; ``[...]``.
+
+    Example::
+
+        >>> g = torch.tensor([1, 1, 0, 0])
+        >>> rkl(torch.tensor([4., 3., 2., 1.]), g, step=2)   # the most unfair ranking
+        tensor(1.)
+        >>> rkl(torch.tensor([4., 2., 3., 1.]), g, step=2)   # a fair one: P_2 = Q
+        tensor(0.)
+    """
+    _check_int(step, "step")
+    b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
+    cols = _binary_columns(b, protected, "groups", validate_args)
+    t = _default_binary_target(cols, b.mask)
+    t2 = torch.stack([t, 1 - t], -1)
+    value, valid = _prefix_sum(b, ordering, cols, "kl", t2, step, normalize)
+    return finish(b, value, valid, reduction, return_valid)
+
+
+def skew(scores: Tensor, groups: Tensor, *, k: int = 10, target: TargetLike = None, mask: Optional[Tensor] = None,
+         num_groups: Optional[int] = None, ordering: OrderingLike = None, reduction: str = "none",
+         return_valid: bool = False, validate_args: bool = True):
+    r"""skew@k of every group (Geyik et al. 2019; ``001`` eq. 4 and 16).
+
+    .. math:: \mathrm{skew}_g@k = \ln \frac{P(x \in g \mid \rho(x) \le k)}{P(x \in g)}
+
+    ``P(x in g | top k)`` = mass of g in the top ``min(k, n)`` positions / ``min(k, n)`` (a list shorter than k is
+    its own top-k); ``P(x in g)`` = ``target`` (``[G]`` or ``[B, G]``, Geyik et al.'s desired proportion) or, by
+    default, the group's share of the whole list (``001``).  Items of unknown group count in k and n.  Negative:
+    g under-represented, 0: parity, positive: over-represented.  Soft membership allowed.  Shape ``[..., G]``;
+    undefined where the group is absent from the top-k (log 0) or from the target: 0, flagged in ``valid``.
+
+    Example::
+
+        >>> skew(torch.tensor([4., 3., 2., 1.]), torch.tensor([0, 1, 1, 1]), k=2)   # ln((1/2)/(1/4)), ln((1/2)/(3/4))
+        tensor([ 0.6931, -0.4055])
+    """
+    _check_int(k, "k")
+    b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
+    ob = order(b, ordering)
+    memb = b.membership
+    B, N = b.mask.shape
+    n = b.mask.sum(-1)
+    kk = n.clamp(max=k)
+    C = prefix_mass(ob, memb)
+    top = C.gather(1, (kk - 1).clamp(min=0)[:, None, None].expand(B, 1, memb.shape[-1]))[:, 0]  # [B, G]
+    P = top / kk[:, None].to(top.dtype).clamp(min=1)
+    if target is None:
+        Q = memb.sum(1) / n[:, None].to(top.dtype).clamp(min=1)
+    else:
+        Q = _multinomial_target(target, b, memb.sum(1), "target", validate_args)
+    valid = (top > 0) & (Q > 0) & (kk[:, None] > 0)
+    ratio = torch.where(valid, P, torch.ones_like(P)) / torch.where(valid, Q, torch.ones_like(Q))
+    value = torch.where(valid, torch.log(ratio), torch.zeros_like(ratio))
+    return finish(b, value, valid, reduction, return_valid)
+
+
+def ndkl(scores: Tensor, groups: Tensor, *, k: Optional[int] = None, target: TargetLike = None,
+         mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
+         reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
+    r"""Normalised discounted KL divergence NDKL (Geyik et al. 2019; ``004``, FairRankTune's definition).
+
+    .. math:: \mathrm{NDKL}(\tau) = \frac{1}{Z} \sum_{i=1}^{|\tau|} \frac{1}{\log_2(i+1)}\, d_{KL}(D_{\tau_i} \| D_X),
+              \qquad Z = \sum_{i=1}^{|\tau|} \frac{1}{\log_2(i+1)}
+
+    Every prefix length ``i = 1, 2, ...`` (1-based, so the top position weighs ``1/log2 2 = 1``) up to
+    ``min(k, n)`` (default: the whole list); ``Z`` sums the same discounts (it is *not* a maximum: NDKL lies in
+    ``[0, inf)``, 0 = fair).  ``D_{tau_i}`` is the group distribution of the top i, ``D_X`` the ``target``
+    (default: the list's composition), natural logarithm.  Multi-group and soft membership; items of unknown group
+    take positions but are left out of the distributions (a prefix without known item contributes 0).
+    Shape ``[...]``; undefined (0, invalid) for a list without any known-group item.
+
+    Example (``D_X = (1/2, 1/2)``; the top-1 is ``(1, 0)``: ``ln 2``, the top-2 matches)::
+
+        >>> ndkl(torch.tensor([2., 1.]), torch.tensor([0, 1]))   # ln 2 / (1 + 1/log2 3)
+        tensor(0.4250)
+    """
+    if k is not None:
+        _check_int(k, "k")
+    b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
+    ob = order(b, ordering)
+    memb = b.membership
+    B, N = b.mask.shape
+    n = b.mask.sum(-1)
+    Q = _multinomial_target(target, b, _default_multinomial_target(memb), "target", validate_args)
+    C = prefix_mass(ob, memb)  # [B, N, G]
+    i = torch.arange(1, N + 1, device=memb.device)
+    d = _delta_kl(C, i.to(memb.dtype)[None, :].expand(B, N), Q[:, None, :])  # [B, N]
+    last = n if k is None else n.clamp(max=k)
+    inside = (i[None, :] <= last[:, None]).to(d.dtype)
+    w = 1.0 / torch.log2(i.to(d.dtype) + 1.0)
+    raw = (d * w * inside).sum(-1)
+    Z = (w * inside).sum(-1)
+    known = memb.sum((1, 2)) > 0
+    value, valid = safe_div(raw, Z)
+    valid = valid & known
+    value = torch.where(valid, value, torch.zeros_like(value))
+    return finish(b, value, valid, reduction, return_valid)
+
+
+def _binomial_cdf(x: Tensor, p: Tensor, N: int) -> Tensor:
+    """``P(Binomial(k, p) <= x[b, k-1])`` for ``k = 1..N``, ``[B, N]``; fractional ``x`` interpolated linearly
+    between the neighbouring integers (exact at integers).  Pure torch (``lgamma``), so it runs on any device."""
+    dt = x.dtype
+    dev = x.device
+    kk = torch.arange(1, N + 1, device=dev, dtype=dt)[:, None]  # [N, 1]
+    j = torch.arange(0, N + 1, device=dev, dtype=dt)[None, :]  # [1, N+1]
+    ok = j <= kk
+    kmj = (kk - j).clamp(min=0)
+    logc = torch.lgamma(kk + 1) - torch.lgamma(j + 1) - torch.lgamma(kmj + 1)  # [N, N+1]
+    pb = p[:, None, None]
+    logpmf = logc[None] + torch.xlogy(j[None], pb) + torch.xlogy(kmj[None], 1 - pb)
+    pmf = torch.where(ok[None], torch.exp(logpmf), torch.zeros((), dtype=dt, device=dev))
+    cdf = torch.cumsum(pmf, dim=-1).clamp(max=1.0)  # [B, N, N+1]
+    kmax = kk[:, 0][None, :]
+    xc = torch.minimum(x.clamp(min=0), kmax)
+    lo = xc.floor()
+    hi = torch.minimum(lo + 1, kmax)
+    frac = xc - lo
+    c_lo = cdf.gather(-1, lo.long()[..., None])[..., 0]
+    c_hi = cdf.gather(-1, hi.long()[..., None])[..., 0]
+    return c_lo + frac * (c_hi - c_lo)
+
+
+def fair(scores: Tensor, groups: Tensor, *, protected: int = 1, target: TargetLike = None,
+         mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
+         reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
+    r"""FAIR: the FA*IR binomial prefix test of Zehlike et al. as a metric (``002`` eq. 2).
+
+    .. math:: \mathrm{FAIR}(L) = \frac{1}{N} \sum_{k=1}^{N} P_{\mathrm{Binomial}}\big(m \le |G^+(L_{\le k})| \;\big|\; p, k\big)
+              = \frac{1}{N} \sum_{k=1}^{N} \sum_{j=0}^{|G^+(L_{\le k})|} \binom{k}{j} p^j (1-p)^{k-j}
+
+    The binomial CDF at the protected count of every prefix (the sum starts at ``j = 0``, as the CDF of the first
+    line of eq. 2; the second line's ``j = 1`` would drop the probability of zero protected items).  ``p`` =
+    ``target`` (float or ``[B]``) or, by default, the protected share of the whole list.  Range [0, 1], 1 = fair:
+    it penalises under-representation of the protected group only.  With a relaxed ordering the expected
+    protected count is fractional and the CDF is interpolated linearly between integers.  Binomial: integer ids
+    only.  Pure torch (``lgamma``), memory ``O(B N^2)``.  Shape ``[...]``.
+
+    Example (p = 1/2; prefixes hold 0, 1 protected: CDFs 1/2 and 3/4)::
+
+        >>> fair(torch.tensor([2., 1.]), torch.tensor([0, 1]))
+        tensor(0.6250)
+    """
+    _require_hard(groups, "fair")
+    b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
+    cols = _binary_columns(b, protected, "groups", validate_args)
+    p = _binary_target(target, b, _default_binary_target(cols, b.mask), "target", False, validate_args)
+    ob = order(b, ordering)
+    B, N = b.mask.shape
+    n = b.mask.sum(-1)
+    x = prefix_mass(ob, cols[..., :1])[..., 0]  # [B, N] protected mass in the first k positions
+    cdf = _binomial_cdf(x, p, N)
+    inside = (torch.arange(1, N + 1, device=x.device)[None, :] <= n[:, None]).to(cdf.dtype)
+    value, valid = safe_div((cdf * inside).sum(-1), n.to(cdf.dtype))
+    return finish(b, value, valid, reduction, return_valid)

@@ -1,0 +1,325 @@
+r"""Plackett-Luce ranking policies: expected measures under sampled rankings, with gradient estimators.
+
+A Plackett-Luce (PL) policy with logits ``m = scores / temperature`` draws a ranking by picking items one by one,
+item ``d`` next with probability ``exp(m_d) / sum_{d' not yet placed} exp(m_d')``.  Under the policy every
+quantity a measure asks for (exposure, pair probabilities, ...) is an expectation; :class:`PlackettLuce` estimates
+it from ``samples`` rankings drawn with the Gumbel-max trick (``argsort(m + Gumbel noise)``) and offers three
+gradient estimators:
+
+* ``"score_function"``: REINFORCE with a leave-one-out baseline (as Fair-PG-Rank): unbiased for the gradient of
+  every expected quantity; the measure's nonlinearity is applied by the chain rule.  Implemented as sample
+  weights ``w_s = 1/S + (S d_s - sum d) / (S (S - 1))`` with ``d_s = log pi(y_s) - stopgrad(log pi(y_s))``: their
+  value is ``1/S`` and their gradient the baselined score-function estimate.
+* ``"pl_rank"`` (default): PL-Rank-2 (Oosterhuis, SIGIR 2021) for every quantity that is an expectation of a
+  per-position reward: exposure ``E[F(pos_i)]`` and the pair quantities ``E[F(pos_j) 1(pos_j < pos_i)]``,
+  ``P(j above i)``.  The measure's gradient ``dL/dE`` arrives in backward as per-item (or per-pair) rewards and
+  PL-Rank-2 turns them into a low-variance, unbiased gradient for the logits: for a sampled ranking ``y``,
+
+  .. math:: \hat g_d = G_{\mathrm{rank}(d)+1} + \sum_{k \le \mathrm{rank}(d)} \pi(d \mid y_{1:k-1})\,
+            \big(r_k(d) - G_k\big)
+
+  with ``r_k(d)`` the reward of placing ``d`` at step ``k`` and ``G_k`` the sample's reward from step ``k`` on.
+* ``"relaxed"``: Gumbel-perturbed scores through a soft ordering (pathwise, biased, low variance).
+
+``PlackettLuce(exact=True)`` enumerates all rankings (``N <= 8``) with their probabilities instead: exact
+expectations, exact gradients by autograd.  It is the reference the tests compare the estimators against.
+Closed forms: :func:`pair_probability` ``P(j above i) = e^{m_j} / (e^{m_i} + e^{m_j})`` and
+:func:`top1_probability` (softmax).
+
+Masks: padded items are never sampled into real positions and receive exactly zero gradient.
+Memory: the PL-Rank backward of pair quantities builds ``[B, N, N]`` reward matrices: fine for lists of a few
+hundred items; use the score-function estimator beyond.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from ..browsing import BrowsingModel, Uniform
+from .base import OrderedBatch, Ordering, PairBlock, row_blocks
+from .hard import HardOrderedBatch
+from .mixture import MixtureOrderedBatch
+
+__all__ = ["PlackettLuce", "sample_rankings", "log_probability", "all_rankings", "pair_probability",
+           "top1_probability"]
+
+_NEG = -1e30  # finite stand-in for -inf logits of padded items (exp underflows to exactly 0)
+
+
+def _masked_logits(logits: Tensor, mask: Tensor) -> Tensor:
+    return torch.where(mask, logits, torch.full_like(logits, _NEG))
+
+
+def sample_rankings(logits: Tensor, mask: Tensor, samples: int, generator: Optional[torch.Generator] = None) -> Tensor:
+    """Draw ``samples`` PL rankings per list with the Gumbel-max trick: ``[S, B, N]`` item indices by position.
+
+    Padded items come after the real ones.  Runs on the logits' device; pass a ``generator`` on that device for
+    reproducibility.
+    """
+    B, N = logits.shape
+    u = torch.rand((samples, B, N), generator=generator, device=logits.device, dtype=logits.dtype)
+    gumbel = -torch.log(-torch.log(u.clamp(min=1e-20, max=1 - 1e-7)))
+    key = torch.where(mask, logits.detach() + gumbel, torch.full_like(gumbel, float("-inf")))
+    return torch.sort(key, dim=-1, descending=True, stable=True).indices
+
+
+def log_probability(logits: Tensor, rankings: Tensor, mask: Tensor) -> Tensor:
+    """``log pi(y)`` of rankings ``[S, B, N]`` under PL with ``logits [B, N]`` (real positions only): ``[S, B]``."""
+    S, B, N = rankings.shape
+    m = _masked_logits(logits, mask).unsqueeze(0).expand(S, B, N)
+    ms = m.gather(-1, rankings)
+    logz = torch.flip(torch.logcumsumexp(torch.flip(ms, [-1]), -1), [-1])
+    real = (torch.arange(N, device=mask.device)[None, None, :] < mask.sum(-1)[None, :, None])
+    return torch.where(real, ms - logz, torch.zeros_like(ms)).sum(-1)
+
+
+def all_rankings(N: int, device=None) -> Tensor:
+    """All ``N!`` permutations of ``0..N-1``: ``[N!, N]`` (``N <= 8``)."""
+    if N > 8:
+        raise ValueError(f"exact enumeration is limited to N <= 8 items (N! rankings); got N = {N}")
+    return torch.tensor(list(itertools.permutations(range(N))), dtype=torch.long, device=device)
+
+
+def pair_probability(scores: Tensor, temperature: float = 1.0) -> Tensor:
+    """Closed form ``P(j above i) = e^{m_j} / (e^{m_i} + e^{m_j}) = sigmoid(m_j - m_i)``: ``[..., N, N]`` (``[i, j]``)."""
+    m = scores / temperature
+    return torch.sigmoid(m.unsqueeze(-2) - m.unsqueeze(-1))
+
+
+def top1_probability(scores: Tensor, temperature: float = 1.0, mask: Optional[Tensor] = None) -> Tensor:
+    """``P(item i ranked first) = softmax(m)_i`` over real items: ``[..., N]``."""
+    m = scores / temperature
+    if mask is not None:
+        m = _masked_logits(m, mask)
+    return torch.softmax(m, -1)
+
+
+# --------------------------------------------------------------------------------------------- PL-Rank-2
+def _pl_rank_terms(logits: Tensor, rankings: Tensor, mask: Tensor):
+    """Per sample: ``pi_k(d) / e^{m_d} = 1 / Z_k`` for steps k, rank of every item, real-step mask."""
+    S, B, N = rankings.shape
+    m = _masked_logits(logits.detach(), mask)
+    ms = m.unsqueeze(0).expand(S, B, N).gather(-1, rankings)
+    logz = torch.flip(torch.logcumsumexp(torch.flip(ms, [-1]), -1), [-1])  # [S, B, N] log Z_k
+    real_step = (torch.arange(N, device=mask.device)[None, None, :] < mask.sum(-1)[None, :, None]).expand(S, B, N)
+    ranks = torch.empty_like(rankings).scatter_(-1, rankings, torch.arange(N, device=mask.device).expand(S, B, N))
+    return m, logz, real_step, ranks
+
+
+def _pl_rank_exposure_grad(logits, rankings, mask, fk, w):
+    """PL-Rank-2 gradient of ``E[sum_d w_d F(pos_d)]`` w.r.t. the logits, averaged over samples: ``[B, N]``.
+
+    ``fk [S, B, N]`` is the exposure of each position in each sample (``F(k)``), ``w [B, N]`` the item rewards.
+    """
+    m, logz, real_step, ranks = _pl_rank_terms(logits, rankings, mask)
+    ws = w.unsqueeze(0).expand_as(rankings).gather(-1, rankings)  # reward weight of the item at step k
+    r = fk * ws * real_step  # realised reward per step
+    G = torch.flip(torch.cumsum(torch.flip(r, [-1]), -1), [-1])  # reward-to-go G_k
+    # pi_k(d) = e^{m_d} / Z_k, computed as e^{m_d - shift} * e^{shift - log Z_k} with shift = the list's max logit
+    # (stable while the logits of a list span less than ~80 in float32)
+    shift = m.max(-1, keepdim=True).values
+    inv_z = torch.where(real_step, torch.exp(shift.unsqueeze(0) - logz), torch.zeros_like(logz))
+    a = torch.cumsum(fk * inv_z, -1)  # sum_{k' <= k} F(k') / Z_k'
+    c = torch.cumsum(G * inv_z, -1)  # sum_{k' <= k} G_k' / Z_k'
+    a_d, c_d = a.gather(-1, ranks), c.gather(-1, ranks)
+    G_next = torch.cat([G[..., 1:], torch.zeros_like(G[..., :1])], -1).gather(-1, ranks)
+    em = torch.exp(m - shift) * mask  # [B, N]
+    g = G_next + em.unsqueeze(0) * (w.unsqueeze(0) * a_d - c_d)
+    return (g * mask).mean(0)
+
+
+class _PLRankExposure(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits, value, rankings, mask, fk):
+        ctx.save_for_backward(logits, rankings, mask, fk)
+        return value.clone()
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        logits, rankings, mask, fk = ctx.saved_tensors
+        g = _pl_rank_exposure_grad(logits, rankings, mask, fk, grad_out)
+        return g, None, None, None, None
+
+
+def _pl_rank_pair_grad(logits, rankings, mask, fk, C):
+    """PL-Rank-2 gradient of ``E[sum_{i,j} C[i,j] F(pos_j) 1(pos_j < pos_i)]`` w.r.t. the logits: ``[B, N]``.
+
+    Placing ``d`` at step ``k`` earns ``r_k(d) = F(k) sum_{i not placed before k, i != d} C[i, d]`` (every item
+    still unplaced will end up below ``d``), a reward that only depends on ``y_{1:k}``, which PL-Rank-2 needs.
+    """
+    S, B, N = rankings.shape
+    m, logz, real_step, ranks = _pl_rank_terms(logits, rankings, mask)
+    C = C * (1 - torch.eye(N, dtype=C.dtype, device=C.device))
+    col = C.sum(1)  # [B, N]: sum_i C[i, d]
+    out = torch.zeros_like(logits)
+    shift = m.max(-1, keepdim=True).values
+    em = torch.exp(m - shift) * mask
+    for s in range(S):  # one [B, N, N] at a time
+        y, lz, rs, rk, f = rankings[s], logz[s], real_step[s].to(C.dtype), ranks[s], fk[s]
+        Cy = C.gather(1, y.unsqueeze(-1).expand(B, N, N))  # rows in rank order: Cy[k, d] = C[y_k, d]
+        A = torch.cumsum(Cy, 1) - Cy  # A[k, d] = sum_{x < k} C[y_x, d]
+        rew = f.unsqueeze(-1) * (col.unsqueeze(1) - A)  # r_k(d) for every step k and item d: [B, N(k), N(d)]
+        r_real = rew.gather(2, y.unsqueeze(-1)).squeeze(-1) * rs  # realised r_k(y_k)
+        G = torch.flip(torch.cumsum(torch.flip(r_real, [-1]), -1), [-1])
+        G_next = torch.cat([G[..., 1:], torch.zeros_like(G[..., :1])], -1).gather(-1, rk)
+        inv_z = torch.where(rs > 0, torch.exp(shift - lz), torch.zeros_like(lz))  # exp(shift) / Z_k
+        upto = (torch.arange(N, device=C.device)[None, :, None] <= rk[:, None, :]).to(C.dtype)  # k <= rank(d)
+        term = ((rew - G.unsqueeze(-1)) * inv_z.unsqueeze(-1) * upto).sum(1)  # [B, N(d)]
+        out = out + (G_next + em * term) * mask
+    return out / S
+
+
+class _PLRankPairContract(torch.autograd.Function):
+    """``out[b,i,h] = sum_j w[i,j] X[i,j] right[j,h]`` with X a PL expectation; PL-Rank-2 backward for logits."""
+
+    @staticmethod
+    def forward(ctx, logits, value, rankings, mask, fk, right, weight_full):
+        ctx.save_for_backward(logits, rankings, mask, fk, right, weight_full)
+        return value.clone()
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        logits, rankings, mask, fk, right, weight_full = ctx.saved_tensors
+        C = torch.bmm(grad_out, right.transpose(1, 2)) * weight_full  # C[i, j] = sum_h g[i,h] right[j,h] w[i,j]
+        C = C * (mask.unsqueeze(-1) & mask.unsqueeze(1)).to(C.dtype)
+        return _pl_rank_pair_grad(logits, rankings, mask, fk, C), None, None, None, None, None, None
+
+
+class PlackettLuceOrderedBatch(MixtureOrderedBatch):
+    """Sample average over PL rankings, with the chosen gradient estimator."""
+
+    def __init__(self, inner, weights, scores, mask, *, logits=None, rankings=None, estimator="score_function"):
+        super().__init__(inner, weights, scores, mask)
+        self.logits = logits
+        self.rankings = rankings
+        self.estimator = estimator
+
+    def _fk(self, browsing: BrowsingModel, relevance: Optional[Tensor]) -> Tensor:
+        """Exposure of each position in each sample ``[S, B, N]`` (position order)."""
+        S = self.num_samples
+        B, N = self.mask.shape
+        rel = self._rep(relevance)
+        f = self.inner._sorted_exposure(browsing, rel)  # [S * B, N]
+        return f.reshape(S, B, N)
+
+    def exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor] = None) -> Tensor:
+        value = super().exposure(browsing, relevance)
+        if self.estimator != "pl_rank" or not torch.is_grad_enabled() or not self.logits.requires_grad:
+            return value
+        return _PLRankExposure.apply(self.logits, value.detach(), self.rankings, self.mask,
+                                     self._fk(browsing, relevance))
+
+    def contract(self, right: Tensor, *, which: str = "above", pair_weight=None, browsing=None, relevance=None,
+                 block_elements=None) -> Tensor:
+        value = super().contract(right, which=which, pair_weight=pair_weight, browsing=browsing,
+                                 relevance=relevance, block_elements=block_elements)
+        if (self.estimator != "pl_rank" or which == "one" or not torch.is_grad_enabled()
+                or not self.logits.requires_grad):
+            return value
+        B, N = self.mask.shape
+        if pair_weight is None:
+            wfull = torch.ones(B, N, N, dtype=right.dtype, device=right.device)
+        else:
+            wfull = torch.cat([pair_weight(a, b) for a, b in row_blocks(B, N)], 1).to(right.dtype)
+        F = browsing if which == "joint" else Uniform()
+        return _PLRankPairContract.apply(self.logits, value.detach(), self.rankings, self.mask,
+                                         self._fk(F, relevance), right.detach(), wfull.detach())
+
+
+class PlackettLuce(Ordering):
+    """A Plackett-Luce ranking policy with logits ``scores / temperature`` (see the module docstring).
+
+    Parameters
+    ----------
+    samples : rankings drawn per list (Monte Carlo estimators).
+    estimator : ``"pl_rank"`` (default), ``"score_function"`` or ``"relaxed"``.
+    temperature : PL temperature; logits are ``scores / temperature``.
+    relaxation : for ``"relaxed"``: the soft ordering applied to the Gumbel-perturbed scores
+        (default ``SoftRank(temperature=0.1)``).
+    exact : enumerate all ``N!`` rankings with their probabilities (``N <= 8``) instead of sampling.
+    generator : a ``torch.Generator`` on the scores' device, for reproducible samples.
+
+    Example::
+
+        >>> from torchfair.metrics import dips
+        >>> s = torch.randn(4, 6, requires_grad=True)
+        >>> M = dips(s, torch.rand(4, 6), torch.randint(0, 2, (4, 6)), num_groups=2,
+        ...          ordering=PlackettLuce(samples=64))
+        >>> M.shape
+        torch.Size([4, 2, 2])
+    """
+
+    differentiable = True
+
+    def __init__(self, samples: int = 100, estimator: str = "pl_rank", temperature: float = 1.0,
+                 relaxation: Optional[Ordering] = None, exact: bool = False,
+                 generator: Optional[torch.Generator] = None):
+        if estimator not in ("pl_rank", "score_function", "relaxed"):
+            raise ValueError(f"`estimator` must be 'pl_rank', 'score_function' or 'relaxed'; got {estimator!r}")
+        if not isinstance(samples, int) or samples < 1 or (estimator == "score_function" and samples < 2
+                                                           and not exact):
+            raise ValueError(f"`samples` must be a positive int (>= 2 for the score-function baseline); got {samples!r}")
+        if not (isinstance(temperature, (int, float)) and temperature > 0):
+            raise ValueError(f"`temperature` must be positive; got {temperature!r}")
+        self.samples = samples
+        self.estimator = estimator
+        self.temperature = float(temperature)
+        self.relaxation = relaxation
+        self.exact = exact
+        self.generator = generator
+
+    def __repr__(self) -> str:
+        return (f"PlackettLuce(samples={self.samples}, estimator={self.estimator!r}, "
+                f"temperature={self.temperature}, exact={self.exact})")
+
+    def __call__(self, scores: Tensor, mask: Tensor) -> OrderedBatch:
+        B, N = scores.shape
+        logits = scores / self.temperature
+        if self.exact:
+            return self._exact(logits, scores, mask)
+        S = self.samples
+        rankings = sample_rankings(logits, mask, S, self.generator)  # [S, B, N]
+        vals = (N - torch.arange(N, device=scores.device, dtype=scores.dtype)).expand(S, B, N)
+        if self.estimator == "relaxed":
+            relax = self.relaxation
+            if relax is None:
+                from .soft import SoftRank
+                relax = SoftRank(temperature=0.1)
+            u = torch.rand((S, B, N), generator=self.generator, device=scores.device, dtype=scores.dtype)
+            gumbel = -torch.log(-torch.log(u.clamp(min=1e-20, max=1 - 1e-7)))
+            pert = (logits.unsqueeze(0) + gumbel).reshape(S * B, N)
+            inner = relax(pert, mask.repeat(S, 1))
+            w = torch.full((S, B), 1.0 / S, dtype=scores.dtype, device=scores.device)
+            return MixtureOrderedBatch(inner, w, scores, mask)
+        sc = torch.empty(S, B, N, dtype=scores.dtype, device=scores.device).scatter_(-1, rankings, vals)
+        inner = HardOrderedBatch(sc.reshape(S * B, N), mask.repeat(S, 1), "first")
+        if self.estimator == "score_function":
+            lp = log_probability(logits, rankings, mask)  # [S, B]
+            d = lp - lp.detach()
+            w = 1.0 / S + (S * d - d.sum(0, keepdim=True)) / (S * (S - 1))
+        else:
+            w = torch.full((S, B), 1.0 / S, dtype=scores.dtype, device=scores.device)
+        return PlackettLuceOrderedBatch(inner, w, scores, mask, logits=logits, rankings=rankings,
+                                        estimator=self.estimator)
+
+    def _exact(self, logits: Tensor, scores: Tensor, mask: Tensor) -> OrderedBatch:
+        B, N = logits.shape
+        perms = all_rankings(N, device=scores.device)  # [P, N]
+        P = perms.shape[0]
+        rk = perms.unsqueeze(1).expand(P, B, N)
+        # a ranking is kept when its real items come first and its padded items follow in index order
+        n = mask.sum(-1)
+        real_at = mask.unsqueeze(0).expand(P, B, N).gather(-1, rk)  # [P, B, N]: is the item at position k real
+        first_real = (real_at == (torch.arange(N, device=mask.device)[None, None, :] < n[None, :, None])).all(-1)
+        pad_pos = torch.where(real_at, torch.full_like(rk, -1), rk)
+        pads_sorted = (pad_pos[..., 1:] >= pad_pos[..., :-1]) | (pad_pos[..., 1:] < 0) | (pad_pos[..., :-1] < 0)
+        keep = first_real & pads_sorted.all(-1)
+        lp = log_probability(logits, rk, mask)
+        w = torch.where(keep, torch.exp(lp), torch.zeros_like(lp))  # sums to 1 over kept rankings
+        vals = (N - torch.arange(N, device=scores.device, dtype=scores.dtype)).expand(P, B, N)
+        sc = torch.empty(P, B, N, dtype=scores.dtype, device=scores.device).scatter_(-1, rk, vals)
+        inner = HardOrderedBatch(sc.reshape(P * B, N), mask.repeat(P, 1), "first")
+        return MixtureOrderedBatch(inner, w, scores, mask)

@@ -1,0 +1,420 @@
+"""Differentiable (relaxed) orderings: measures evaluated on them become losses.
+
+Three relaxations, each an :class:`~torchfair.orderings.base.Ordering`:
+
+* :class:`SoftRank` -- pairwise sigmoids (ApproxRank / SmoothRank, Qin et al. 2010; Wu et al. 2009)::
+
+      above[i, j] = sigmoid((s_j - s_i) / tau)              (P(j above i), i != j, both real)
+      pos_i       = sum_{j != i, real} above[i, j]           (expected 0-based position)
+      exposure_i  = F(pos_i)                                (browsing model on a real-valued position)
+      joint[i, j] = F(pos_j) * above[i, j]
+
+  ``exposure`` is ``F(E[pos])``, not ``E[F(pos)]``; both agree in the limit ``tau -> 0``.  Memory is O(B N) for
+  the per-item quantities (expected positions are reduced in row blocks with a hand-written backward that
+  recomputes the blocks, so no ``[B, N, N]`` tensor is kept for autograd) plus the row blocks of
+  :meth:`~torchfair.orderings.base.OrderedBatch.contract`.
+
+  :meth:`SoftRankOrderedBatch.position_matrix` is an approximation: treating the pairwise events as independent
+  Bernoullis (the assumption of Taylor et al.'s SoftRank, 2008) the position of item i is Poisson-binomial
+  with mean ``mu_i = pos_i`` and variance ``v_i = sum_j above[i, j] (1 - above[i, j])``.  We use its normal
+  approximation with continuity correction, ``R[k, i] = Phi((k + 1/2 - mu_i) / sd_i) - Phi((k - 1/2 - mu_i) / sd_i)``
+  with ``sd_i = sqrt(v_i + min_position_std**2)``, the tails folded into positions ``0`` and ``n_b - 1``, so each
+  column sums to 1 exactly and rows sum to 1 only approximately (``sinkhorn_iters > 0`` balances them; rows are
+  then exact, columns approximate).  It is exact in the limit ``tau -> 0`` (with ``min_position_std = 0.1`` a
+  hard position keeps ``1 - 6e-7`` of its mass) but, for intermediate ``tau``, only an approximation of the rank
+  distribution: prefer :class:`NeuralSort` / :class:`SoftSort` for prefix measures.  It costs O(B N^2) memory.
+  Relevance-dependent browsing (:class:`~torchfair.browsing.Cascade`) also goes through this matrix.
+
+* :class:`NeuralSort` (Grover et al., ICLR 2019, eq. 4): the relaxed permutation matrix, 0-based position k of
+  a list of ``n`` real items::
+
+      P_hat[k, :] = softmax( ((n - 1 - 2k) s - A_s 1) / tau ),   (A_s)_{ij} = |s_i - s_j|
+
+* :class:`SoftSort` (Prillo & Eisenschlos, ICML 2020, eq. 2 with ``d = |.|``)::
+
+      P_hat[k, :] = softmax( -|sort(s)_k - s| / tau )
+
+  For both, every row ``k < n_b`` is a distribution over the real items (rows sum to 1 exactly); columns sum
+  to 1 only approximately (exactly in the limit ``tau -> 0``; ``sinkhorn_iters > 0`` applies that many
+  Sinkhorn-Knopp column/row normalisations, ending with the rows).  The quantities are::
+
+      exposure_i    = sum_k P_hat[k, i] F(k)
+      above[i, j]   = sum_l P_hat[l, i] sum_{k<l} P_hat[k, j]          (i != j)
+      joint[i, j]   = sum_l P_hat[l, i] sum_{k<l} F(k) P_hat[k, j]
+      position_matrix = P_hat
+      expected pos_i = sum_k k P_hat[k, i] / sum_k P_hat[k, i]         (mean of column i)
+
+  ``above`` and ``joint`` treat the positions of i and j as independent draws from columns i and j of
+  ``P_hat`` (an approximation: ``above[i, j] + above[j, i] = 1 - sum_l P_hat[l, i] P_hat[l, j]`` when the
+  columns sum to 1, which tends to 1 as ``tau -> 0``).  Memory and time are O(N^2) per list (``P_hat`` and its
+  cumulative sums are ``[B, N, N]``) and O(B N^3) flops for the pair blocks: fine for lists up to a few
+  hundred items.  With Cascade browsing the position exposures come from the softly sorted relevance
+  ``P_hat @ r``.
+
+Masks
+-----
+Padded items are replaced (``torch.where``) by a constant before anything is computed, so whatever they hold
+(NaN included) they receive exactly zero gradient.  They get no exposure, take part in no pair, and for the
+permutation relaxations they are excluded from the softmax (they "sort last": the relaxation is built over the
+``n_b`` real items only, rows ``k >= n_b`` and padded columns of ``P_hat`` are 0).
+
+Temperature
+-----------
+All three relaxations compare score *differences* with ``tau`` (for NeuralSort, too: the logit gap between the
+item at a position and its neighbour equals their score gap divided by ``tau``).  An absolute ``tau`` therefore
+means something different for every score range, so by default (``scale="std"``) the temperature of a list is
+``temperature * std(real scores of that list)`` (population std, detached -- the temperature is a constant of
+the loss, not a function of the scores -- and clamped below by ``min_scale``).  With ``scale="none"``
+``temperature`` is absolute, in score units.
+
+Choosing ``temperature`` (with ``scale="std"``): a pair whose scores differ by ``d`` standard deviations is
+ordered with probability ``sigmoid(d / temperature)``.  Adjacent items of a list of ``N`` roughly evenly spread
+scores differ by about ``3.5 / N`` std, so ``temperature`` well below ``1 / N`` gives a nearly hard ranking
+(small gradients except for near-ties) and values around ``0.1 - 1`` a smooth one (informative gradients for
+most pairs, but biased values).  ``0.1`` is a reasonable start for training; to evaluate use
+:class:`~torchfair.orderings.Hard`.
+
+Dtypes and devices: float16 / bfloat16 scores are computed in float32, float64 stays float64; everything stays
+on the scores' device and nothing synchronises with the host.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from ..browsing import BrowsingModel
+from .base import OrderedBatch, Ordering, PairBlock, row_blocks
+
+__all__ = ["SoftRank", "SoftRankOrderedBatch", "NeuralSort", "SoftSort", "PermutationOrderedBatch"]
+
+_SCALES = ("std", "none")
+
+
+# --------------------------------------------------------------------------------------------------- helpers
+def _work(scores: Tensor, mask: Tensor):
+    """Validate shapes, promote half types to float32 and blank padded entries (zero gradient to them)."""
+    if not isinstance(scores, Tensor) or scores.dim() != 2 or not scores.is_floating_point():
+        raise ValueError(f"`scores` must be a floating tensor [B, N]; got {getattr(scores, 'shape', scores)!r}")
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.shape != scores.shape:
+        raise ValueError("`mask` must be a bool tensor with the shape of `scores`")
+    dt = torch.float64 if scores.dtype == torch.float64 else torch.float32
+    s = scores.to(dt)
+    s = torch.where(mask, s, torch.zeros((), dtype=dt, device=s.device))
+    return s, mask
+
+
+def _temperature(s: Tensor, mask: Tensor, temperature: float, scale: str, min_scale: float) -> Tensor:
+    """``[B, 1]`` per-list temperature (no gradient)."""
+    B = s.shape[0]
+    if scale == "none":
+        return torch.full((B, 1), temperature, dtype=s.dtype, device=s.device)
+    with torch.no_grad():
+        m = mask.to(s.dtype)
+        n = m.sum(-1, keepdim=True).clamp(min=1)
+        mean = (s * m).sum(-1, keepdim=True) / n
+        var = (((s - mean) * m) ** 2).sum(-1, keepdim=True) / n
+        return temperature * var.sqrt().clamp(min=min_scale)
+
+
+def _check_common(temperature, scale, min_scale):
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not (
+            math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"`temperature` must be a positive finite number; got {temperature!r}")
+    if scale not in _SCALES:
+        raise ValueError(f"`scale` must be one of {_SCALES}; got {scale!r}")
+    if not isinstance(min_scale, (int, float)) or not (min_scale > 0):
+        raise ValueError(f"`min_scale` must be positive; got {min_scale!r}")
+
+
+def _check_iters(sinkhorn_iters):
+    if isinstance(sinkhorn_iters, bool) or not isinstance(sinkhorn_iters, int) or sinkhorn_iters < 0:
+        raise ValueError(f"`sinkhorn_iters` must be a non-negative int; got {sinkhorn_iters!r}")
+
+
+def _row_real(mask: Tensor) -> Tensor:
+    """``[B, N]`` bool: position k is occupied by a real item (``k < n_b``)."""
+    N = mask.shape[1]
+    return torch.arange(N, device=mask.device)[None, :] < mask.sum(-1, keepdim=True)
+
+
+def _sinkhorn(P: Tensor, iters: int) -> Tensor:
+    """Alternate column and row normalisation (ending with rows); zero rows / columns stay zero."""
+    tiny = torch.finfo(P.dtype).tiny
+    for _ in range(iters):
+        P = P / P.sum(-2, keepdim=True).clamp(min=tiny)
+        P = P / P.sum(-1, keepdim=True).clamp(min=tiny)
+    return P
+
+
+def _offdiag(start: int, stop: int, N: int, device) -> Tensor:
+    rows = torch.arange(start, stop, device=device)[:, None]
+    return rows != torch.arange(N, device=device)[None, :]  # [rows, N]
+
+
+def _soft_sorted_exposure(P: Tensor, mask: Tensor, browsing: BrowsingModel, relevance: Optional[Tensor]) -> Tensor:
+    """``[B, N]`` exposure of every position of a relaxed permutation ``P [B, K, N]`` (0 for rows ``k >= n_b``)."""
+    B, N = mask.shape
+    row_real = _row_real(mask).to(P.dtype)
+    if browsing.position_based:
+        return browsing.weights(N, dtype=P.dtype, device=P.device).expand(B, N) * row_real
+    if relevance is None:
+        raise ValueError(f"`relevance` is required by the relevance-dependent browsing model {browsing!r}")
+    rel = torch.where(mask, relevance.to(P.dtype), torch.zeros((), dtype=P.dtype, device=P.device))
+    rel_sorted = torch.bmm(P, rel.unsqueeze(-1)).squeeze(-1)  # softly sorted relevance
+    return browsing.item_exposure(rel_sorted * row_real) * row_real
+
+
+# ------------------------------------------------------------------------------------------------- SoftRank
+class _SigmoidRowSum(torch.autograd.Function):
+    """``out[b, i] = sum_{j != i, both real} g((s_j - s_i) / t_b)`` with ``g = sigmoid`` (moment 1) or
+    ``sigmoid * (1 - sigmoid)`` (moment 2), in row blocks; backward recomputes the blocks (O(B N) saved)."""
+
+    @staticmethod
+    def forward(ctx, s: Tensor, tau: Tensor, mask: Tensor, moment: int, block_elements: Optional[int]):
+        ctx.save_for_backward(s, tau, mask)
+        ctx.moment, ctx.block_elements = moment, block_elements
+        B, N = s.shape
+        mf = mask.to(s.dtype)
+        outs = []
+        for start, stop in row_blocks(B, N, block_elements):
+            a, w = _SigmoidRowSum._block(s, tau, mf, start, stop)
+            g = a if moment == 1 else a * (1 - a)
+            outs.append((g * w).sum(-1))
+        return torch.cat(outs, dim=1)
+
+    @staticmethod
+    def _block(s, tau, mf, start, stop):
+        B, N = s.shape
+        x = (s[:, None, :] - s[:, start:stop, None]) / tau[:, :, None]
+        w = mf[:, start:stop, None] * mf[:, None, :] * _offdiag(start, stop, N, s.device).to(s.dtype)
+        return torch.sigmoid(x), w
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        s, tau, mask = ctx.saved_tensors
+        B, N = s.shape
+        mf = mask.to(s.dtype)
+        grad_j = torch.zeros_like(s)
+        grad_i = []
+        for start, stop in row_blocks(B, N, ctx.block_elements):
+            a, w = _SigmoidRowSum._block(s, tau, mf, start, stop)
+            d = a * (1 - a)
+            if ctx.moment == 2:
+                d = d * (1 - 2 * a)
+            d = d * w * grad_out[:, start:stop, None] / tau[:, :, None]  # d out_i / d s_j
+            grad_j = grad_j + d.sum(1)
+            grad_i.append(d.sum(2))
+        return grad_j - torch.cat(grad_i, dim=1), None, None, None, None
+
+
+@dataclass
+class _SoftRankCtx:
+    exposure: Optional[Tensor]
+
+
+class SoftRankOrderedBatch(OrderedBatch):
+    """Result of :class:`SoftRank` (see the module docstring)."""
+
+    def __init__(self, scores: Tensor, mask: Tensor, tau: Tensor, min_position_std: float, sinkhorn_iters: int,
+                 block_elements: Optional[int]):
+        self.scores, self.mask, self.tau = scores, mask, tau  # tau: [B, 1]
+        self.min_position_std = min_position_std
+        self.sinkhorn_iters = sinkhorn_iters
+        self.block_elements = block_elements
+        self._pos: Optional[Tensor] = None
+
+    def expected_positions(self) -> Tensor:
+        if self._pos is None:
+            pos = _SigmoidRowSum.apply(self.scores, self.tau, self.mask, 1, self.block_elements)
+            self._pos = pos * self.mask.to(pos.dtype)
+        return self._pos
+
+    def position_variance(self) -> Tensor:
+        """``[B, N]`` ``sum_j above[i, j] (1 - above[i, j])``: the Poisson-binomial variance of the position."""
+        v = _SigmoidRowSum.apply(self.scores, self.tau, self.mask, 2, self.block_elements)
+        return v * self.mask.to(v.dtype)
+
+    def exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor] = None) -> Tensor:
+        mf = self.mask.to(self.scores.dtype)
+        if browsing.position_based:
+            return browsing.weight(self.expected_positions()) * mf
+        R = self.position_matrix()
+        f = _soft_sorted_exposure(R, self.mask, browsing, relevance)
+        return torch.einsum("bk,bki->bi", f, R) * mf
+
+    def pair_context(self, browsing, relevance) -> _SoftRankCtx:
+        return _SoftRankCtx(None if browsing is None else self.exposure(browsing, relevance))
+
+    def pair_block(self, context: _SoftRankCtx, start: int, stop: int) -> PairBlock:
+        s, mf = self.scores, self.mask.to(self.scores.dtype)
+        a, w = _SigmoidRowSum._block(s, self.tau, mf, start, stop)
+        above = a * w
+        joint = None if context.exposure is None else context.exposure[:, None, :] * above
+        return PairBlock(above=above, joint=joint)
+
+    def position_matrix(self) -> Tensor:
+        B, N = self.mask.shape
+        dt = self.scores.dtype
+        mu = self.expected_positions()[:, None, :]
+        sd = torch.sqrt(self.position_variance() + self.min_position_std ** 2)[:, None, :]
+        k = torch.arange(N, device=mu.device, dtype=dt)[None, :, None]
+        last = (self.mask.sum(-1) - 1).to(dt)[:, None, None]
+        up = torch.where(k >= last, torch.ones((), dtype=dt, device=mu.device), torch.special.ndtr((k + 0.5 - mu) / sd))
+        lo = torch.where(k <= 0, torch.zeros((), dtype=dt, device=mu.device), torch.special.ndtr((k - 0.5 - mu) / sd))
+        R = (up - lo) * _row_real(self.mask).to(dt)[:, :, None] * self.mask.to(dt)[:, None, :]
+        return _sinkhorn(R, self.sinkhorn_iters)
+
+
+class SoftRank(Ordering):
+    """Pairwise-sigmoid relaxation (ApproxRank / SmoothRank): ``P(j above i) = sigmoid((s_j - s_i) / tau)``.
+
+    ``temperature``: relative to each list's score std with ``scale="std"`` (default), absolute with
+    ``scale="none"`` (see the module docstring for guidance; smaller is closer to the hard ranking).
+    ``min_scale``: lower clamp of the std.  ``min_position_std`` and ``sinkhorn_iters`` only concern the
+    approximate :meth:`~SoftRankOrderedBatch.position_matrix`.  ``block_elements``: pair entries per row block
+    of the expected-position reduction (default :data:`~torchfair.orderings.base.PAIR_BLOCK_ELEMENTS`).
+
+    Example::
+
+        >>> SoftRank(0.01, scale="none")(torch.tensor([[3., 1., 2.]]), torch.ones(1, 3, dtype=torch.bool)
+        ...                               ).expected_positions().round()
+        tensor([[0., 2., 1.]])
+    """
+
+    differentiable = True
+
+    def __init__(self, temperature: float = 0.1, scale: str = "std", *, min_scale: float = 1e-6,
+                 min_position_std: float = 0.1, sinkhorn_iters: int = 0, block_elements: Optional[int] = None):
+        _check_common(temperature, scale, min_scale)
+        _check_iters(sinkhorn_iters)
+        if not isinstance(min_position_std, (int, float)) or not (min_position_std > 0):
+            raise ValueError(f"`min_position_std` must be positive; got {min_position_std!r}")
+        self.temperature, self.scale, self.min_scale = float(temperature), scale, float(min_scale)
+        self.min_position_std, self.sinkhorn_iters = float(min_position_std), sinkhorn_iters
+        self.block_elements = block_elements
+
+    def __call__(self, scores: Tensor, mask: Tensor) -> SoftRankOrderedBatch:
+        s, mask = _work(scores, mask)
+        tau = _temperature(s, mask, self.temperature, self.scale, self.min_scale)
+        return SoftRankOrderedBatch(s, mask, tau, self.min_position_std, self.sinkhorn_iters, self.block_elements)
+
+    def __repr__(self) -> str:
+        return f"SoftRank(temperature={self.temperature}, scale={self.scale!r})"
+
+
+# ------------------------------------------------------------------------------ relaxed permutation matrices
+@dataclass
+class _PermCtx:
+    cum: Tensor  # [B, K, N] sum_{k < l} P[k, j]
+    cum_f: Optional[Tensor]  # [B, K, N] sum_{k < l} F(k) P[k, j]
+
+
+def _exclusive_cumsum(x: Tensor, dim: int) -> Tensor:
+    c = torch.cumsum(x, dim)
+    return torch.cat([torch.zeros_like(c.narrow(dim, 0, 1)), c.narrow(dim, 0, c.shape[dim] - 1)], dim)
+
+
+class PermutationOrderedBatch(OrderedBatch):
+    """An ordering given by a relaxed permutation matrix ``P[b, k, i]`` (rows = positions), as produced by
+    :class:`NeuralSort` and :class:`SoftSort` (see the module docstring for the derived quantities)."""
+
+    def __init__(self, scores: Tensor, mask: Tensor, P: Tensor):
+        self.scores, self.mask, self.P = scores, mask, P
+
+    def expected_positions(self) -> Tensor:
+        B, K, N = self.P.shape
+        k = torch.arange(K, dtype=self.P.dtype, device=self.P.device)[None, :, None]
+        col = self.P.sum(1).clamp(min=torch.finfo(self.P.dtype).tiny)
+        return (k * self.P).sum(1) / col * self.mask.to(self.P.dtype)
+
+    def _position_exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor]) -> Tensor:
+        return _soft_sorted_exposure(self.P, self.mask, browsing, relevance)
+
+    def exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor] = None) -> Tensor:
+        f = self._position_exposure(browsing, relevance)
+        return torch.einsum("bk,bki->bi", f, self.P) * self.mask.to(self.P.dtype)
+
+    def pair_context(self, browsing, relevance) -> _PermCtx:
+        cum = _exclusive_cumsum(self.P, 1)
+        cum_f = None
+        if browsing is not None:
+            f = self._position_exposure(browsing, relevance)
+            cum_f = _exclusive_cumsum(f[:, :, None] * self.P, 1)
+        return _PermCtx(cum, cum_f)
+
+    def pair_block(self, context: _PermCtx, start: int, stop: int) -> PairBlock:
+        N = self.mask.shape[1]
+        Pi = self.P[:, :, start:stop].transpose(1, 2)  # [B, rows, K]
+        off = _offdiag(start, stop, N, Pi.device).to(Pi.dtype)
+        above = torch.bmm(Pi, context.cum) * off
+        joint = None if context.cum_f is None else torch.bmm(Pi, context.cum_f) * off
+        return PairBlock(above=above, joint=joint)
+
+    def position_matrix(self) -> Tensor:
+        return self.P
+
+
+class _PermutationOrdering(Ordering):
+    differentiable = True
+
+    def __init__(self, temperature: float = 0.1, scale: str = "std", *, min_scale: float = 1e-6,
+                 sinkhorn_iters: int = 0):
+        _check_common(temperature, scale, min_scale)
+        _check_iters(sinkhorn_iters)
+        self.temperature, self.scale, self.min_scale = float(temperature), scale, float(min_scale)
+        self.sinkhorn_iters = sinkhorn_iters
+
+    def _logits(self, s: Tensor, mask: Tensor) -> Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def relaxed_permutation(self, scores: Tensor, mask: Tensor) -> Tensor:
+        """``P_hat [B, N, N]``: ``P_hat[b, k, i]`` ~ P(item i at 0-based position k) (rows ``k >= n_b`` and padded
+        columns are 0)."""
+        s, mask = _work(scores, mask)
+        return self._P(s, mask)
+
+    def _P(self, s: Tensor, mask: Tensor) -> Tensor:
+        tau = _temperature(s, mask, self.temperature, self.scale, self.min_scale)
+        logits = self._logits(s, mask) / tau[:, :, None]  # [B, K, N]
+        logits = torch.where(mask[:, None, :], logits,
+                             torch.full((), torch.finfo(s.dtype).min, dtype=s.dtype, device=s.device))
+        P = torch.softmax(logits, dim=-1)
+        P = P * (_row_real(mask)[:, :, None] & mask[:, None, :]).to(s.dtype)
+        return _sinkhorn(P, self.sinkhorn_iters)
+
+    def __call__(self, scores: Tensor, mask: Tensor) -> PermutationOrderedBatch:
+        s, mask = _work(scores, mask)
+        return PermutationOrderedBatch(s, mask, self._P(s, mask))
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(temperature={self.temperature}, scale={self.scale!r}, "
+                f"sinkhorn_iters={self.sinkhorn_iters})")
+
+
+class NeuralSort(_PermutationOrdering):
+    """NeuralSort (Grover et al., 2019): ``P_hat[k, :] = softmax(((n - 1 - 2k) s - A_s 1) / tau)`` over the
+    ``n`` real items of each list (0-based k).  ``temperature`` / ``scale`` / ``min_scale`` as in
+    :class:`SoftRank`; ``sinkhorn_iters`` balances the columns (module docstring).  O(N^2) memory per list."""
+
+    def _logits(self, s: Tensor, mask: Tensor) -> Tensor:
+        N = s.shape[1]
+        mf = mask.to(s.dtype)
+        A1 = ((s[:, :, None] - s[:, None, :]).abs() * mf[:, None, :]).sum(-1)  # [B, N]: sum_j |s_i - s_j|
+        n = mf.sum(-1, keepdim=True)  # [B, 1]
+        coef = n - 1 - 2 * torch.arange(N, dtype=s.dtype, device=s.device)[None, :]  # [B, K]
+        return coef[:, :, None] * s[:, None, :] - A1[:, None, :]
+
+
+class SoftSort(_PermutationOrdering):
+    """SoftSort (Prillo & Eisenschlos, 2020): ``P_hat[k, :] = softmax(-|sort(s)_k - s| / tau)`` over the real
+    items of each list (``sort`` descending, real items only).  Arguments as in :class:`NeuralSort`."""
+
+    def _logits(self, s: Tensor, mask: Tensor) -> Tensor:
+        key = torch.where(mask, s, torch.full((), float("-inf"), dtype=s.dtype, device=s.device))
+        idx = torch.sort(key, dim=-1, descending=True, stable=True).indices
+        sorted_s = s.gather(-1, idx)  # rows k >= n_b hold padded (blanked) scores and are zeroed later
+        return -(sorted_s[:, :, None] - s[:, None, :]).abs()
