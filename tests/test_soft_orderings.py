@@ -50,7 +50,7 @@ MEASURES = {
 @pytest.mark.parametrize("Ord", ORDERINGS)
 @pytest.mark.parametrize("measure", list(MEASURES))
 def test_converges_to_hard_absolute_tau(Ord, measure):
-    """Gaps >= 0.5 score units, scale='none': |soft - exact| < 1e-3 already at tau = 0.03 (measured ~1e-14) and
+    """Gaps >= 0.5 score units, scale='none': |soft - exact| < 1e-3 already at tau = 0.03 (measured <= 5e-10) and
     < 1e-12 at tau = 1e-3; the error never increases along the tau sequence."""
     s, m, r, g = _batch()
     f = MEASURES[measure]
@@ -65,7 +65,7 @@ def test_converges_to_hard_absolute_tau(Ord, measure):
 @pytest.mark.parametrize("Ord", ORDERINGS)
 def test_converges_to_hard_std_scale_float32(Ord):
     """Scores of tiny magnitude (gaps ~ 0.005), float32, default scale='std': error < 1e-3 at tau = 1e-2
-    (measured <= 3e-5) and < 1e-6 at tau = 1e-3, monotone along the sequence."""
+    (measured <= 7e-5) and < 1e-6 at tau = 1e-3 (measured 0), monotone along the sequence."""
     s, m, r, g = _batch(B=4, N=30, seed=1, dtype=torch.float32, gap=0.01)
     for f in (MEASURES["dips"], MEASURES["pairwise_accuracy"]):
         exact = f(s, m, r, g, Hard())
@@ -82,6 +82,9 @@ def test_scale_std_is_affine_invariant(Ord):
     b = dips(37.0 * s - 5.0, r, g, mask=m, num_groups=2, ordering=Ord(0.2))
     torch.testing.assert_close(a, b)
     c = dips(37.0 * s - 5.0, r, g, mask=m, num_groups=2, ordering=Ord(0.2, scale="none"))
+    # a large offset is harmless in float32 too
+    d = dips((s + 1e4).float(), r.float(), g, mask=m, num_groups=2, ordering=Ord(0.2))
+    torch.testing.assert_close(d.double(), a, atol=1e-4, rtol=0)
     assert (a - c).abs().max() > 1e-3  # an absolute temperature does depend on the score range
 
 
@@ -355,7 +358,7 @@ def test_softrank_positions_sum(values, tau):
     n = len(values)
     pos = SoftRank(tau)(s, m).expected_positions()
     assert abs(pos.sum().item() - n * (n - 1) / 2) < 1e-9
-    assert (pos >= 0).all() and (pos <= n - 1).all()
+    assert (pos >= 0).all() and (pos <= n - 1 + 1e-12).all()
 
 
 # ------------------------------------------------------------------------------------------------- (f) ties

@@ -77,7 +77,7 @@ def as_membership(groups: Tensor, mask: Tensor, num_groups: Optional[int], dtype
             if real.numel() and not torch.allclose(real.sum(-1), torch.ones((), dtype=dtype, device=real.device),
                                                    atol=1e-4):
                 raise ValueError(f"`{name}` soft membership rows must sum to 1 (shape [B, N, G])")
-        return memb * mask.unsqueeze(-1).to(dtype)
+        return torch.where(mask.unsqueeze(-1), memb, torch.zeros((), dtype=dtype, device=memb.device))
     if groups.dtype == torch.bool or groups.shape != (B, N):
         raise ValueError(f"`{name}` must be integer group ids of shape [B, N] = [{B}, {N}] "
                          f"(or float [B, N, G] soft membership); got {tuple(groups.shape)} {groups.dtype}")

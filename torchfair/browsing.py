@@ -19,7 +19,6 @@ Example::
 """
 from __future__ import annotations
 
-import math
 from typing import Callable, Optional, Sequence, Union
 
 import torch
@@ -36,7 +35,13 @@ class BrowsingModel:
     #: ranked above, so orderings compute its exposure from the sorted relevance.
     position_based: bool = True
 
-    def weight(self, k: Tensor) -> Tensor:  # pragma: no cover - abstract
+    def weight(self, k: Tensor) -> Tensor:
+        """F at 0-based positions ``k`` (integer positions are converted to the default float dtype)."""
+        if not k.is_floating_point():
+            k = k.to(torch.get_default_dtype())
+        return self._weight(k)
+
+    def _weight(self, k: Tensor) -> Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def __call__(self, k: Tensor) -> Tensor:
@@ -74,7 +79,7 @@ class RBP(BrowsingModel):
     def __init__(self, gamma: float = 0.9):
         self.gamma = _check_prob(gamma, "gamma")
 
-    def weight(self, k: Tensor) -> Tensor:
+    def _weight(self, k: Tensor) -> Tensor:
         return torch.pow(torch.as_tensor(self.gamma, dtype=k.dtype, device=k.device), k)
 
 
@@ -84,7 +89,7 @@ class Geometric(BrowsingModel):
     def __init__(self, p: float = 0.5):
         self.p = _check_prob(p, "p")
 
-    def weight(self, k: Tensor) -> Tensor:
+    def _weight(self, k: Tensor) -> Tensor:
         return self.p * torch.pow(torch.as_tensor(1 - self.p, dtype=k.dtype, device=k.device), k)
 
 
@@ -97,7 +102,7 @@ class Logarithmic(BrowsingModel):
     def __init__(self, flat_top: bool = False):
         self.flat_top = bool(flat_top)
 
-    def weight(self, k: Tensor) -> Tensor:
+    def _weight(self, k: Tensor) -> Tensor:
         if self.flat_top:
             return 1.0 / torch.log2(torch.clamp(k + 1, min=2.0))
         return 1.0 / torch.log2(k + 2.0)
@@ -106,14 +111,14 @@ class Logarithmic(BrowsingModel):
 class ReciprocalRank(BrowsingModel):
     """``F(k) = 1 / (k + 1)``."""
 
-    def weight(self, k: Tensor) -> Tensor:
+    def _weight(self, k: Tensor) -> Tensor:
         return 1.0 / (k + 1.0)
 
 
 class Uniform(BrowsingModel):
     """``F(k) = 1`` for every position: the implicit model of IGI and REE (``000`` §3.1, eq. 4-5)."""
 
-    def weight(self, k: Tensor) -> Tensor:
+    def _weight(self, k: Tensor) -> Tensor:
         return torch.ones_like(k)
 
 
@@ -142,7 +147,7 @@ class Cascade(BrowsingModel):
             return self.stop(relevance)
         return (torch.pow(2.0, relevance) - 1.0) / (2.0 ** self.max_grade)
 
-    def weight(self, k: Tensor) -> Tensor:
+    def _weight(self, k: Tensor) -> Tensor:
         return torch.pow(torch.as_tensor(self.gamma, dtype=k.dtype, device=k.device), k)
 
     def item_exposure(self, relevance_sorted: Tensor) -> Tensor:
@@ -168,7 +173,7 @@ class TopK(BrowsingModel):
         self.k = k
         self.position_based = self.base.position_based
 
-    def weight(self, k: Tensor) -> Tensor:
+    def _weight(self, k: Tensor) -> Tensor:
         return self.base.weight(k) * torch.clamp(self.k - k, 0.0, 1.0)
 
     def item_exposure(self, relevance_sorted: Tensor) -> Tensor:
@@ -189,7 +194,7 @@ class Custom(BrowsingModel):
             raise ValueError("`weights` must be a non-empty vector of finite, non-negative numbers")
         self._w = w
 
-    def weight(self, k: Tensor) -> Tensor:
+    def _weight(self, k: Tensor) -> Tensor:
         w = torch.cat([self._w, self._w.new_zeros(1)]).to(dtype=k.dtype, device=k.device)
         L = self._w.numel()
         kc = k.clamp(0, L)

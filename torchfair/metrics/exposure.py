@@ -70,8 +70,9 @@ def _placeholder_scores(scores, ordering, relevance) -> Tensor:
 
 def _setup(scores, relevance, groups, mask, num_groups, ordering, validate, *, require_relevance=False,
            require_groups=False):
+    name = "scores" if scores is not None else "ordering"
     scores = _placeholder_scores(scores, ordering, relevance)
-    b = prepare(scores, relevance, groups, mask, num_groups=num_groups, validate=validate,
+    b = prepare(scores, relevance, groups, mask, num_groups=num_groups, validate=validate, scores_name=name,
                 require_relevance=require_relevance, require_groups=require_groups)
     return b, order(b, ordering)
 
@@ -297,7 +298,8 @@ def iaa(scores: Optional[Tensor], relevance: Tensor, groups: Optional[Tensor] = 
     """
     F = get_browsing(browsing, Geometric(0.5))
     b, ob = _setup(scores, relevance, groups, mask, num_groups, ordering, validate_args, require_relevance=True)
-    a, va = safe_div(_exposure(b, ob, F), _exposure(b, ob, F).sum(-1, keepdim=True))
+    e = _exposure(b, ob, F)
+    a, va = safe_div(e, e.sum(-1, keepdim=True))
     u, vu = safe_div(b.relevance, b.relevance.sum(-1, keepdim=True))
     valid = (va & vu).squeeze(-1)  # [B]
     if b.membership is not None:

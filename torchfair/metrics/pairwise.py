@@ -108,7 +108,8 @@ def dips(scores: Tensor, relevance: Tensor, groups: Tensor, *, browsing: Union[B
 
     ``M[g, h]`` is the dissatisfaction of group g caused by group h (its items ranked above less relevant
     g items, weighted by how visible they are), shape ``[..., G, G]``.  For two groups ``M[0, 1]`` is ``M_AB``
-    and ``M[0, 1] - M[1, 0]`` (see :func:`pairwise_gap`) is the DIPS unfairness, in ``(-1, 1)``; positive values
+    and ``M[0, 1] - M[1, 0]`` (see :func:`pairwise_gap`) is the DIPS unfairness, in ``[-1, 1]`` (``000`` §4.4 says the open interval, but
+    the extremes are reached, e.g. every B item above every more relevant A item under uniform browsing); positive values
     mean group 0 is disadvantaged.  ``tie_weight`` is ``c_t`` (eq. 8; the paper recommends 0.5).
     ``browsing`` defaults to ``RBP(0.9)``; for :class:`~torchfair.browsing.Cascade` the normaliser uses its
     position part ``gamma**k``.  Soft group sizes enter the normaliser's sums by linear interpolation.

@@ -379,7 +379,12 @@ class _PermutationOrdering(Ordering):
 
     def _P(self, s: Tensor, mask: Tensor) -> Tensor:
         tau = _temperature(s, mask, self.temperature, self.scale, self.min_scale)
-        logits = self._logits(s, mask) / tau[:, :, None]  # [B, K, N]
+        # both relaxations are invariant to a per-list shift of the scores: centre them (detached mean) so that
+        # NeuralSort's (n - 1 - 2k) s terms do not cancel catastrophically for large score offsets
+        with torch.no_grad():
+            mf = mask.to(s.dtype)
+            mean = (s * mf).sum(-1, keepdim=True) / mf.sum(-1, keepdim=True).clamp(min=1)
+        logits = self._logits(s - mean, mask) / tau[:, :, None]  # [B, K, N]
         logits = torch.where(mask[:, None, :], logits,
                              torch.full((), torch.finfo(s.dtype).min, dtype=s.dtype, device=s.device))
         P = torch.softmax(logits, dim=-1)
