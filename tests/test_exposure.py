@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import exposure_reference as ref
-from torchfair.browsing import RBP, Cascade, Geometric, Logarithmic, ReciprocalRank, Uniform
+from torchfair.browsing import RBP, Cascade, Logarithmic, ReciprocalRank, Uniform
 from torchfair.compat.expeval import expeval, rankings_from_ranks
 from torchfair.metrics.exposure import (awrf, dp, eur, exp_rr, expected_exposure, exposure_misallocation, iaa,
                                         ideal_exposure, individual_misallocation, log_dp, log_eur, log_rur,
@@ -491,3 +491,11 @@ def test_no_nan_on_degenerate_inputs():
             iaa(sc, _t([0.]))]
     for o in outs:
         assert not torch.isnan(o).any()
+
+
+def test_awrf_kl_undefined_when_target_misses_a_group():
+    v, ok = awrf(_t([2., 1.]), torch.tensor([0, 1]), target=_t([1.0, 0.0]), distance="kl", return_valid=True)
+    assert not bool(ok) and float(v) == 0.0
+    v, ok = awrf(_t([2., 1.]), torch.tensor([0, 0]), target=_t([1.0, 0.0]), distance="kl", num_groups=2,
+                 return_valid=True)
+    assert bool(ok) and float(v) == 0.0

@@ -91,6 +91,15 @@ class FairnessMetric(Metric):
             return mean[self.columns.index(self.column)]
         return {c: mean[i] for i, c in enumerate(self.columns)}
 
+    def merge_state(self, incoming_state) -> None:
+        """torchmetrics' :meth:`~torchmetrics.Metric.merge_state` (states summed), also counting the incoming
+        metric's updates so that ``compute()`` after a merge does not warn about a missing ``update``."""
+        super().merge_state(incoming_state)
+        if isinstance(incoming_state, Metric):
+            self._update_count += incoming_state._update_count
+        else:
+            self._update_count += 1
+
     @property
     def counts(self) -> Dict[str, int]:
         """Number of valid lists per column accumulated so far (on this process, before sync)."""

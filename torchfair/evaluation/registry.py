@@ -342,8 +342,16 @@ class MeasureSpec:
             kw["reduction"] = "none"
         result = self.fn(scores, **kw)
         if self.columns is not None:
-            return self.columns(label, result, num_groups)
-        return default_columns(label, result, num_groups, diagonal=self.diagonal)
+            cols = self.columns(label, result, num_groups)
+        else:
+            cols = default_columns(label, result, num_groups, diagonal=self.diagonal)
+        B = scores.shape[0]
+        for k, (v, ok) in cols.items():
+            if tuple(v.shape) != (B,) or tuple(ok.shape) != (B,):
+                raise ValueError(f"measure {self.name!r} column {k!r} has shape {tuple(v.shape)}, not one value per "
+                                 f"list ({B},): a batch-level quantity cannot be a per-list column (check its "
+                                 f"options, e.g. iaa needs amortize=False)")
+        return cols
 
     def column_names(self, num_groups: Optional[int] = None, label: Optional[str] = None, **options) -> List[str]:
         """The column names for ``num_groups`` groups, found by running the measure on a small synthetic list."""
@@ -466,7 +474,8 @@ def _register_builtin() -> None:
 #: Add a line here to register a measure of these modules.
 _LAZY_MODULES: Dict[str, List[tuple]] = {
     "exposure": [("exposure_misallocation", "exposure_misallocation"), ("expected_exposure", "expected_exposure"),
-                 ("awrf", "awrf"), ("iaa", "iaa"), ("dp", "dp"), ("eur", "eur"), ("rur", "rur"),
+                 ("awrf", "awrf"),
+                 ("iaa", "iaa", {"defaults": {"amortize": False}}), ("dp", "dp"), ("eur", "eur"), ("rur", "rur"),
                  ("exp_rr", "exp_rr")],
     "prefix": [("rnd", "rnd"), ("rrd", "rrd"), ("rkl", "rkl"), ("skew", "skew"), ("pref", "pref"),
                ("ndkl", "ndkl"), ("fair", "fair")],

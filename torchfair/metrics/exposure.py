@@ -30,7 +30,6 @@ returns NaN.
 """
 from __future__ import annotations
 
-import math
 from typing import NamedTuple, Optional, Union
 
 import torch
@@ -39,7 +38,7 @@ from torch import Tensor
 from .._validation import Batch, prepare
 from ..browsing import RBP, BrowsingModel, Geometric, Logarithmic, ReciprocalRank, get_browsing
 from ..orderings import OrderedBatch, Ordering
-from ._common import finish, order, reduce, safe_div
+from ._common import finish, order, safe_div
 
 __all__ = ["exposure_misallocation", "misallocation_norm", "individual_misallocation", "ideal_exposure",
            "expected_exposure", "ExpectedExposure", "iaa", "awrf", "dp", "eur", "rur", "log_dp", "log_eur",

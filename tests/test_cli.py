@@ -1,0 +1,177 @@
+"""The ``torchfair metrics`` command and the file readers."""
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from torchfair.cli import main, split_measures
+from torchfair.evaluation import EvaluationTable, read_table, read_trec
+from torchfair.metrics import pairwise as pw
+
+RUN = """\
+q1 Q0 d1 1 3.0 sys
+q1 Q0 d2 2 2.5 sys
+q1 Q0 d3 3 2.0 sys
+q1 Q0 d4 4 1.0 sys
+q1 Q0 dX 5 0.5 sys
+q2 Q0 d5 1 0.9 sys
+q2 Q0 d2 2 0.8 sys
+q2 Q0 d6 3 0.7 sys
+q2 Q0 d7 4 0.1 sys
+"""
+QRELS = """\
+q1 0 d1 0
+q1 0 d2 2
+q1 0 d3 1
+q1 0 d4 2
+q1 0 d9 2
+q2 0 d5 1
+q2 0 d2 0
+q2 0 d6 2
+q2 0 d7 1
+"""
+GROUPS = """\
+# docid group
+d1 news
+d2 blog
+d3 news
+d4 blog
+d5 news
+d6 blog
+d7 blog
+"""
+# ranked orders (by score): q1 d1 d2 d3 d4 dX ; q2 d5 d2 d6 d7 ; blog=0 < news=1 (sorted names)
+EXPECT = {
+    "q1": dict(scores=[3.0, 2.5, 2.0, 1.0, 0.5], rel=[0, 2, 1, 2, 0], groups=[1, 0, 1, 0, -1]),
+    "q2": dict(scores=[0.9, 0.8, 0.7, 0.1], rel=[1, 0, 2, 1], groups=[1, 0, 0, 0]),
+}
+
+
+def direct(q, fn, **kw):
+    e = EXPECT[q]
+    return fn(torch.tensor(e["scores"], dtype=torch.float64), torch.tensor(e["rel"], dtype=torch.float64),
+              torch.tensor(e["groups"]), num_groups=2, return_valid=True, **kw)
+
+
+@pytest.fixture
+def trec(tmp_path):
+    (tmp_path / "run.txt").write_text(RUN)
+    (tmp_path / "qrels.txt").write_text(QRELS)
+    (tmp_path / "groups.txt").write_text(GROUPS)
+    return tmp_path
+
+
+def test_read_trec(trec):
+    data = read_trec(trec / "run.txt", trec / "qrels.txt", trec / "groups.txt")
+    assert data.group_names == ["blog", "news"]
+    assert [d["list_id"] for d in data.lists] == ["q1", "q2"]
+    q1 = data.lists[0]
+    assert q1["item_ids"] == ["d1", "d2", "d3", "d4", "dX"]
+    assert q1["relevance"].tolist() == EXPECT["q1"]["rel"]  # dX unjudged -> 0
+    assert q1["groups"].tolist() == EXPECT["q1"]["groups"]  # dX no group -> -1
+    assert any("not in the qrels" in n for n in data.notes)
+
+
+def test_cli_trec_end_to_end(trec, capsys):
+    out_json, out_csv = trec / "res.json", trec / "res.csv"
+    rc = main(["metrics", "--run", str(trec / "run.txt"), "--qrels", str(trec / "qrels.txt"), "--groups",
+               str(trec / "groups.txt"), "--measures", "dips,igi", "kendall_tau", "--browsing", "rbp:0.8",
+               "--bootstrap", "200", "--out-json", str(out_json), "--out-csv", str(out_csv)])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "| dips_AB |" in printed and "groups: A=blog, B=news" in printed
+    t = EvaluationTable.from_json(out_json)
+    assert t.list_ids == ["q1", "q2"]
+    from torchfair.browsing import RBP
+    for i, q in enumerate(["q1", "q2"]):
+        M, ok = direct(q, pw.dips, browsing=RBP(0.8))
+        for col, (g, h) in {"dips_AB": (0, 1), "dips_BA": (1, 0)}.items():
+            assert (t[col][i] == pytest.approx(float(M[g, h]))) if ok[g, h] else math.isnan(t[col][i])
+        I, iok = direct(q, pw.igi)
+        assert (t["igi_AB"][i] == pytest.approx(float(I[0, 1]))) if iok[0, 1] else math.isnan(t["igi_AB"][i])
+        e = EXPECT[q]
+        tau = pw.kendall_tau(torch.tensor(e["scores"]), torch.tensor(e["rel"], dtype=torch.float32))
+        assert t["kendall_tau"][i] == pytest.approx(float(tau))
+    assert t.mean["kendall_tau"] == pytest.approx(float(np.mean(t["kendall_tau"])))
+    assert t.meta["group_names"] == ["blog", "news"]
+    t2 = EvaluationTable.from_csv(out_csv)
+    np.testing.assert_allclose(t2.values, t.values, equal_nan=True)
+
+
+def test_cli_five_column_qrels_and_expeval_layout(trec, capsys):
+    gmap = dict(line.split() for line in GROUPS.splitlines() if not line.startswith("#"))
+    five = "".join(f"{line} {gmap.get(line.split()[2], '')}".rstrip() + "\n" for line in QRELS.splitlines())
+    (trec / "qrels5.txt").write_text(five)
+    ids = {"blog": "0", "news": "1"}
+    itr = "".join(f"{q} {ids[gmap[d]]} {d} {r}\n" for q, _, d, r in (l.split() for l in QRELS.splitlines())
+                  if d in gmap)
+    (trec / "qrels_expeval.txt").write_text(itr)
+    base = ["metrics", "--run", str(trec / "run.txt"), "--measures", "dips", "--bootstrap", "0", "--format", "json"]
+    outs = []
+    for extra in (["--qrels", str(trec / "qrels.txt"), "--groups", str(trec / "groups.txt")],
+                  ["--qrels", str(trec / "qrels5.txt")],
+                  ["--qrels", str(trec / "qrels_expeval.txt"), "--qrels-groups", "iter"]):
+        assert main(base + extra) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    # same relevance and groups everywhere (blog -> 0, news -> 1) except d9 (not in run) and dX
+    assert outs[0]["lists"] == outs[1]["lists"] == outs[2]["lists"]
+
+
+def test_cli_csv_table(tmp_path, capsys):
+    rows = ["list_id,item_id,score,relevance,group"]
+    g = torch.Generator().manual_seed(0)
+    lists = {}
+    for q, n in (("a", 5), ("b", 3), ("c", 7)):
+        s = torch.rand(n, generator=g, dtype=torch.float64)
+        r = torch.randint(0, 3, (n,), generator=g).double()
+        gr = torch.randint(0, 2, (n,), generator=g)
+        lists[q] = (s, r, gr)
+        rows += [f"{q},{q}{i},{float(s[i])!r},{int(r[i])},{int(gr[i])}" for i in range(n)]
+    (tmp_path / "items.csv").write_text("\n".join(rows) + "\n")
+    rc = main(["metrics", "--table", str(tmp_path / "items.csv"), "--measures", "dips:browsing=uniform",
+               "--bootstrap", "100", "--out-json", str(tmp_path / "o.json")])
+    assert rc == 0
+    t = EvaluationTable.from_json(tmp_path / "o.json")
+    assert t.list_ids == ["a", "b", "c"]
+    vals = []
+    for i, q in enumerate("abc"):
+        M, ok = pw.dips(*lists[q], browsing="uniform", num_groups=2, return_valid=True)
+        if ok[0, 1] and ok[1, 0]:
+            vals.append(float(M[0, 1] - M[1, 0]))
+            assert t["dips_gap"][i] == pytest.approx(vals[-1])
+    assert t.mean["dips_gap"] == pytest.approx(sum(vals) / len(vals))
+    assert t.ci_low["dips_gap"] <= t.mean["dips_gap"] <= t.ci_high["dips_gap"]
+    assert "| dips_gap |" in capsys.readouterr().out
+
+
+def test_read_table_missing_columns_and_parquet(tmp_path):
+    (tmp_path / "x.csv").write_text("qid,docid,score\n1,a,0.5\n1,b,0.2\n")
+    data = read_table(tmp_path / "x.csv")
+    assert data.lists[0]["relevance"] is None and not data.has_groups
+    (tmp_path / "bad.csv").write_text("foo,score\n1,2\n")
+    with pytest.raises(ValueError, match="list_id"):
+        read_table(tmp_path / "bad.csv")
+    try:
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError:
+        (tmp_path / "x.parquet").write_bytes(b"PAR1")
+        with pytest.raises(ImportError, match="pandas"):
+            read_table(tmp_path / "x.parquet")
+
+
+def test_cli_errors_and_misc(trec, capsys):
+    assert main(["metrics"]) == 2
+    assert "no input" in capsys.readouterr().err
+    assert main(["metrics", "--run", str(trec / "run.txt"), "--qrels", str(trec / "qrels.txt"),
+                 "--measures", "dips"]) == 2
+    assert "needs group labels" in capsys.readouterr().err
+    assert main(["metrics", "--run", str(trec / "run.txt"), "--measures", "nope"]) == 2
+    assert main(["metrics", "--list-measures"]) == 0
+    assert "dips" in capsys.readouterr().out
+    assert main([]) == 2
+    assert main(["--version"]) == 0
+    assert split_measures(["dips,ndcg@10", "igi:tie_weight=0.5,browsing=rbp:0.8,label=i", "ree"]) == \
+        ["dips", "ndcg@10", "igi:tie_weight=0.5,browsing=rbp:0.8,label=i", "ree"]

@@ -1,0 +1,14 @@
+"""Losses: measures of :mod:`torchfair.metrics` on differentiable orderings, reduced to scalars; utility losses;
+and the :class:`FairnessRegularizer` that combines them."""
+from .fairness import (DELTRLoss, DIPSLoss, ExposureMisallocationLoss, FairPGRankLoss, PairwiseAccuracyGapLoss,
+                       PairwiseCorrelationLoss, deltr_loss, dips_loss, exposure_misallocation_loss,
+                       fair_pg_rank_loss, pairwise_accuracy_gap_loss, pairwise_correlation_loss, reduce_loss)
+from .regularizer import FairnessRegularizer
+from .utility import (ApproxNDCGLoss, ListMLELoss, ListNetLoss, NeuralNDCGLoss, PLNDCGLoss, approx_ndcg_loss,
+                      listmle_loss, listnet_loss, neural_ndcg_loss, pl_ndcg_loss)
+
+__all__ = ["DIPSLoss", "ExposureMisallocationLoss", "PairwiseAccuracyGapLoss", "DELTRLoss", "FairPGRankLoss",
+           "PairwiseCorrelationLoss", "dips_loss", "exposure_misallocation_loss", "pairwise_accuracy_gap_loss",
+           "deltr_loss", "fair_pg_rank_loss", "pairwise_correlation_loss", "reduce_loss", "FairnessRegularizer",
+           "ListNetLoss", "ListMLELoss", "ApproxNDCGLoss", "NeuralNDCGLoss", "PLNDCGLoss", "listnet_loss",
+           "listmle_loss", "approx_ndcg_loss", "neural_ndcg_loss", "pl_ndcg_loss"]

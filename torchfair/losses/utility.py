@@ -1,0 +1,124 @@
+"""Utility (ranking-quality) losses for the ranker itself.
+
+ListNet and ListMLE are likelihood losses; ApproxNDCG, NeuralNDCG and the Plackett-Luce expected NDCG are
+``1 - NDCG`` of :func:`torchfair.metrics.utility.ndcg` evaluated on a differentiable ordering (the measure is
+written once: only the ordering changes).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from .._validation import prepare
+from ..metrics.utility import ndcg
+from ..orderings import NeuralSort, PlackettLuce, SoftRank, log_probability
+from .fairness import reduce_loss
+
+__all__ = ["listnet_loss", "listmle_loss", "approx_ndcg_loss", "neural_ndcg_loss", "pl_ndcg_loss", "ListNetLoss",
+           "ListMLELoss", "ApproxNDCGLoss", "NeuralNDCGLoss", "PLNDCGLoss"]
+
+_NEG = -1e30
+
+
+def listnet_loss(scores: Tensor, relevance: Tensor, *, mask: Optional[Tensor] = None, reduction: str = "mean",
+                 validate_args: bool = True) -> Tensor:
+    """ListNet (Cao et al., ICML 2007), top-1 version: cross-entropy between ``softmax(relevance)`` and
+    ``softmax(scores)`` over the real items of each list."""
+    b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
+    neg = torch.full_like(b.scores, _NEG)
+    target = torch.softmax(torch.where(b.mask, b.relevance, neg), -1)
+    logp = torch.log_softmax(torch.where(b.mask, b.scores, neg), -1)
+    per = -(target * torch.where(b.mask, logp, torch.zeros_like(logp))).sum(-1)
+    return reduce_loss(per, b.mask.any(-1), reduction)
+
+
+def listmle_loss(scores: Tensor, relevance: Tensor, *, mask: Optional[Tensor] = None, reduction: str = "mean",
+                 validate_args: bool = True) -> Tensor:
+    """ListMLE (Xia et al., ICML 2008): ``-log P_PL(sigma* | scores)``, the Plackett-Luce negative log-likelihood
+    of the ideal ranking ``sigma*`` (relevance sorted, ties broken by list index), divided by the list length."""
+    b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
+    key = torch.where(b.mask, b.relevance, torch.full_like(b.relevance, float("-inf")))
+    ideal = torch.sort(key, dim=-1, descending=True, stable=True).indices.unsqueeze(0)
+    nll = -log_probability(b.scores, ideal, b.mask)[0]
+    n = b.mask.sum(-1).to(nll.dtype)
+    return reduce_loss(nll / n.clamp(min=1), b.mask.any(-1), reduction)
+
+
+def _one_minus_ndcg(scores, relevance, mask, k, ordering, reduction, validate_args):
+    value, valid = ndcg(scores, relevance, k=k, mask=mask, ordering=ordering, return_valid=True,
+                        validate_args=validate_args)
+    if value.dim() == 0:
+        value, valid = value[None], valid[None]
+    return reduce_loss(1.0 - value, valid, reduction)
+
+
+def approx_ndcg_loss(scores: Tensor, relevance: Tensor, *, temperature: float = 0.1, k: Optional[int] = None,
+                     mask: Optional[Tensor] = None, reduction: str = "mean", validate_args: bool = True) -> Tensor:
+    """ApproxNDCG (Qin et al. 2010): ``1 - NDCG`` with smooth ranks, i.e. NDCG on ``SoftRank(temperature)``."""
+    return _one_minus_ndcg(scores, relevance, mask, k, SoftRank(temperature=temperature), reduction, validate_args)
+
+
+def neural_ndcg_loss(scores: Tensor, relevance: Tensor, *, temperature: float = 0.1, k: Optional[int] = None,
+                     mask: Optional[Tensor] = None, reduction: str = "mean", validate_args: bool = True) -> Tensor:
+    """NeuralNDCG (Pobrotyn & Bialobrzeski 2021): ``1 - NDCG`` on the ``NeuralSort(temperature)`` relaxation
+    (Sinkhorn-balanced, as in the paper)."""
+    return _one_minus_ndcg(scores, relevance, mask, k, NeuralSort(temperature=temperature, sinkhorn_iters=20),
+                           reduction, validate_args)
+
+
+def pl_ndcg_loss(scores: Tensor, relevance: Tensor, *, samples: int = 32, k: Optional[int] = None,
+                 mask: Optional[Tensor] = None, generator: Optional[torch.Generator] = None,
+                 reduction: str = "mean", validate_args: bool = True) -> Tensor:
+    """``1 - E_PL[NDCG]``: expected NDCG of the Plackett-Luce policy ``softmax(scores)``, with the PL-Rank-2
+    gradient estimator (Oosterhuis, SIGIR 2021)."""
+    return _one_minus_ndcg(scores, relevance, mask, k,
+                           PlackettLuce(samples=samples, estimator="pl_rank", generator=generator),
+                           reduction, validate_args)
+
+
+class _UtilityModule(nn.Module):
+    _fn = None
+
+    def __init__(self, **kwargs):
+        super().__init__()
+        self.kwargs = kwargs
+
+    def forward(self, scores: Tensor, relevance: Tensor, groups: Optional[Tensor] = None,
+                mask: Optional[Tensor] = None) -> Tensor:
+        """``groups`` is accepted (and ignored) so that utility and fairness losses share one signature."""
+        return type(self)._fn(scores, relevance, mask=mask, **self.kwargs)
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
+
+
+class ListNetLoss(_UtilityModule):
+    """Module form of :func:`listnet_loss`."""
+
+    _fn = staticmethod(listnet_loss)
+
+
+class ListMLELoss(_UtilityModule):
+    """Module form of :func:`listmle_loss`."""
+
+    _fn = staticmethod(listmle_loss)
+
+
+class ApproxNDCGLoss(_UtilityModule):
+    """Module form of :func:`approx_ndcg_loss`."""
+
+    _fn = staticmethod(approx_ndcg_loss)
+
+
+class NeuralNDCGLoss(_UtilityModule):
+    """Module form of :func:`neural_ndcg_loss`."""
+
+    _fn = staticmethod(neural_ndcg_loss)
+
+
+class PLNDCGLoss(_UtilityModule):
+    """Module form of :func:`pl_ndcg_loss`."""
+
+    _fn = staticmethod(pl_ndcg_loss)
