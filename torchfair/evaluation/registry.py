@@ -261,6 +261,9 @@ class MeasureSpec:
     columns: Optional[Callable[..., Columns]] = None
     diagonal: bool = False
     description: str = ""
+    #: global options (:func:`compute_columns`, CLI flags) never passed to this measure, e.g. ``k`` for MPC,
+    #: whose ``k`` is a number of pairs, not a cut-off (a per-request option still is)
+    ignore_global: Tuple[str, ...] = ()
 
     def __post_init__(self):
         try:
@@ -370,12 +373,12 @@ _DATA_ARGS = {"scores", "relevance", "groups", "mask", "num_groups", "return_val
 
 def register(name: str, fn: Callable[..., Any], *, kind: str = "auto", defaults: Optional[Mapping[str, Any]] = None,
              columns: Optional[Callable[..., Columns]] = None, diagonal: bool = False, overwrite: bool = True,
-             description: str = "") -> MeasureSpec:
+             description: str = "", ignore_global: Sequence[str] = ()) -> MeasureSpec:
     """Register ``fn`` under ``name`` (see the module doc). Returns the spec."""
     if not overwrite and name in _REGISTRY:
         raise ValueError(f"measure {name!r} is already registered")
     spec = MeasureSpec(name, fn, kind=kind, defaults=dict(defaults or {}), columns=columns, diagonal=diagonal,
-                       description=description)
+                       description=description, ignore_global=tuple(ignore_global))
     _REGISTRY[name] = spec
     return spec
 
@@ -427,7 +430,8 @@ def compute_columns(scores: Tensor, relevance: Optional[Tensor], groups: Optiona
     for req in measures:
         r = parse_request(req)
         spec = get_measure(r.name)
-        opts = {**spec.options_for(global_options), **r.options}
+        glob = {k: v for k, v in global_options.items() if k not in spec.ignore_global}
+        opts = {**spec.options_for(glob), **r.options}
         cols = spec.compute(scores, relevance, groups if spec.uses_groups else None, mask, label=r.label,
                             num_groups=num_groups if spec.uses_groups else None, **opts)
         for k in cols:
@@ -482,7 +486,7 @@ _LAZY_MODULES: Dict[str, List[tuple]] = {
     "utility": [("ndcg", "ndcg"), ("dcg", "dcg"), ("precision", "precision"), ("recall", "recall"),
                 ("mrr", "mrr"), ("rbp", "rbp"), ("err", "err")],
     "calibration": [("mpc", "matched_pair_calibration",
-                     {"defaults": {"ci": "none"}, "columns": lambda label, res, G: {
+                     {"defaults": {"ci": "none"}, "ignore_global": ("k",), "columns": lambda label, res, G: {
                          label: (res.per_query, res.per_query_valid)}})],
 }
 

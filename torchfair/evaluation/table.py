@@ -428,8 +428,9 @@ def evaluate(lists: Union[Sequence[ListLike], Mapping[str, Any]],
         columns = []
         for r in reqs:
             spec = get_measure(r.name)
+            glob = {k: v for k, v in options.items() if k not in spec.ignore_global}
             columns += spec.column_names(G if spec.uses_groups else None, label=r.label,
-                                         **{**spec.options_for(options), **r.options})
+                                         **{**spec.options_for(glob), **r.options})
     C = len(columns)
     values = np.stack([results.get(i, np.full(C, np.nan)) for i in range(len(data))]).reshape(len(data), C)
     valid = ~np.isnan(values)

@@ -30,6 +30,7 @@ from typing import Callable, Iterator, Optional, Tuple
 
 import torch
 from torch import Tensor
+from torch.utils.checkpoint import checkpoint
 
 from ..browsing import BrowsingModel
 
@@ -112,8 +113,8 @@ class OrderedBatch(ABC):
         B, N = self.mask.shape
         ctx = self.pair_context(browsing if which == "joint" else None, relevance) if which != "one" else None
         maskf = self.mask.to(right.dtype)
-        outs = []
-        for start, stop in row_blocks(B, N, block_elements):
+
+        def block(start: int, stop: int) -> Tensor:
             if which == "one":
                 x = maskf[:, start:stop, None] * maskf[:, None, :]
                 rows = torch.arange(start, stop, device=x.device)
@@ -124,7 +125,17 @@ class OrderedBatch(ABC):
                 x = blk.joint if which == "joint" else blk.above
             if pair_weight is not None:
                 x = x * pair_weight(start, stop)
-            outs.append(torch.bmm(x.to(right.dtype), right))
+            return torch.bmm(x.to(right.dtype), right)
+
+        # With gradients, each block is recomputed in backward (activation checkpointing) instead of keeping its
+        # [B, rows, N] intermediates alive: forward + backward memory stays within the block bound too.
+        recompute = torch.is_grad_enabled() and which != "one" and (self.scores.requires_grad or right.requires_grad)
+        outs = []
+        for start, stop in row_blocks(B, N, block_elements):
+            if recompute:
+                outs.append(checkpoint(block, start, stop, use_reentrant=False))
+            else:
+                outs.append(block(start, stop))
         return torch.cat(outs, dim=1)
 
 
