@@ -311,3 +311,22 @@ def test_evaluate_errors():
         evaluate(make_lists(2), ["nope"])
     with pytest.raises(ValueError, match="empty"):
         evaluate([], ["dips"])
+
+
+def test_empty_list_is_invalid_row_and_ties_option():
+    from torchfair.orderings import Hard
+    lists = [{"scores": torch.zeros(0), "relevance": torch.zeros(0), "groups": torch.zeros(0, dtype=torch.long)},
+             {"scores": torch.tensor([1.0, 1.0, 0.5, 0.5]), "relevance": torch.tensor([0.0, 2.0, 1.0, 0.0]),
+              "groups": torch.tensor([0, 1, 0, 1])}]
+    t = evaluate(lists, ["dips"], bootstrap=0, ties="average")
+    assert np.isnan(t.values[0]).all()
+    M = pw.dips(lists[1]["scores"], lists[1]["relevance"], lists[1]["groups"], ordering=Hard("average"))
+    assert t["dips_AB"][1] == pytest.approx(float(M[0, 1]))
+
+
+@pytest.mark.skipif("iaa" not in available_measures(), reason="exposure module absent")
+def test_batch_level_measures_are_per_list_in_registry():
+    cols = get_measure("iaa").compute(torch.rand(3, 4), torch.rand(3, 4))
+    assert cols["iaa"][0].shape == (3,)
+    with pytest.raises(ValueError, match="per list"):
+        get_measure("iaa").compute(torch.rand(3, 4), torch.rand(3, 4), amortize=True)

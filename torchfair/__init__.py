@@ -4,7 +4,8 @@ Layout: :mod:`torchfair.browsing` (position weights F(k)) -> :mod:`torchfair.ord
 ranking: hard, stochastic, soft, Plackett-Luce) -> :mod:`torchfair.metrics` (every measure, once) ->
 :mod:`torchfair.losses` (measures on differentiable orderings, reduced to scalars).
 """
-from . import browsing, losses, metrics, orderings
+from . import browsing, data, losses, metrics, orderings
+from . import evaluation  # after metrics: its registry loads torchfair.metrics.*
 
 __version__ = "0.1.0"
-__all__ = ["browsing", "orderings", "metrics", "losses", "__version__"]
+__all__ = ["browsing", "orderings", "metrics", "losses", "evaluation", "data", "__version__"]

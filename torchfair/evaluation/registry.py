@@ -54,7 +54,8 @@ from torch import Tensor
 from .. import browsing as _browsing
 from ..orderings import Hard
 
-__all__ = ["MeasureSpec", "MeasureRequest", "register", "unregister", "get_measure", "available_measures",
+__all__ = ["MeasureSpec", "MeasureRequest", "normalise_options", "register", "unregister", "get_measure",
+           "available_measures",
            "parse_request", "parse_browsing", "group_label", "compute_columns", "Columns"]
 
 #: column name -> (value [B], valid [B])
@@ -85,9 +86,8 @@ def _expand(label: str, value: Tensor, valid: Tensor, num_groups: Optional[int],
         out[label] = (value, valid)
     elif len(rest) == 1:
         n = rest[0]
-        G = n if (num_groups is None or num_groups == n) else n
         for g in range(n):
-            out[f"{label}_{group_label(g, G)}"] = (value[:, g], valid[:, g])
+            out[f"{label}_{group_label(g, n)}"] = (value[:, g], valid[:, g])
     elif len(rest) == 2 and rest[0] == rest[1]:
         G = rest[0]
         for g in range(G):
@@ -191,7 +191,9 @@ def _parse_value(text: str) -> Any:
     return t
 
 
-def _normalise_options(options: Mapping[str, Any]) -> Dict[str, Any]:
+def normalise_options(options: Mapping[str, Any]) -> Dict[str, Any]:
+    """Options as the measures take them: ``browsing`` strings parsed (:func:`parse_browsing`), ``ordering="first"``
+    / ``"average"`` or ``ties=...`` turned into :class:`~torchfair.orderings.Hard`."""
     out = dict(options)
     if isinstance(out.get("browsing"), str):
         out["browsing"] = parse_browsing(out["browsing"])
@@ -256,7 +258,7 @@ class MeasureSpec:
 
     name: str
     fn: Callable[..., Any]
-    kind: str = "auto"  # "auto" (shape driven), "matrix" (G x G), "vector", "scalar"
+    kind: str = "auto"  # informational: "auto" (shape driven), "matrix" (G x G), "vector", "scalar"
     defaults: Dict[str, Any] = field(default_factory=dict)
     columns: Optional[Callable[..., Columns]] = None
     diagonal: bool = False
@@ -317,7 +319,7 @@ class MeasureSpec:
         the function does not accept raises ``ValueError``.
         """
         label = label or self.name
-        opts = {**self.defaults, **_normalise_options(options)}
+        opts = {**self.defaults, **normalise_options(options)}
         kw = self.options_for(opts, strict=True)
         if scores.dim() == 1:
             scores = scores.unsqueeze(0)
@@ -427,6 +429,7 @@ def compute_columns(scores: Tensor, relevance: Optional[Tensor], groups: Optiona
     """All columns of several measures on one padded batch. ``global_options`` go to the measures accepting them;
     per-request options win."""
     out: Columns = {}
+    global_options = normalise_options(global_options)
     for req in measures:
         r = parse_request(req)
         spec = get_measure(r.name)

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .registry import MeasureRequest, compute_columns, get_measure, parse_request
+from .registry import MeasureRequest, compute_columns, get_measure, normalise_options, parse_request
 
 __all__ = ["EvaluationTable", "evaluate", "as_lists", "bootstrap_interval", "AGGREGATE_ROWS"]
 
@@ -428,7 +428,7 @@ def evaluate(lists: Union[Sequence[ListLike], Mapping[str, Any]],
         columns = []
         for r in reqs:
             spec = get_measure(r.name)
-            glob = {k: v for k, v in options.items() if k not in spec.ignore_global}
+            glob = {k: v for k, v in normalise_options(options).items() if k not in spec.ignore_global}
             columns += spec.column_names(G if spec.uses_groups else None, label=r.label,
                                          **{**spec.options_for(glob), **r.options})
     C = len(columns)

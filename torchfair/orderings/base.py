@@ -18,9 +18,12 @@ and Plackett-Luce policies answer them with differentiable or expected values, s
 
 Pair quantities are never materialised as a whole ``[B, N, N]`` tensor: measures call :meth:`OrderedBatch.contract`,
 which sums ``w(i, j) * X[i, j] * right[j, h]`` over ``j`` in row blocks of at most ``PAIR_BLOCK_ELEMENTS`` pair
-entries, so that the extra memory of any pairwise measure stays bounded (a few times ``4 * PAIR_BLOCK_ELEMENTS``
-bytes in float32, ~100 MB at the default 2**22) whatever N is.  Only when a single row of the batch
-(``B * N``) exceeds the block does a block hold one row: ``~6 * B * N`` elements.
+entries, so that the extra memory of any pairwise measure stays bounded (measured: 3 to 14 block-sized
+temporaries, i.e. at most ``~14 * 4 * PAIR_BLOCK_ELEMENTS`` bytes in float32, ~60 MB at the default 2**20) whatever
+N is.  Only when a single row of the batch (``B * N``) exceeds the block does a block hold one row.  Under autograd
+each block is recomputed in backward (activation checkpointing), so forward + backward keeps only ``[B, N]``-sized
+tensors per block.  (The process's resident size can grow beyond this bound: glibc keeps freed large blocks once
+its dynamic mmap threshold has risen; ``MALLOC_MMAP_THRESHOLD_=131072`` makes RSS follow live memory.)
 """
 from __future__ import annotations
 
@@ -37,7 +40,7 @@ from ..browsing import BrowsingModel
 __all__ = ["Ordering", "OrderedBatch", "PairBlock", "PAIR_BLOCK_ELEMENTS", "row_blocks"]
 
 #: pair entries (B * rows * N) computed at once by :meth:`OrderedBatch.contract`
-PAIR_BLOCK_ELEMENTS = 2 ** 22
+PAIR_BLOCK_ELEMENTS = 2 ** 20
 
 
 def row_blocks(B: int, N: int, budget: Optional[int] = None) -> Iterator[Tuple[int, int]]:

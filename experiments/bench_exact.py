@@ -1,0 +1,160 @@
+"""Time and memory of the exact evaluators (default ``Hard()`` ordering), fp32 on CPU.
+
+Every case (a measure on a ``[B, N]`` batch) runs in fresh subprocesses: build the inputs, one warm-up call, then
+``--repeats`` timed calls; the time is the median.  Memory is the growth of the process's peak resident set size
+(``resource.getrusage(RUSAGE_SELF).ru_maxrss``, a high-water mark) from just before the warm-up (inputs built,
+torch loaded) to the end; it counts every temporary of the calls, torch's CPU tensors included, which
+``tracemalloc`` does not see.  It is measured twice:
+
+* ``peak live MB``: in a second subprocess run with ``MALLOC_MMAP_THRESHOLD_=131072``, which makes glibc serve
+  every large tensor by its own ``mmap`` and unmap it when freed, so the RSS high-water mark is the peak of the
+  memory simultaneously alive (the quantity the block bound is about).  This run is slower and is not timed.
+* ``RSS growth MB``: in the timed run, with glibc's default allocator.  Its dynamic mmap threshold (raised up to
+  32 MB after the first large free) lets freed blocks stay in the heap, fragmented, so the process's RSS can grow
+  several times beyond the live peak: this is what a user watching the process sees.
+
+The pairwise measures contract their pair quantities in row blocks of at most ``PAIR_BLOCK_ELEMENTS`` entries
+(:mod:`torchfair.orderings.base`), so their extra memory should stay at a few times ``4 * PAIR_BLOCK_ELEMENTS``
+bytes (16.8 MB at the default 2**22) whatever B and N are; the table prints the measured peak in units of that
+block for comparison.
+
+Add a case: append to ``CASES`` (a measure name from ``MEASURES``, ``B``, ``N``, optional keyword arguments).
+Usage: ``python experiments/bench_exact.py [--repeats 5] [--threads 1] [--only dips] [--out bench.json]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Dict
+
+import torch
+
+from torchfair.browsing import RBP
+from torchfair.metrics import pairwise as pw
+from torchfair.orderings.base import PAIR_BLOCK_ELEMENTS
+
+
+def _dips(s, r, g):
+    return pw.dips(s, r, g, browsing=RBP(0.9), num_groups=2)
+
+
+#: name -> call(scores, relevance, groups); every call uses the default ordering Hard()
+MEASURES: Dict[str, Callable] = {
+    "dips": _dips,
+    "igi": lambda s, r, g: pw.igi(s, r, g, num_groups=2),
+    "ree": lambda s, r, g: pw.ree(s, r, g, num_groups=2),
+    "pairwise_accuracy": lambda s, r, g: pw.pairwise_accuracy(s, r, g, num_groups=2),
+    "rank_parity": lambda s, r, g: pw.rank_parity(s, g, num_groups=2),
+}
+
+
+@dataclass
+class Case:
+    measure: str
+    B: int
+    N: int
+    grades: int = 5  # relevance drawn from {0, .., grades - 1} (ties, as in LTR data)
+    groups: int = 2
+    note: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"{self.measure}[B={self.B},N={self.N}]"
+
+
+CASES = [Case(m, B, N) for m in MEASURES for (B, N) in ((1000, 100), (1, 10_000))]
+
+
+def _maxrss_bytes() -> int:
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return r if sys.platform == "darwin" else r * 1024  # Linux reports KiB
+
+
+def run_case(case: Case, repeats: int, threads: int, seed: int = 0) -> dict:
+    """Run one case in this process; returns its measurements."""
+    torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(seed)
+    scores = torch.randn(case.B, case.N, generator=g)
+    relevance = torch.randint(0, case.grades, (case.B, case.N), generator=g).float()
+    groups = torch.randint(0, case.groups, (case.B, case.N), generator=g)
+    fn = MEASURES[case.measure]
+    rss0 = _maxrss_bytes()
+    fn(scores, relevance, groups)  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn(scores, relevance, groups)
+        times.append(time.perf_counter() - t0)
+    rss1 = _maxrss_bytes()
+    return {"case": case.name, **asdict(case), "threads": threads, "repeats": repeats,
+            "median_s": statistics.median(times), "min_s": min(times),
+            "peak_extra_bytes": rss1 - rss0, "pair_entries": case.B * case.N * case.N}
+
+
+#: glibc: a fixed mmap threshold (disables the dynamic one), so every freed large tensor leaves the RSS at once
+LIVE_MEMORY_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072"}
+
+
+def _in_subprocess(index: int, repeats: int, threads: int, extra_env=None) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), **(extra_env or {}))
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", str(index), "--repeats",
+                          str(repeats), "--threads", str(threads)], capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"case {CASES[index].name} failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _table(results) -> str:
+    block = 4 * PAIR_BLOCK_ELEMENTS
+    lines = ["| measure | B | N | pair entries B*N^2 | median s | peak live MB | live / 4*PAIR_BLOCK_ELEMENTS B "
+             "| RSS growth MB (default malloc) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        live, rss = r["peak_live_bytes"], r["peak_extra_bytes"]
+        lines.append(f"| {r['measure']} | {r['B']} | {r['N']} | {r['pair_entries']:.1e} | {r['median_s']:.4f} | "
+                     f"{live / 2 ** 20:.1f} | {live / block:.2f} | {rss / 2 ** 20:.1f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Benchmark the exact evaluators (Hard ordering), fp32, CPU")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
+    ap.add_argument("--only", type=str, default=None, help="comma-separated measure names")
+    ap.add_argument("--out", type=str, default=None, help="write the results to this JSON file")
+    ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker is not None:
+        print(json.dumps(run_case(CASES[args.worker], args.repeats, args.threads)))
+        return None
+    only = None if args.only is None else set(args.only.split(","))
+    print(f"Exact evaluators (ordering=Hard(), ties by index), fp32, CPU, torch {torch.__version__}, "
+          f"{args.threads} thread(s); median of {args.repeats} calls after one warm-up; inputs: random scores, "
+          f"relevance in {{0..4}}, 2 groups.  Memory: growth of ru_maxrss over the calls, fresh "
+          f"subprocesses per case; 'peak live' with MALLOC_MMAP_THRESHOLD_=131072 (freed tensors leave the RSS).  PAIR_BLOCK_ELEMENTS = {PAIR_BLOCK_ELEMENTS} "
+          f"({4 * PAIR_BLOCK_ELEMENTS / 2 ** 20:.0f} MB per fp32 block tensor).\n")
+    results = []
+    for i, case in enumerate(CASES):
+        if only is not None and case.measure not in only:
+            continue
+        res = _in_subprocess(i, args.repeats, args.threads)
+        res["peak_live_bytes"] = _in_subprocess(i, 1, args.threads, LIVE_MEMORY_ENV)["peak_extra_bytes"]
+        results.append(res)
+        print(f"  done {case.name}: {results[-1]['median_s']:.4f} s", file=sys.stderr)
+    print(_table(results))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+    return results
+
+
+if __name__ == "__main__":
+    main()
