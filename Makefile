@@ -18,4 +18,4 @@ test-all: install
 	$(PYTHON) -m pytest -q -m ""
 
 bench: install
-	$(PYTHON) experiments/bench_exact.py
+	$(PYTHON) experiments/bench_exact.py --frt

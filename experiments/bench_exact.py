@@ -15,11 +15,14 @@ torch loaded) to the end; it counts every temporary of the calls, torch's CPU te
 
 The pairwise measures contract their pair quantities in row blocks of at most ``PAIR_BLOCK_ELEMENTS`` entries
 (:mod:`torchfair.orderings.base`), so their extra memory should stay at a few times ``4 * PAIR_BLOCK_ELEMENTS``
-bytes (16.8 MB at the default 2**22) whatever B and N are; the table prints the measured peak in units of that
-block for comparison.
+bytes (4.2 MB per fp32 block tensor at the default 2**20) whatever B and N are; the table prints the measured peak
+in units of that block for comparison.
+
+``--frt`` adds the FairRankTune rows: torchfair's FairRankTune-compatible metrics against FairRankTune 0.0.7 itself
+on the same 1000 rankings x 100 items, both timed in one run and their values compared (``bench_frt.py``).
 
 Add a case: append to ``CASES`` (a measure name from ``MEASURES``, ``B``, ``N``, optional keyword arguments).
-Usage: ``python experiments/bench_exact.py [--repeats 5] [--threads 1] [--only dips] [--out bench.json]``.
+Usage: ``python experiments/bench_exact.py [--repeats 5] [--threads 1] [--only dips] [--out bench.json] [--frt]``.
 """
 from __future__ import annotations
 
@@ -130,6 +133,7 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     ap.add_argument("--only", type=str, default=None, help="comma-separated measure names")
     ap.add_argument("--out", type=str, default=None, help="write the results to this JSON file")
+    ap.add_argument("--frt", action="store_true", help="also compare against FairRankTune 0.0.7 (bench_frt.py)")
     ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker is not None:
@@ -150,6 +154,12 @@ def main(argv=None):
         results.append(res)
         print(f"  done {case.name}: {results[-1]['median_s']:.4f} s", file=sys.stderr)
     print(_table(results))
+    if args.frt:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import bench_frt
+
+        print("\nFairRankTune-compatible metrics (torchfair.compat.fairranktune) vs FairRankTune itself:\n")
+        bench_frt.main([])
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)

@@ -40,14 +40,14 @@ def diff_group(ours, theirs):
     return max(vals)
 
 
-def main():
-    ap = argparse.ArgumentParser()
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="torchfair.compat.fairranktune vs FairRankTune 0.0.7")
     ap.add_argument("--rankings", type=int, default=1000)
     ap.add_argument("--items", type=int, default=100)
     ap.add_argument("--groups", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     torch.set_num_threads(1)
     import pandas as pd
     import FairRankTune as frt
