@@ -9,9 +9,12 @@ Each metric keeps two ``[C]`` states per instance, one entry per column of the m
 Example::
 
     >>> m = DIPS(browsing="uniform")                 # two groups by default
+    >>> scores, relevance = torch.tensor([[2., 3., 4., 1.]]), torch.tensor([[4., 3., 2., 1.]])
+    >>> groups, mask = torch.tensor([[0, 1, 0, 0]]), torch.ones(1, 4, dtype=torch.bool)
     >>> m.update(scores, relevance, groups, mask)    # [B, N] each, any number of times
-    >>> m.compute()                                  # {"dips_AB": ..., "dips_BA": ..., "dips_gap": ...}
-    >>> DIPS(column="dips_gap").compute()            # a scalar tensor, e.g. for LightningModule.log
+    >>> {k: round(float(v), 4) for k, v in m.compute().items()}
+    {'dips_AB': 0.3333, 'dips_BA': 0.3333, 'dips_gap': 0.0}
+    >>> gap = DIPS(column="dips_gap")                # a scalar tensor, e.g. for LightningModule.log
 """
 from __future__ import annotations
 
