@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from .._validation import prepare
 from ..metrics.utility import ndcg
 from ..orderings import NeuralSort, PlackettLuce, SoftRank, log_probability
-from .fairness import reduce_loss
+from .fairness import _LossModule, reduce_loss
 
 __all__ = ["listnet_loss", "listmle_loss", "approx_ndcg_loss", "neural_ndcg_loss", "pl_ndcg_loss", "ListNetLoss",
            "ListMLELoss", "ApproxNDCGLoss", "NeuralNDCGLoss", "PLNDCGLoss"]
@@ -78,20 +78,13 @@ def pl_ndcg_loss(scores: Tensor, relevance: Tensor, *, samples: int = 32, k: Opt
                            reduction, validate_args)
 
 
-class _UtilityModule(nn.Module):
-    _fn = None
-
-    def __init__(self, **kwargs):
-        super().__init__()
-        self.kwargs = kwargs
+class _UtilityModule(_LossModule):
+    """Utility losses take no groups: ``groups`` is accepted (and ignored) so that utility and fairness losses
+    share one call signature ``loss(scores, relevance, groups, mask)``."""
 
     def forward(self, scores: Tensor, relevance: Tensor, groups: Optional[Tensor] = None,
                 mask: Optional[Tensor] = None) -> Tensor:
-        """``groups`` is accepted (and ignored) so that utility and fairness losses share one signature."""
         return type(self)._fn(scores, relevance, mask=mask, **self.kwargs)
-
-    def extra_repr(self) -> str:
-        return ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
 
 
 class ListNetLoss(_UtilityModule):

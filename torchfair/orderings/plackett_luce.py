@@ -40,8 +40,8 @@ from torch import Tensor
 
 from ..browsing import BrowsingModel, Uniform
 from .base import OrderedBatch, Ordering, PairBlock, row_blocks
-from .hard import HardOrderedBatch
 from .mixture import MixtureOrderedBatch
+from .stochastic import SampledOrderedBatch
 
 __all__ = ["PlackettLuce", "sample_rankings", "log_probability", "all_rankings", "pair_probability",
            "top1_probability"]
@@ -188,11 +188,11 @@ class _PLRankPairContract(torch.autograd.Function):
         return _pl_rank_pair_grad(logits, rankings, mask, fk, C), None, None, None, None, None, None
 
 
-class PlackettLuceOrderedBatch(MixtureOrderedBatch):
-    """Sample average over PL rankings, with the chosen gradient estimator."""
+class PlackettLuceOrderedBatch(SampledOrderedBatch):
+    """Sample average over PL rankings ``[S, B, N]``, with the chosen gradient estimator."""
 
-    def __init__(self, inner, weights, scores, mask, *, logits=None, rankings=None, estimator="score_function"):
-        super().__init__(inner, weights, scores, mask)
+    def __init__(self, rankings, weights, scores, mask, *, logits, estimator="score_function"):
+        super().__init__(rankings, weights, scores, mask)
         self.logits = logits
         self.rankings = rankings
         self.estimator = estimator
@@ -282,7 +282,6 @@ class PlackettLuce(Ordering):
             return self._exact(logits, scores, mask)
         S = self.samples
         rankings = sample_rankings(logits, mask, S, self.generator)  # [S, B, N]
-        vals = (N - torch.arange(N, device=scores.device, dtype=scores.dtype)).expand(S, B, N)
         if self.estimator == "relaxed":
             relax = self.relaxation
             if relax is None:
@@ -294,16 +293,13 @@ class PlackettLuce(Ordering):
             inner = relax(pert, mask.repeat(S, 1))
             w = torch.full((S, B), 1.0 / S, dtype=scores.dtype, device=scores.device)
             return MixtureOrderedBatch(inner, w, scores, mask)
-        sc = torch.empty(S, B, N, dtype=scores.dtype, device=scores.device).scatter_(-1, rankings, vals)
-        inner = HardOrderedBatch(sc.reshape(S * B, N), mask.repeat(S, 1), "first")
         if self.estimator == "score_function":
             lp = log_probability(logits, rankings, mask)  # [S, B]
             d = lp - lp.detach()
             w = 1.0 / S + (S * d - d.sum(0, keepdim=True)) / (S * (S - 1))
         else:
             w = torch.full((S, B), 1.0 / S, dtype=scores.dtype, device=scores.device)
-        return PlackettLuceOrderedBatch(inner, w, scores, mask, logits=logits, rankings=rankings,
-                                        estimator=self.estimator)
+        return PlackettLuceOrderedBatch(rankings, w, scores, mask, logits=logits, estimator=self.estimator)
 
     def _exact(self, logits: Tensor, scores: Tensor, mask: Tensor) -> OrderedBatch:
         B, N = logits.shape
@@ -319,7 +315,4 @@ class PlackettLuce(Ordering):
         keep = first_real & pads_sorted.all(-1)
         lp = log_probability(logits, rk, mask)
         w = torch.where(keep, torch.exp(lp), torch.zeros_like(lp))  # sums to 1 over kept rankings
-        vals = (N - torch.arange(N, device=scores.device, dtype=scores.dtype)).expand(P, B, N)
-        sc = torch.empty(P, B, N, dtype=scores.dtype, device=scores.device).scatter_(-1, rk, vals)
-        inner = HardOrderedBatch(sc.reshape(P * B, N), mask.repeat(P, 1), "first")
-        return MixtureOrderedBatch(inner, w, scores, mask)
+        return SampledOrderedBatch(rk, w, scores, mask)

@@ -36,6 +36,7 @@ from torch import Tensor
 from ..browsing import BrowsingModel
 from .base import PAIR_BLOCK_ELEMENTS, OrderedBatch, Ordering, PairBlock
 from .hard import HardOrderedBatch
+from .mixture import MixtureOrderedBatch
 
 __all__ = ["Sampled", "SampledOrderedBatch", "DoublyStochastic", "DoublyStochasticOrderedBatch"]
 
@@ -58,45 +59,37 @@ def _check_rankings(rankings: Tensor) -> Tuple[Tensor, bool]:
     return r, squeeze
 
 
-class SampledOrderedBatch(OrderedBatch):
-    """Result of :class:`Sampled`: ``S`` hard orderings of a ``[B, N]`` batch, averaged with weights ``w [S, B]``."""
+class SampledOrderedBatch(MixtureOrderedBatch):
+    """Result of :class:`Sampled`: ``S`` hard orderings of a ``[B, N]`` batch, averaged with weights ``w [S, B]``.
+
+    A :class:`~torchfair.orderings.mixture.MixtureOrderedBatch` of :class:`~torchfair.orderings.hard.Hard`
+    orderings whose pair blocks are built from the sampled positions directly, a few samples at a time.
+    Gradients flow through ``weights`` (Plackett-Luce probabilities or score-function weights).
+    """
 
     def __init__(self, rankings: Tensor, weights: Tensor, scores: Tensor, mask: Tensor):
-        self.scores = scores
-        self.mask = mask
         S, B, N = rankings.shape
-        self.num_samples = S
         dt = scores.dtype
         # scores whose stable descending sort gives each sampled ranking; padded items go last (Hard's sort)
         vals = (N - torch.arange(N, device=rankings.device, dtype=dt)).expand(S, B, N)
         sc = torch.empty(S, B, N, dtype=dt, device=rankings.device).scatter_(-1, rankings, vals)
-        self._hard = HardOrderedBatch(sc.reshape(S * B, N), mask.repeat(S, 1), "first")
-        self.weights = weights.to(dt)  # [S, B], sums to 1 over S
-
-    def _mean(self, x: Tensor) -> Tensor:
-        """Weighted mean over samples of a ``[S * B, ...]`` tensor."""
-        S = self.num_samples
-        x = x.reshape(S, -1, *x.shape[1:])
-        w = self.weights.reshape(S, x.shape[1], *([1] * (x.dim() - 2)))
-        return (w * x).sum(0)
+        inner = HardOrderedBatch(sc.reshape(S * B, N), mask.repeat(S, 1), "first")
+        super().__init__(inner, weights, scores, mask)
 
     @property
     def sample_positions(self) -> Tensor:
         """``[S, B, N]`` 0-based position of every item in every sample (padded items after the real ones)."""
-        return self._hard.positions.reshape(self.num_samples, *self.mask.shape)
+        return self.inner.positions.reshape(self.num_samples, *self.mask.shape)
 
-    def expected_positions(self) -> Tensor:
-        return self._mean(self._hard.expected_positions())
-
-    def exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor] = None) -> Tensor:
-        rel = None if relevance is None else relevance.repeat(self.num_samples, 1)
-        return self._mean(self._hard.exposure(browsing, rel)) * self.mask.to(self.dtype)
+    def contract(self, right: Tensor, **kwargs) -> Tensor:
+        # pair_block below bounds its own memory by looping over samples: no need to shrink the row blocks
+        return OrderedBatch.contract(self, right, **kwargs)
 
     def pair_context(self, browsing, relevance):
         if browsing is None:
             return None
         rel = None if relevance is None else relevance.repeat(self.num_samples, 1)
-        return self._hard.exposure(browsing, rel).reshape(self.num_samples, *self.mask.shape)  # [S, B, N]
+        return self.inner.exposure(browsing, rel).reshape(self.num_samples, *self.mask.shape)  # [S, B, N]
 
     def pair_block(self, context, start: int, stop: int) -> PairBlock:
         S = self.num_samples
