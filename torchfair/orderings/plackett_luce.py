@@ -53,16 +53,31 @@ def _masked_logits(logits: Tensor, mask: Tensor) -> Tensor:
     return torch.where(mask, logits, torch.full_like(logits, _NEG))
 
 
-def sample_rankings(logits: Tensor, mask: Tensor, samples: int, generator: Optional[torch.Generator] = None) -> Tensor:
+def sample_rankings(logits: Tensor, mask: Tensor, samples: int, generator: Optional[torch.Generator] = None,
+                    top_k: Optional[int] = None) -> Tensor:
     """Draw ``samples`` PL rankings per list with the Gumbel-max trick: ``[S, B, N]`` item indices by position.
 
-    Padded items come after the real ones.  Runs on the logits' device; pass a ``generator`` on that device for
-    reproducibility.
+    The ranking is ``argsort(logits + Gumbel noise)`` (descending), an exact PL sample.  Padded items come after
+    the real ones.  ``top_k=K`` returns only the first ``K`` positions ``[S, B, K]`` (an exact sample of the PL
+    top-K prefix, by ``torch.topk``: cheaper than a full sort for ``K << N``).  Runs on the logits' device; pass a
+    ``generator`` on that device for reproducibility.
+
+    Example::
+
+        >>> sample_rankings(torch.tensor([[5., 0., -5.]]), torch.ones(1, 3, dtype=torch.bool), 2,
+        ...                 torch.Generator().manual_seed(0)).shape
+        torch.Size([2, 1, 3])
     """
     B, N = logits.shape
+    if not isinstance(samples, int) or samples < 1:
+        raise ValueError(f"`samples` must be a positive int; got {samples!r}")
     u = torch.rand((samples, B, N), generator=generator, device=logits.device, dtype=logits.dtype)
     gumbel = -torch.log(-torch.log(u.clamp(min=1e-20, max=1 - 1e-7)))
     key = torch.where(mask, logits.detach() + gumbel, torch.full_like(gumbel, float("-inf")))
+    if top_k is not None:
+        if not isinstance(top_k, int) or not 1 <= top_k <= N:
+            raise ValueError(f"`top_k` must be an int in [1, N={N}]; got {top_k!r}")
+        return torch.topk(key, top_k, dim=-1, largest=True, sorted=True).indices
     return torch.sort(key, dim=-1, descending=True, stable=True).indices
 
 
