@@ -127,7 +127,7 @@ def exp_dips(logits, rel, ids, G, F: Callable[[int], float], ct: float):
     return expect(logits, lambda y: ref.dips(list(y), rel, one_hot(ids, G), Fb, ct)[0])
 
 
-def exp_igi(logits, rel, ids, G, ct: float = 0.0):
+def exp_igi(logits, rel, ids, G: int, ct: float = 0.0):
     return expect(logits, lambda y: ref.igi(list(y), rel, one_hot(ids, G), ct)[0])
 
 
@@ -225,3 +225,14 @@ def fd_gradient(f: Callable[[List[float]], float], logits: Sequence[float], h: f
         dn[i] -= h
         g.append((f(up) - f(dn)) / (2 * h))
     return g
+
+
+def expected_exposure_browsing(logits, rel, Fb: "ref.RefBrowsing"):
+    """E[exposure_i] under a (possibly relevance-dependent, e.g. cascade) reference browsing model."""
+    def fn(y):
+        expo = Fb.exposure([rel[d] for d in y])
+        out = [0.0] * len(y)
+        for k, d in enumerate(y):
+            out[d] = expo[k]
+        return out
+    return expect(logits, fn)

@@ -52,6 +52,19 @@ def _batched(x: Tensor, scores: Tensor) -> Tensor:
     return x.unsqueeze(0) if scores.dim() == 1 else x
 
 
+def _real_lists(scores: Tensor, mask: Optional[Tensor]) -> Tensor:
+    """``[B]`` lists with at least one real item."""
+    m = torch.ones_like(scores, dtype=torch.bool) if mask is None else mask
+    return _batched(m, scores).any(-1)
+
+
+def _groups_present(groups: Tensor, scores: Tensor, mask: Optional[Tensor], G: int) -> Tensor:
+    """``[B]`` number of groups with at least one real item (soft membership: positive total membership)."""
+    b = prepare(scores, None, groups, mask, num_groups=G if not groups.is_floating_point() else None,
+                validate=False)
+    return (b.membership.sum(1) > 0).sum(-1)
+
+
 def _gap_reduce(M: Tensor, valid: Tensor, mode: str, protected: Optional[int], name: str):
     """Per-list reduction of a ``[B, G, G]`` dissatisfaction/accuracy matrix to one number."""
     gap = M - M.transpose(-1, -2)  # [B, G, G]
@@ -119,13 +132,15 @@ def exposure_misallocation_loss(scores: Tensor, relevance: Tensor, groups: Tenso
         ee = expected_exposure(scores, relevance, groups, browsing=browsing, mask=mask, num_groups=num_groups,
                                ordering=ordering, validate_args=validate_args)
         per = _batched(ee.loss, scores)
-        return reduce_loss(per, torch.ones_like(per, dtype=torch.bool), reduction)
+        return reduce_loss(per, _real_lists(scores, mask), reduction)
     delta, valid = exposure_misallocation(scores, relevance, groups, target=target, browsing=browsing, mask=mask,
                                           num_groups=num_groups, ordering=ordering, return_valid=True,
                                           validate_args=validate_args)
     delta, valid = _batched(delta, scores), _batched(valid, scores)
     if valid.dim() == delta.dim():  # per-group validity
-        valid = valid.all(-1) if valid.shape == delta.shape else valid
+        valid = valid.all(-1)
+    # a list with fewer than two groups has delta = 0 whatever the ranking: nothing to train, excluded from the mean
+    valid = valid & (_groups_present(groups, scores, mask, delta.shape[-1]) >= 2)
     if norm == "l1":
         per = delta.abs().sum(-1)
     elif norm == "l2sq":

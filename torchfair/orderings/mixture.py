@@ -30,10 +30,10 @@ class MixtureOrderedBatch(OrderedBatch):
         self.num_samples = weights.shape[0]
         self.weights = weights.to(scores.dtype)
 
-    def _mean(self, x: Tensor) -> Tensor:
+    def _mean(self, x: Tensor, weights: Optional[Tensor] = None) -> Tensor:
         S = self.num_samples
         x = x.reshape(S, -1, *x.shape[1:])
-        w = self.weights.reshape(S, x.shape[1], *([1] * (x.dim() - 2)))
+        w = (self.weights if weights is None else weights).reshape(S, x.shape[1], *([1] * (x.dim() - 2)))
         return (w * x).sum(0)
 
     def _rep(self, relevance: Optional[Tensor]) -> Optional[Tensor]:

@@ -124,11 +124,19 @@ def _pl_rank_terms(logits: Tensor, rankings: Tensor, mask: Tensor):
     return m, logz, real_step, ranks
 
 
-def _pl_rank_exposure_grad(logits, rankings, mask, fk, w):
+def _pl_rank_exposure_grad(logits, rankings, mask, fk, w, baseline: bool = True):
     """PL-Rank-2 gradient of ``E[sum_d w_d F(pos_d)]`` w.r.t. the logits, averaged over samples: ``[B, N]``.
 
     ``fk [S, B, N]`` is the exposure of each position in each sample (``F(k)``), ``w [B, N]`` the item rewards.
+    ``baseline``: subtract each list's mean item reward first.  For a position-based browsing model the total
+    ``sum_k F(k)`` is the same for every ranking, so the shift leaves the expected gradient unchanged; it removes
+    the reward component common to all items, which lowers the variance and, when ``w`` is itself an estimate
+    (``dL/dE`` at the Monte Carlo exposure, e.g. through a normalisation by the total exposure), removes the
+    correlation between ``w`` and the samples that would otherwise bias the chain rule.
     """
+    if baseline:
+        mf = mask.to(w.dtype)
+        w = (w - (w * mf).sum(-1, keepdim=True) / mf.sum(-1, keepdim=True).clamp(min=1)) * mf
     m, logz, real_step, ranks = _pl_rank_terms(logits, rankings, mask)
     ws = w.unsqueeze(0).expand_as(rankings).gather(-1, rankings)  # reward weight of the item at step k
     r = fk * ws * real_step  # realised reward per step
@@ -148,15 +156,16 @@ def _pl_rank_exposure_grad(logits, rankings, mask, fk, w):
 
 class _PLRankExposure(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, logits, value, rankings, mask, fk):
+    def forward(ctx, logits, value, rankings, mask, fk, baseline):
         ctx.save_for_backward(logits, rankings, mask, fk)
+        ctx.baseline = baseline
         return value.clone()
 
     @staticmethod
     def backward(ctx, grad_out):
         logits, rankings, mask, fk = ctx.saved_tensors
-        g = _pl_rank_exposure_grad(logits, rankings, mask, fk, grad_out)
-        return g, None, None, None, None
+        g = _pl_rank_exposure_grad(logits, rankings, mask, fk, grad_out, ctx.baseline)
+        return g, None, None, None, None, None
 
 
 def _pl_rank_pair_grad(logits, rankings, mask, fk, C):
@@ -191,23 +200,43 @@ class _PLRankPairContract(torch.autograd.Function):
     """``out[b,i,h] = sum_j w[i,j] X[i,j] right[j,h]`` with X a PL expectation; PL-Rank-2 backward for logits."""
 
     @staticmethod
-    def forward(ctx, logits, value, rankings, mask, fk, right, weight_full):
+    def forward(ctx, logits, value, rankings, mask, fk, right, weight_full, baseline):
         ctx.save_for_backward(logits, rankings, mask, fk, right, weight_full)
+        ctx.baseline = baseline
         return value.clone()
 
     @staticmethod
     def backward(ctx, grad_out):
         logits, rankings, mask, fk, right, weight_full = ctx.saved_tensors
         C = torch.bmm(grad_out, right.transpose(1, 2)) * weight_full  # C[i, j] = sum_h g[i,h] right[j,h] w[i,j]
-        C = C * (mask.unsqueeze(-1) & mask.unsqueeze(1)).to(C.dtype)
-        return _pl_rank_pair_grad(logits, rankings, mask, fk, C), None, None, None, None, None, None
+        N = C.shape[-1]
+        pairs = ((mask.unsqueeze(-1) & mask.unsqueeze(1)) & ~torch.eye(N, dtype=torch.bool, device=C.device)).to(C.dtype)
+        C = C * pairs
+        if ctx.baseline:
+            # sum_{i != j} F(pos_j) 1(pos_j < pos_i) = sum_k F(k) (n - 1 - k) is the same for every ranking under a
+            # position-based model: shifting all pair rewards by their mean keeps the gradient unbiased (see
+            # _pl_rank_exposure_grad) and removes their common component
+            C = (C - (C * pairs).sum((-1, -2), keepdim=True) / pairs.sum((-1, -2), keepdim=True).clamp(min=1)) * pairs
+        return _pl_rank_pair_grad(logits, rankings, mask, fk, C), None, None, None, None, None, None, None
+
+
+def _score_function_weights(lp: Tensor) -> Tensor:
+    """Sample weights ``[S, B]`` whose value is ``1/S`` and whose gradient is the score-function estimate with a
+    leave-one-out baseline: ``w_s = 1/S + (S d_s - sum d) / (S (S - 1))``, ``d_s = log pi_s - stopgrad(log pi_s)``
+    (plain REINFORCE ``1 + d`` when ``S = 1``)."""
+    S = lp.shape[0]
+    d = lp - lp.detach()
+    if S == 1:
+        return 1.0 + d
+    return 1.0 / S + (S * d - d.sum(0, keepdim=True)) / (S * (S - 1))
 
 
 class PlackettLuceOrderedBatch(SampledOrderedBatch):
     """Sample average over PL rankings ``[S, B, N]``, with the chosen gradient estimator."""
 
-    def __init__(self, rankings, weights, scores, mask, *, logits, estimator="score_function"):
+    def __init__(self, rankings, weights, scores, mask, *, logits, estimator="score_function", sf_weights=None):
         super().__init__(rankings, weights, scores, mask)
+        self.sf_weights = sf_weights  # score-function weights, for the quantities PL-Rank does not cover
         self.logits = logits
         self.rankings = rankings
         self.estimator = estimator
@@ -220,12 +249,27 @@ class PlackettLuceOrderedBatch(SampledOrderedBatch):
         f = self.inner._sorted_exposure(browsing, rel)  # [S * B, N]
         return f.reshape(S, B, N)
 
+    def expected_positions(self) -> Tensor:
+        if self.sf_weights is None:
+            return super().expected_positions()
+        return self._mean(self.inner.expected_positions(), self.sf_weights)
+
+    def position_matrix(self) -> Tensor:
+        if self.sf_weights is None:
+            return super().position_matrix()
+        w = self.weights
+        try:  # positions and prefixes are not per-position rewards: score-function gradient for them
+            self.weights = self.sf_weights
+            return super().position_matrix()
+        finally:
+            self.weights = w
+
     def exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor] = None) -> Tensor:
         value = super().exposure(browsing, relevance)
         if self.estimator != "pl_rank" or not torch.is_grad_enabled() or not self.logits.requires_grad:
             return value
         return _PLRankExposure.apply(self.logits, value.detach(), self.rankings, self.mask,
-                                     self._fk(browsing, relevance))
+                                     self._fk(browsing, relevance), browsing.position_based)
 
     def contract(self, right: Tensor, *, which: str = "above", pair_weight=None, browsing=None, relevance=None,
                  block_elements=None) -> Tensor:
@@ -241,7 +285,7 @@ class PlackettLuceOrderedBatch(SampledOrderedBatch):
             wfull = torch.cat([pair_weight(a, b) for a, b in row_blocks(B, N)], 1).to(right.dtype)
         F = browsing if which == "joint" else Uniform()
         return _PLRankPairContract.apply(self.logits, value.detach(), self.rankings, self.mask,
-                                         self._fk(F, relevance), right.detach(), wfull.detach())
+                                         self._fk(F, relevance), right.detach(), wfull.detach(), F.position_based)
 
 
 class PlackettLuce(Ordering):
@@ -308,13 +352,14 @@ class PlackettLuce(Ordering):
             inner = relax(pert, mask.repeat(S, 1))
             w = torch.full((S, B), 1.0 / S, dtype=scores.dtype, device=scores.device)
             return MixtureOrderedBatch(inner, w, scores, mask)
+        sf = _score_function_weights(log_probability(logits, rankings, mask)) if scores.requires_grad else None
         if self.estimator == "score_function":
-            lp = log_probability(logits, rankings, mask)  # [S, B]
-            d = lp - lp.detach()
-            w = 1.0 / S + (S * d - d.sum(0, keepdim=True)) / (S * (S - 1))
-        else:
-            w = torch.full((S, B), 1.0 / S, dtype=scores.dtype, device=scores.device)
-        return PlackettLuceOrderedBatch(rankings, w, scores, mask, logits=logits, estimator=self.estimator)
+            return PlackettLuceOrderedBatch(rankings, sf if sf is not None else
+                                            torch.full((S, B), 1.0 / S, dtype=scores.dtype, device=scores.device),
+                                            scores, mask, logits=logits, estimator=self.estimator)
+        w = torch.full((S, B), 1.0 / S, dtype=scores.dtype, device=scores.device)
+        return PlackettLuceOrderedBatch(rankings, w, scores, mask, logits=logits, estimator=self.estimator,
+                                        sf_weights=sf)
 
     def _exact(self, logits: Tensor, scores: Tensor, mask: Tensor) -> OrderedBatch:
         B, N = logits.shape

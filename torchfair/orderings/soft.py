@@ -143,10 +143,13 @@ def _row_real(mask: Tensor) -> Tensor:
 
 def _sinkhorn(P: Tensor, iters: int) -> Tensor:
     """Alternate column and row normalisation (ending with rows); zero rows / columns stay zero."""
-    tiny = torch.finfo(P.dtype).tiny
+    def normalise(P: Tensor, dim: int) -> Tensor:
+        tot = P.sum(dim, keepdim=True)
+        # divide by 1 where the sum is 0 (padded rows / columns): keeps them 0 with finite gradients
+        return P / torch.where(tot > 0, tot, torch.ones_like(tot))
+
     for _ in range(iters):
-        P = P / P.sum(-2, keepdim=True).clamp(min=tiny)
-        P = P / P.sum(-1, keepdim=True).clamp(min=tiny)
+        P = normalise(normalise(P, -2), -1)
     return P
 
 
