@@ -5,6 +5,7 @@ rankings; ``SoftRank``, ``NeuralSort``, ``SoftSort``, ``FastSoftRank`` and ``Pla
 that the same measure code gives differentiable losses.  See :mod:`torchfair.orderings.base` for the interface.
 """
 from .base import OrderedBatch, Ordering, PairBlock, PAIR_BLOCK_ELEMENTS, row_blocks
+from .fast_soft_rank import FastSoftRank, FastSoftRankOrderedBatch, soft_rank
 from .hard import Hard, HardOrderedBatch, scores_from_ranking
 from .mixture import MixtureOrderedBatch
 from .plackett_luce import PlackettLuce, all_rankings, log_probability, pair_probability, sample_rankings, top1_probability
@@ -15,4 +16,5 @@ __all__ = ["Ordering", "OrderedBatch", "PairBlock", "PAIR_BLOCK_ELEMENTS", "row_
            "HardOrderedBatch", "scores_from_ranking", "MixtureOrderedBatch", "Sampled", "SampledOrderedBatch",
            "DoublyStochastic", "DoublyStochasticOrderedBatch", "SoftRank", "SoftRankOrderedBatch", "NeuralSort",
            "SoftSort", "PermutationOrderedBatch", "PlackettLuce", "sample_rankings", "log_probability",
-           "all_rankings", "pair_probability", "top1_probability"]
+           "all_rankings", "pair_probability", "top1_probability", "FastSoftRank", "FastSoftRankOrderedBatch",
+           "soft_rank"]

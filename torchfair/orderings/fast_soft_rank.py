@@ -99,10 +99,10 @@ def _numba_kernel():
             _NUMBA = False
             return _NUMBA
 
-        @numba.njit(parallel=True, cache=True, nogil=True)
+        @numba.njit(cache=True, nogil=True)
         def _pav_rows(s, n, pos, blk):  # pragma: no cover - compiled
             B = s.shape[0]
-            for b in numba.prange(B):
+            for b in range(B):
                 m = n[b]
                 bs = np.empty(m, dtype=np.float64)  # block sums of y = s - w'
                 bc = np.empty(m, dtype=np.int64)  # block sizes
@@ -130,6 +130,8 @@ def _numba_kernel():
                     for k in range(a, a + c):
                         pos[b, k] = (s[b, k] - ms) + mw
                         blk[b, k] = q
+                for k in range(m, s.shape[1]):
+                    blk[b, k] = k  # padded positions: singleton blocks (ids >= number of real blocks)
             return 0
 
         _NUMBA = _pav_rows
@@ -172,25 +174,28 @@ def isotonic_nonincreasing(y: Tensor, n: Optional[Tensor] = None, *, window_budg
     C = torch.ones_like(y)
     R = n.clone()  # number of real blocks per row (real blocks come first)
     M = N
+    W = 1
     while M > 1:
-        W = max(1, min(M - 1, budget // max(1, B * M)))
-        PS = torch.cat([S.new_zeros(B, 1), torch.cumsum(S, 1)], 1)  # [B, M+1]
-        PC = torch.cat([C.new_zeros(B, 1), torch.cumsum(C, 1)], 1)
+        W = max(1, min(W, M - 1, budget // max(1, B * M)))
         k = torch.arange(M, device=dev)
-        d = torch.arange(W, -1, -1, device=dev)  # largest window first: ties pool as much as possible
-        t = (k[:, None] - d[None, :]).clamp(min=0)  # [M, W+1]
-        num = PS[:, 1:, None] - PS[:, t]
-        den = PC[:, 1:, None] - PC[:, t]
-        mean = num / den  # t == k (d = 0) always has den >= 1
-        mean = torch.where(den > 0, mean, torch.full((), float("inf"), dtype=mean.dtype, device=dev))
-        tb = t.expand(B, M, W + 1).gather(2, mean.argmin(2, keepdim=True)).squeeze(2)  # [B, M]
         real = k[None, :] < R[:, None]
-        tb = torch.where(real, tb, k.expand(B, M))
-        # boundary b (between blocks b and b+1) is linked when some k > b has t(k) <= b
-        diff = torch.zeros(B, M + 1, device=dev, dtype=torch.int32)
-        diff.scatter_add_(1, tb, torch.ones_like(tb, dtype=torch.int32))
-        diff[:, :M] -= 1
-        link = torch.cumsum(diff, 1)[:, :M - 1] > 0
+        if W == 1:
+            # plain parallel PAV round: pool every maximal run of adjacent violators (mean_k <= mean_{k+1})
+            link = (S[:, :-1] * C[:, 1:] <= S[:, 1:] * C[:, :-1]) & real[:, 1:]
+        else:
+            PS = torch.cat([S.new_zeros(B, 1), torch.cumsum(S, 1)], 1)  # [B, M+1]
+            PC = torch.cat([C.new_zeros(B, 1), torch.cumsum(C, 1)], 1)
+            d = torch.arange(W, -1, -1, device=dev)  # largest window first: ties pool as much as possible
+            t = (k[:, None] - d[None, :]).clamp(min=0)  # [M, W+1]
+            mean = (PS[:, 1:, None] - PS[:, t]) / (PC[:, 1:, None] - PC[:, t])  # t = 0 clamps: repeats
+            tb = t.expand(B, M, W + 1).gather(2, mean.argmin(2, keepdim=True)).squeeze(2)  # [B, M]
+            tb = torch.where(real, tb, k.expand(B, M))
+            # boundary b (between blocks b and b+1) is linked when some k > b has t(k) <= b
+            diff = torch.zeros(B, M + 1, device=dev, dtype=torch.int32)
+            diff.scatter_add_(1, tb, torch.ones_like(tb, dtype=torch.int32))
+            diff[:, :M] -= 1
+            link = torch.cumsum(diff, 1)[:, :M - 1] > 0
+        W *= 2
         if not bool(link.any()):
             break
         g = torch.cat([torch.zeros(B, 1, dtype=torch.int64, device=dev), torch.cumsum((~link).long(), 1)], 1)
@@ -256,7 +261,7 @@ class _ProjectPermutahedron(torch.autograd.Function):
         order, blk, mask, eps = ctx.saved_tensors
         g = torch.where(mask, grad, torch.zeros((), dtype=grad.dtype, device=grad.device))
         gs = g.gather(1, order)
-        ones = torch.ones_like(gs)
+        ones = mask.gather(1, order).to(gs.dtype)
         cnt = torch.zeros_like(gs).scatter_add(1, blk, ones).clamp(min=1)
         mean = (torch.zeros_like(gs).scatter_add(1, blk, gs) / cnt).gather(1, blk)
         gz = torch.zeros_like(gs).scatter(1, order, gs - mean)
@@ -319,7 +324,7 @@ def soft_rank(scores: Tensor, temperature: float = 1.0, mask: Optional[Tensor] =
         >>> soft_rank(torch.tensor([3., 1., 2.]), 0.1)
         tensor([0., 2., 1.])
         >>> soft_rank(torch.tensor([3., 1., 2.]), 10.0)  # strong regularisation: all positions tend to (n-1)/2
-        tensor([0.8667, 1.1333, 1.0000])
+        tensor([0.9000, 1.1000, 1.0000])
     """
     if regularization != "l2":
         raise ValueError(f"`regularization` must be 'l2' (quadratic); got {regularization!r}")
