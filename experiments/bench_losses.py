@@ -7,9 +7,11 @@
 * Plackett-Luce: time to draw 100 rankings and estimate expected exposure for B = 256, N = 100, and the same
   with the gradient (PL-Rank-2 backward).
 
-Memory: each case runs in a fresh subprocess; peak memory is the growth of ``ru_maxrss`` over the timed calls
-after one warm-up call on the same shape, with ``MALLOC_MMAP_THRESHOLD_=131072`` so that glibc returns freed
-tensors to the system and the resident-set high-water mark follows the memory simultaneously alive.
+Each case runs in fresh subprocesses.  Time: median of ``--repeats`` calls after a warm-up call on the same
+shape, default allocator.  Memory: in a second subprocess with ``MALLOC_MMAP_THRESHOLD_=131072`` (glibc then
+returns freed tensors to the system, so the resident-set high-water mark follows the memory simultaneously
+alive), the growth of ``ru_maxrss`` during one call on the case's shape, after a warm-up call on a tiny shape that
+pages in the kernels.
 
 Usage: ``python experiments/bench_losses.py [--repeats 3] [--threads 2] [--out results.json]``.
 """
@@ -35,7 +37,7 @@ CASES = [
 ]
 
 
-def _run(name: str, B: int, N: int, repeats: int) -> dict:
+def _run(name: str, B: int, N: int, repeats: int, memory: bool) -> dict:
     from torchfair.browsing import RBP
     from torchfair.losses import dips_loss
     from torchfair.orderings import PlackettLuce
@@ -45,6 +47,7 @@ def _run(name: str, B: int, N: int, repeats: int) -> dict:
     r = torch.randint(0, 5, (B, N), generator=gen).float()
     g = torch.randint(0, 2, (B, N), generator=gen)
     mask = torch.ones(B, N, dtype=torch.bool)
+    full = (s, r, g, mask)
 
     def call():
         x = s.clone().requires_grad_(name != "pl_exposure")
@@ -53,19 +56,26 @@ def _run(name: str, B: int, N: int, repeats: int) -> dict:
             loss.backward()
         elif name == "pl_exposure":
             PlackettLuce(samples=100, generator=gen)(x, mask).exposure(RBP(0.9))
-        else:
+        elif name == "pl_exposure_grad":
             e = PlackettLuce(samples=100, estimator="pl_rank", generator=gen)(x, mask).exposure(RBP(0.9))
             (e * r).sum().backward()
 
-    call()  # warm-up: kernels paged in, allocator settled
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if memory:
+        small = (s[:2, :64], r[:2, :64], g[:2, :64], mask[:2, :64])
+        s, r, g, mask = small
+        call()  # warm-up on a tiny shape: kernels paged in
+        s, r, g, mask = full
+        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        call()
+        peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024
+        return {"case": name, "B": B, "N": N, "peak_extra_bytes": peak}
+    call()  # warm-up on the same shape
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
         call()
         times.append(time.perf_counter() - t)
-    peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024
-    return {"case": name, "B": B, "N": N, "median_s": statistics.median(times), "peak_extra_bytes": peak}
+    return {"case": name, "B": B, "N": N, "median_s": statistics.median(times)}
 
 
 def main(argv=None):
@@ -74,20 +84,27 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=str, default=None)
     ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--memory", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     if a.worker is not None:
         name, B, N = CASES[a.worker]
-        print(json.dumps(_run(name, B, N, a.repeats)))
+        print(json.dumps(_run(name, B, N, a.repeats, a.memory)))
         return None
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072")
+
+    def worker(i, memory):
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", str(i), "--repeats", str(a.repeats),
+               "--threads", str(a.threads)] + (["--memory"] if memory else [])
+        out = subprocess.run(cmd, env=env if memory else None, capture_output=True, text=True, check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
     rows = []
     for i in range(len(CASES)):
-        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", str(i), "--repeats",
-                              str(a.repeats), "--threads", str(a.threads)], env=env, capture_output=True, text=True,
-                             check=True)
-        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-        print(f"  done {rows[-1]['case']} {rows[-1]['B']}x{rows[-1]['N']}", file=sys.stderr)
+        row = worker(i, False)
+        row["peak_extra_bytes"] = worker(i, True)["peak_extra_bytes"]
+        rows.append(row)
+        print(f"  done {row['case']} {row['B']}x{row['N']}", file=sys.stderr)
     print(f"fp32, CPU, torch {torch.__version__}, {a.threads} thread(s), median of {a.repeats} after a warm-up\n")
     print("| case | B x N | median s (fwd+bwd) | peak extra MB |")
     print("|---|---|---:|---:|")
