@@ -15,7 +15,7 @@ torch loaded) to the end; it counts every temporary of the calls, torch's CPU te
 
 The pairwise measures contract their pair quantities in row blocks of at most ``PAIR_BLOCK_ELEMENTS`` entries
 (:mod:`torchfair.orderings.base`), so their extra memory should stay at a few times ``4 * PAIR_BLOCK_ELEMENTS``
-bytes (4.2 MB per fp32 block tensor at the default 2**20) whatever B and N are; the table prints the measured peak
+bytes (1 MB per fp32 block tensor at the default 2**18) whatever B and N are; the table prints the measured peak
 in units of that block for comparison.
 
 ``--frt`` adds the FairRankTune rows: torchfair's FairRankTune-compatible metrics against FairRankTune 0.0.7 itself

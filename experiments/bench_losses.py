@@ -11,7 +11,8 @@ Each case runs in fresh subprocesses.  Time: median of ``--repeats`` calls after
 shape, default allocator.  Memory: in a second subprocess with ``MALLOC_MMAP_THRESHOLD_=131072`` (glibc then
 returns freed tensors to the system, so the resident-set high-water mark follows the memory simultaneously
 alive), the growth of ``ru_maxrss`` during one call on the case's shape, after a warm-up call on a tiny shape that
-pages in the kernels.
+pages in the kernels.  Reported twice: ``peak live`` (with that setting) and ``RSS growth`` (glibc's default
+allocator, which keeps freed blocks in its heap: what a user watching the process sees).
 
 Usage: ``python experiments/bench_losses.py [--repeats 3] [--threads 2] [--out results.json]``.
 """
@@ -93,25 +94,27 @@ def main(argv=None):
         return None
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072")
 
-    def worker(i, memory):
+    def worker(i, memory, live=False):
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", str(i), "--repeats", str(a.repeats),
                "--threads", str(a.threads)] + (["--memory"] if memory else [])
-        out = subprocess.run(cmd, env=env if memory else None, capture_output=True, text=True, check=True)
+        out = subprocess.run(cmd, env=env if live else None, capture_output=True, text=True, check=True)
         return json.loads(out.stdout.strip().splitlines()[-1])
 
     rows = []
     for i in range(len(CASES)):
         row = worker(i, False)
-        row["peak_extra_bytes"] = worker(i, True)["peak_extra_bytes"]
+        row["peak_live_bytes"] = worker(i, True, live=True)["peak_extra_bytes"]
+        row["rss_growth_bytes"] = worker(i, True, live=False)["peak_extra_bytes"]
         rows.append(row)
         print(f"  done {row['case']} {row['B']}x{row['N']}", file=sys.stderr)
     print(f"fp32, CPU, torch {torch.__version__}, {a.threads} thread(s), median of {a.repeats} after a warm-up\n")
-    print("| case | B x N | median s (fwd+bwd) | peak extra MB |")
-    print("|---|---|---:|---:|")
+    print("| case | B x N | median s | peak live MB | RSS growth MB (default malloc) |")
+    print("|---|---|---:|---:|---:|")
     labels = {"dips_loss": "DIPS loss, SoftRank(0.1), fwd+bwd", "pl_exposure": "PL: 100 samples + expected exposure",
               "pl_exposure_grad": "PL: 100 samples + exposure + PL-Rank backward"}
     for r in rows:
-        print(f"| {labels[r['case']]} | {r['B']} x {r['N']} | {r['median_s']:.4f} | {r['peak_extra_bytes'] / 2**20:.0f} |")
+        print(f"| {labels[r['case']]} | {r['B']} x {r['N']} | {r['median_s']:.4f} | "
+              f"{r['peak_live_bytes'] / 2**20:.0f} | {r['rss_growth_bytes'] / 2**20:.0f} |")
     if a.out:
         with open(a.out, "w") as f:
             json.dump(rows, f, indent=1)
