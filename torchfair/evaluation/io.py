@@ -37,7 +37,6 @@ pyarrow or fastparquet.
 from __future__ import annotations
 
 import csv
-import os
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 

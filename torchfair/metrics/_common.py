@@ -1,7 +1,7 @@
 """Plumbing shared by the measures: resolving orderings, reductions, safe division."""
 from __future__ import annotations
 
-from typing import Optional, Tuple, Union
+from typing import Tuple, Union
 
 import torch
 from torch import Tensor

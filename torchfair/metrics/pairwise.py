@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from .._validation import prepare
-from ..browsing import RBP, BrowsingModel, Uniform, get_browsing
+from ..browsing import RBP, BrowsingModel, get_browsing
 from ..orderings import OrderedBatch, Ordering
 from ._common import finish, order, safe_div
 

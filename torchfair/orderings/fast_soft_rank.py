@@ -67,18 +67,17 @@ Dtypes: the projection is computed in float64 and returned in the scores' dtype 
 """
 from __future__ import annotations
 
-import math
 from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from ..browsing import BrowsingModel
+from .soft import _check_common, _temperature  # one definition of the temperature rules
 from .base import OrderedBatch, Ordering, PairBlock
 
 __all__ = ["soft_rank", "FastSoftRank", "FastSoftRankOrderedBatch", "isotonic_nonincreasing", "numba_available"]
 
-_SCALES = ("std", "none")
 _BACKENDS = ("auto", "torch", "numba")
 
 #: elements of the ``[lists, blocks, window]`` tensor of one round of the torch PAV solver
@@ -271,29 +270,6 @@ class _ProjectPermutahedron(torch.autograd.Function):
 
 
 # ------------------------------------------------------------------------------------------- public API
-def _check_common(temperature, scale, min_scale):
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not (
-            math.isfinite(temperature) and temperature > 0):
-        raise ValueError(f"`temperature` must be a positive finite number; got {temperature!r}")
-    if scale not in _SCALES:
-        raise ValueError(f"`scale` must be one of {_SCALES}; got {scale!r}")
-    if isinstance(min_scale, bool) or not isinstance(min_scale, (int, float)) or not (min_scale > 0):
-        raise ValueError(f"`min_scale` must be positive; got {min_scale!r}")
-
-
-def _epsilon(s: Tensor, mask: Tensor, temperature: float, scale: str, min_scale: float) -> Tensor:
-    """``[B, 1]`` per-list epsilon (detached)."""
-    B = s.shape[0]
-    if scale == "none":
-        return torch.full((B, 1), float(temperature), dtype=s.dtype, device=s.device)
-    with torch.no_grad():
-        m = mask.to(s.dtype)
-        cnt = m.sum(-1, keepdim=True).clamp(min=1)
-        mean = (s * m).sum(-1, keepdim=True) / cnt
-        var = (((s - mean) * m) ** 2).sum(-1, keepdim=True) / cnt
-        return temperature * var.sqrt().clamp(min=min_scale)
-
-
 def _work(scores: Tensor, mask: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
     if not isinstance(scores, Tensor) or scores.dim() != 2 or not scores.is_floating_point():
         raise ValueError(f"`scores` must be a floating tensor [B, N]; got {getattr(scores, 'shape', scores)!r}")
@@ -334,7 +310,7 @@ def soft_rank(scores: Tensor, temperature: float = 1.0, mask: Optional[Tensor] =
         scores = scores.unsqueeze(0)
         mask = None if mask is None else mask.unsqueeze(0)
     s, mask = _work(scores, mask)
-    eps = _epsilon(s, mask, temperature, scale, min_scale)
+    eps = _temperature(s, mask, temperature, scale, min_scale)
     be = _pick_backend(backend, s.device)
     pos = _ProjectPermutahedron.apply(s, eps, mask, be, window_budget)
     return pos.squeeze(0) if squeeze else pos
@@ -413,7 +389,7 @@ class FastSoftRank(Ordering):
 
     def __call__(self, scores: Tensor, mask: Tensor) -> FastSoftRankOrderedBatch:
         s, mask = _work(scores, mask)
-        eps = _epsilon(s, mask, self.temperature, self.scale, self.min_scale)
+        eps = _temperature(s, mask, self.temperature, self.scale, self.min_scale)
         pos = _ProjectPermutahedron.apply(s, eps, mask, _pick_backend(self.backend, s.device), self.window_budget)
         return FastSoftRankOrderedBatch(s, mask, pos)
 

@@ -46,7 +46,7 @@ import torch
 from torch import Tensor
 
 from ..browsing import BrowsingModel, Uniform
-from .base import OrderedBatch, Ordering, PairBlock, row_blocks
+from .base import OrderedBatch, Ordering, row_blocks
 from .mixture import MixtureOrderedBatch
 from .stochastic import SampledOrderedBatch
 

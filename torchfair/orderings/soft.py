@@ -126,7 +126,7 @@ def _check_common(temperature, scale, min_scale):
         raise ValueError(f"`temperature` must be a positive finite number; got {temperature!r}")
     if scale not in _SCALES:
         raise ValueError(f"`scale` must be one of {_SCALES}; got {scale!r}")
-    if not isinstance(min_scale, (int, float)) or not (min_scale > 0):
+    if isinstance(min_scale, bool) or not isinstance(min_scale, (int, float)) or not (min_scale > 0):
         raise ValueError(f"`min_scale` must be positive; got {min_scale!r}")
 
 
