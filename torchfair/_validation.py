@@ -12,13 +12,73 @@ paths call the functions with ``validate_args=False``.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Optional
 
 import torch
 from torch import Tensor
 
-__all__ = ["Batch", "prepare", "work_dtype", "as_membership"]
+__all__ = ["Batch", "prepare", "work_dtype", "as_membership", "check_choice", "check_number", "check_group_id",
+           "check_reduction", "REDUCTIONS"]
+
+
+REDUCTIONS = ("none", "mean", "sum")
+
+
+def check_choice(value, name: str, choices) -> str:
+    """``value`` if it is one of the strings ``choices``, else ``ValueError`` naming ``name`` and the choices."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"`{name}` must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
+    return value
+
+
+def check_reduction(reduction, choices=REDUCTIONS) -> str:
+    """``reduction`` must be ``"none"``, ``"mean"`` or ``"sum"`` (or one of ``choices``)."""
+    return check_choice(reduction, "reduction", choices)
+
+
+def check_number(value, name: str, *, low: Optional[float] = None, high: Optional[float] = None,
+                 low_open: bool = False, high_open: bool = False, integer: bool = False) -> float:
+    """A finite real number (an int when ``integer``) in the given range, else ``ValueError`` naming ``name``.
+
+    Booleans, NaN and infinities are rejected; one-element tensors and numpy scalars are accepted."""
+    if isinstance(value, Tensor) and value.numel() == 1:
+        value = value.item()
+    if hasattr(value, "item") and not isinstance(value, (int, float)):  # numpy scalars
+        try:
+            value = value.item()
+        except Exception:
+            pass
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if ok and integer and not (isinstance(value, int) or float(value).is_integer()):
+        ok = False
+    if ok and not math.isfinite(float(value)):
+        ok = False
+    if ok and low is not None and (value <= low if low_open else value < low):
+        ok = False
+    if ok and high is not None and (value >= high if high_open else value > high):
+        ok = False
+    if not ok:
+        lo = "" if low is None else (f"> {low}" if low_open else f">= {low}")
+        hi = "" if high is None else (f"< {high}" if high_open else f"<= {high}")
+        rng = " and ".join(x for x in (lo, hi) if x)
+        kind = "an int" if integer else "a finite number"
+        raise ValueError(f"`{name}` must be {kind}{' ' + rng if rng else ''}; got {value!r}")
+    return int(value) if integer else float(value)
+
+
+def check_group_id(value, name: str, num_groups: Optional[int] = None) -> int:
+    """A group id: a non-negative int (``< num_groups`` when given), else ``ValueError`` naming ``name``.
+
+    Negative ids are refused rather than read Python-style (``-1`` is not "the last group")."""
+    if isinstance(value, Tensor) and value.numel() == 1 and not value.is_floating_point():
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (
+            num_groups is not None and value >= num_groups):
+        rng = f"in [0, {num_groups})" if num_groups is not None else ">= 0"
+        raise ValueError(f"`{name}` must be an int group id {rng}; got {value!r}")
+    return value
 
 
 def work_dtype(dtype: torch.dtype) -> torch.dtype:

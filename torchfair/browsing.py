@@ -210,15 +210,48 @@ class Custom(BrowsingModel):
 _NAMES = {"rbp": RBP, "exponential": RBP, "geometric": Geometric, "logarithmic": Logarithmic, "log": Logarithmic,
           "dcg": Logarithmic, "reciprocal": ReciprocalRank, "rr": ReciprocalRank, "uniform": Uniform,
           "cascade": Cascade}
+#: the one numeric parameter a spec string may give, per name (``"rbp:0.8"``)
+_PARAM = {"rbp": "gamma", "exponential": "gamma", "geometric": "p", "cascade": "gamma"}
+
+SPEC_HELP = ("a BrowsingModel or a spec string: 'rbp', 'rbp:0.8', 'geometric:0.5', 'logarithmic', 'reciprocal', "
+             "'uniform', 'cascade:0.9', 'topk:10' (uniform cut at 10), 'topk:10:rbp:0.8'")
+
+
+def _parse(spec: str) -> BrowsingModel:
+    parts = [p.strip() for p in spec.strip().split(":")]
+    name = parts[0].lower()
+    try:
+        if name == "topk":
+            if len(parts) < 2:
+                raise ValueError
+            base = _parse(":".join(parts[2:])) if len(parts) > 2 else None
+            return TopK(base, int(parts[1]))
+        if name not in _NAMES or len(parts) > 2 or (len(parts) == 2 and name not in _PARAM):
+            raise ValueError
+        if len(parts) == 1:
+            return _NAMES[name]()
+        return _NAMES[name](**{_PARAM[name]: float(parts[1])})
+    except ValueError as e:
+        detail = f" ({e})" if str(e) else ""
+        raise ValueError(f"`browsing` must be {SPEC_HELP}; got {spec!r}{detail}") from None
 
 
 def get_browsing(browsing: Union[str, BrowsingModel, None], default: Optional[BrowsingModel] = None) -> BrowsingModel:
-    """Accept a model instance or a name (``"rbp"``, ``"geometric"``, ``"logarithmic"``, ``"reciprocal"``,
-    ``"uniform"``, ``"cascade"``) with default parameters."""
+    """The browsing model named by ``browsing``: a :class:`BrowsingModel` is returned as it is, ``None`` gives
+    ``default`` (``RBP(0.9)`` when no default is given), and a spec string is parsed: ``"rbp"``, ``"rbp:0.8"``,
+    ``"geometric:0.5"``, ``"logarithmic"``, ``"reciprocal"``, ``"uniform"``, ``"cascade:0.9"``, ``"topk:10"``
+    (uniform cut at 10), ``"topk:10:rbp:0.8"`` (RBP cut at 10).  The one spec language of the library: measure
+    functions, the losses, :mod:`torchfair.evaluation` and the ``torchfair metrics`` CLI all read it here.
+
+    Example::
+
+        >>> get_browsing("topk:3:rbp:0.5").weights(4)
+        tensor([1.0000, 0.5000, 0.2500, 0.0000])
+    """
     if browsing is None:
         return default if default is not None else RBP()
     if isinstance(browsing, BrowsingModel):
         return browsing
-    if isinstance(browsing, str) and browsing.lower() in _NAMES:
-        return _NAMES[browsing.lower()]()
-    raise ValueError(f"`browsing` must be a BrowsingModel or one of {sorted(_NAMES)}; got {browsing!r}")
+    if isinstance(browsing, str):
+        return _parse(browsing)
+    raise ValueError(f"`browsing` must be {SPEC_HELP}; got {browsing!r}")

@@ -94,6 +94,7 @@ from .._validation import prepare
 from ..browsing import RBP, BrowsingModel, Geometric, Logarithmic
 from ..metrics._common import order
 from ..metrics.pairwise import rank_parity
+from ..orderings.base import OrderingLike
 from ..orderings import OrderedBatch, Ordering
 
 __all__ = ["EXP", "EXPU", "EXPRU", "AWRF", "ERBE", "ERBP", "ERBR", "ARP", "NDKL", "IAA",
@@ -105,7 +106,6 @@ COMBOS = ("MinMaxRatio", "MaxMinRatio", "MaxMinDiff", "MaxAbsDiff", "MeanAbsDev"
 #: FRT adds this to both distributions inside NDKL's KL divergence
 NDKL_EPSILON = 1e-7
 
-OrderingLike = Union[Ordering, OrderedBatch, None]
 
 
 class FRTInputError(ValueError, AssertionError):

@@ -150,30 +150,10 @@ def default_columns(label: str, result: Any, num_groups: Optional[int], **expand
 
 
 # --------------------------------------------------------------------------------------------- options
-_BROWSING_ARG = {"rbp": "gamma", "exponential": "gamma", "geometric": "p", "cascade": "gamma"}
-
-
 def parse_browsing(spec: Union[str, "_browsing.BrowsingModel", None]):
-    """``"rbp:0.8"`` -> ``RBP(0.8)``; ``"topk:10"`` -> ``TopK(Uniform(), 10)``; ``"topk:10:rbp:0.8"`` ->
-    ``TopK(RBP(0.8), 10)``; a plain name or a model is passed through :func:`torchfair.browsing.get_browsing`."""
-    if spec is None or isinstance(spec, _browsing.BrowsingModel):
-        return spec
-    if not isinstance(spec, str):
-        raise ValueError(f"`browsing` must be a string or a BrowsingModel; got {spec!r}")
-    parts = spec.strip().split(":")
-    name = parts[0].lower()
-    if name == "topk":
-        if len(parts) < 2:
-            raise ValueError("`browsing` 'topk' needs a cut-off: 'topk:10' or 'topk:10:rbp:0.8'")
-        base = parse_browsing(":".join(parts[2:])) if len(parts) > 2 else None
-        return _browsing.TopK(base, int(parts[1]))
-    if len(parts) == 1:
-        return _browsing.get_browsing(name)
-    if name not in _BROWSING_ARG or len(parts) != 2:
-        raise ValueError(f"cannot parse browsing model {spec!r}: use e.g. 'rbp:0.8', 'geometric:0.5', "
-                         f"'cascade:0.9', 'topk:10' or a plain name")
-    cls = _browsing.get_browsing(name).__class__
-    return cls(**{_BROWSING_ARG[name]: float(parts[1])})
+    """``None`` stays ``None``; anything else goes through :func:`torchfair.browsing.get_browsing` (the one spec
+    language: ``"rbp:0.8"``, ``"topk:10:rbp:0.8"``, ...)."""
+    return None if spec is None else _browsing.get_browsing(spec)
 
 
 def _parse_value(text: str) -> Any:

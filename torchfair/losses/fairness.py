@@ -22,6 +22,7 @@ from .._validation import prepare
 from ..browsing import BrowsingModel, Logarithmic, get_browsing
 from ..metrics import accuracy_gaps, dips, pairwise_accuracy
 from ..metrics.exposure import expected_exposure, exposure_misallocation
+from ..orderings.base import OrderingLike
 from ..orderings import OrderedBatch, Ordering, PlackettLuce, SoftRank, top1_probability
 from ..metrics._common import order, safe_div
 
@@ -29,7 +30,6 @@ __all__ = ["dips_loss", "exposure_misallocation_loss", "pairwise_accuracy_gap_lo
            "fair_pg_rank_loss", "pairwise_correlation_loss", "DIPSLoss", "ExposureMisallocationLoss",
            "PairwiseAccuracyGapLoss", "DELTRLoss", "FairPGRankLoss", "PairwiseCorrelationLoss", "reduce_loss"]
 
-OrderingLike = Union[Ordering, OrderedBatch, None]
 
 
 def _default(ordering: OrderingLike) -> Union[Ordering, OrderedBatch]:

@@ -6,10 +6,8 @@ from typing import Tuple, Union
 import torch
 from torch import Tensor
 
-from .._validation import Batch
+from .._validation import REDUCTIONS, Batch, check_reduction
 from ..orderings import Hard, OrderedBatch, Ordering
-
-REDUCTIONS = ("none", "mean", "sum")
 
 
 def order(batch: Batch, ordering: Union[Ordering, OrderedBatch, None]) -> OrderedBatch:
@@ -39,8 +37,7 @@ def reduce(value: Tensor, valid: Tensor, reduction: str, batched: bool) -> Tenso
     ``"mean"`` averages each entry over the lists where it is defined (0 where no list defines it);
     ``"sum"`` sums the defined entries; ``"none"`` returns per-list values.
     """
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"`reduction` must be one of {REDUCTIONS}; got {reduction!r}")
+    check_reduction(reduction)
     if reduction == "none" or not batched:
         return value
     v = valid.to(value.dtype)

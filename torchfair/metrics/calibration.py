@@ -35,12 +35,12 @@ from torch import Tensor
 
 from .._validation import prepare
 from ..browsing import BrowsingModel, get_browsing
+from ..orderings.base import OrderingLike
 from ..orderings import OrderedBatch, Ordering, row_blocks
 from ._common import order
 
 __all__ = ["MatchedPairs", "MPCResult", "matched_pairs", "matched_pair_calibration", "mpc_cluster_variance"]
 
-OrderingLike = Union[Ordering, OrderedBatch, None]
 CI_METHODS = ("cluster", "query", "bootstrap", "none")
 
 

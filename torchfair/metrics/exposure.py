@@ -37,6 +37,7 @@ from torch import Tensor
 
 from .._validation import Batch, prepare
 from ..browsing import RBP, BrowsingModel, Geometric, Logarithmic, ReciprocalRank, get_browsing
+from ..orderings.base import OrderingLike
 from ..orderings import OrderedBatch, Ordering
 from ._common import finish, order, safe_div
 
@@ -44,7 +45,6 @@ __all__ = ["exposure_misallocation", "misallocation_norm", "individual_misalloca
            "expected_exposure", "ExpectedExposure", "iaa", "awrf", "dp", "eur", "rur", "log_dp", "log_eur",
            "log_rur", "exp_rr"]
 
-OrderingLike = Union[Ordering, OrderedBatch, None]
 BrowsingLike = Union[BrowsingModel, str, None]
 
 

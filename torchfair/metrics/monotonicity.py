@@ -30,12 +30,12 @@ import torch
 from torch import Tensor
 
 from .._validation import prepare
+from ..orderings.base import OrderingLike
 from ..orderings import OrderedBatch, Ordering
 from ._common import order
 
 __all__ = ["isotonic_regression", "MonotonicityTest", "monotonicity_test"]
 
-OrderingLike = Union[Ordering, OrderedBatch, None]
 
 
 def _pav(y: np.ndarray, w: np.ndarray):

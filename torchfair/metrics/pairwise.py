@@ -28,13 +28,13 @@ from torch import Tensor
 
 from .._validation import prepare
 from ..browsing import RBP, BrowsingModel, get_browsing
+from ..orderings.base import OrderingLike
 from ..orderings import OrderedBatch, Ordering
 from ._common import finish, order, safe_div
 
 __all__ = ["dips", "individual_dissatisfaction", "igi", "ree", "pairwise_gap", "pairwise_accuracy",
            "accuracy_gaps", "rank_parity", "RankParity", "discordant_fraction", "kendall_tau"]
 
-OrderingLike = Union[Ordering, OrderedBatch, None]
 
 
 def _udp_weight(rel: Tensor, tie_weight: float, strict_only: bool = False):

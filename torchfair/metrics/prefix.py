@@ -48,12 +48,12 @@ import torch
 from torch import Tensor
 
 from .._validation import Batch, prepare
+from ..orderings.base import OrderingLike
 from ..orderings import OrderedBatch, Ordering
 from ._common import finish, order, safe_div
 
 __all__ = ["rnd", "rrd", "rkl", "pref", "skew", "ndkl", "fair", "prefix_mass", "MAX_NORMALISER_STATES"]
 
-OrderingLike = Union[Ordering, OrderedBatch, None]
 TargetLike = Union[float, Tensor, None]
 
 #: largest DP state space (number of prefix count vectors) the exact normaliser accepts

@@ -28,13 +28,13 @@ from torch import Tensor
 
 from .._validation import Batch, prepare
 from ..browsing import Cascade, Logarithmic, RBP, ReciprocalRank, TopK, Uniform, BrowsingModel
+from ..orderings.base import OrderingLike
 from ..orderings import OrderedBatch, Ordering
 from ..orderings.hard import HardOrderedBatch
 from ._common import finish, order, safe_div
 
 __all__ = ["dcg", "ndcg", "precision", "recall", "mrr", "rbp", "err"]
 
-OrderingLike = Union[Ordering, OrderedBatch, None]
 GainLike = Union[str, Callable[[Tensor], Tensor]]
 
 

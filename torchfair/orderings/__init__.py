@@ -4,7 +4,7 @@
 rankings; ``SoftRank``, ``NeuralSort``, ``SoftSort``, ``FastSoftRank`` and ``PlackettLuce`` relax the ranking so
 that the same measure code gives differentiable losses.  See :mod:`torchfair.orderings.base` for the interface.
 """
-from .base import OrderedBatch, Ordering, PairBlock, PAIR_BLOCK_ELEMENTS, row_blocks
+from .base import OrderedBatch, Ordering, OrderingLike, PairBlock, PAIR_BLOCK_ELEMENTS, row_blocks
 from .fast_soft_rank import FastSoftRank, FastSoftRankOrderedBatch, soft_rank
 from .hard import Hard, HardOrderedBatch, scores_from_ranking
 from .mixture import MixtureOrderedBatch
@@ -12,7 +12,7 @@ from .plackett_luce import PlackettLuce, all_rankings, log_probability, pair_pro
 from .soft import NeuralSort, PermutationOrderedBatch, SoftRank, SoftRankOrderedBatch, SoftSort
 from .stochastic import DoublyStochastic, DoublyStochasticOrderedBatch, Sampled, SampledOrderedBatch
 
-__all__ = ["Ordering", "OrderedBatch", "PairBlock", "PAIR_BLOCK_ELEMENTS", "row_blocks", "Hard",
+__all__ = ["Ordering", "OrderedBatch", "OrderingLike", "PairBlock", "PAIR_BLOCK_ELEMENTS", "row_blocks", "Hard",
            "HardOrderedBatch", "scores_from_ranking", "MixtureOrderedBatch", "Sampled", "SampledOrderedBatch",
            "DoublyStochastic", "DoublyStochasticOrderedBatch", "SoftRank", "SoftRankOrderedBatch", "NeuralSort",
            "SoftSort", "PermutationOrderedBatch", "PlackettLuce", "sample_rankings", "log_probability",

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional, Tuple
+from typing import Callable, Iterator, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -39,7 +39,7 @@ from torch.utils.checkpoint import checkpoint
 
 from ..browsing import BrowsingModel
 
-__all__ = ["Ordering", "OrderedBatch", "PairBlock", "PAIR_BLOCK_ELEMENTS", "row_blocks"]
+__all__ = ["Ordering", "OrderedBatch", "OrderingLike", "PairBlock", "PAIR_BLOCK_ELEMENTS", "row_blocks"]
 
 #: pair entries (B * rows * N) computed at once by :meth:`OrderedBatch.contract`
 PAIR_BLOCK_ELEMENTS = 2 ** 18
@@ -155,3 +155,8 @@ class Ordering(ABC):
     @abstractmethod
     def __call__(self, scores: Tensor, mask: Tensor) -> OrderedBatch:
         ...
+
+
+#: what every measure accepts as ``ordering=``: an :class:`Ordering` (applied to the scores), an
+#: :class:`OrderedBatch` computed beforehand (shared by several measures), or ``None`` (the exact ``Hard()``)
+OrderingLike = Union[Ordering, OrderedBatch, None]
