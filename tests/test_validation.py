@@ -104,8 +104,8 @@ def test_groups_bad(key):
     _raises(fn, "groups", S, R, g, num_groups=2)  # id < -1
     g[0, 0] = -2
     _raises(fn, "groups", S, R, g)  # also with inferred num_groups
-    soft = torch.tensor([[0.5, 0.5], [0.2, 0.7], [1.0, 0.0], [0.0, 1.0]]).expand(2, 4, 2).clone()
-    _raises(fn, "groups", S, R, soft)  # a row sums to 0.9
+    soft = torch.tensor([[0.5, 0.5], [0.2, 0.9], [1.0, 0.0], [0.0, 1.0]]).expand(2, 4, 2).clone()
+    _raises(fn, "groups", S, R, soft)  # a row sums to 1.1 (a sum below 1 is a partly unknown group)
     soft[0, 1] = torch.tensor([1.3, -0.3])  # sums to 1 but negative
     _raises(fn, "groups", S, R, soft)
     soft[0, 1] = torch.tensor([float("nan"), 0.5])

@@ -2,7 +2,8 @@
 
 Conventions (DEVELOPERS.md):
 * ``scores``, ``relevance``: ``[B, N]`` or ``[N]`` floating tensors;
-* ``groups``: ``[B, N]`` integer ids (``-1`` = unknown group) or ``[B, N, G]`` soft membership whose rows sum to 1;
+* ``groups``: ``[B, N]`` integer ids (``-1`` = unknown group) or ``[B, N, G]`` soft membership whose rows sum to 1
+  (or less, for an item whose group is partly unknown: the missing mass is in no group);
 * ``mask``: ``[B, N]`` bool, True for real items.
 
 Everything is converted to a batch ``[B, N]`` and computed in at least float32 (float16 / bfloat16 inputs are
@@ -120,7 +121,9 @@ def as_membership(groups: Tensor, mask: Tensor, num_groups: Optional[int], dtype
     Id ``-1`` marks an item of unknown group: it keeps its position in the ranking (it takes exposure and
     takes part in pairs) but belongs to no group, so its membership row is all zeros (Raj & Ekstrand,
     ``002`` §2.6, "include unlabeled items when computing attention weights but exclude them from further
-    analysis").  Padded items get an all-zero row too.
+    analysis").  Padded items get an all-zero row too.  Soft membership rows sum to 1, or to less where an
+    item's group is only partly known (TREC Fair 2022's pages with some attributes unknown): the missing mass
+    belongs to no group, as a ``-1`` id does.
     """
     B, N = mask.shape
     if groups.is_floating_point():
@@ -134,9 +137,9 @@ def as_membership(groups: Tensor, mask: Tensor, num_groups: Optional[int], dtype
             real = memb[mask]
             if not torch.isfinite(real).all() or (real < 0).any():
                 raise ValueError(f"`{name}` soft membership must be finite and non-negative")
-            if real.numel() and not torch.allclose(real.sum(-1), torch.ones((), dtype=dtype, device=real.device),
-                                                   atol=1e-4):
-                raise ValueError(f"`{name}` soft membership rows must sum to 1 (shape [B, N, G])")
+            if real.numel() and (real.sum(-1) > 1 + 1e-4).any():
+                raise ValueError(f"`{name}` soft membership rows must sum to at most 1 (shape [B, N, G]; a row "
+                                 f"summing to less than 1 is partly of unknown group)")
         return torch.where(mask.unsqueeze(-1), memb, torch.zeros((), dtype=dtype, device=memb.device))
     if groups.dtype == torch.bool or groups.shape != (B, N):
         raise ValueError(f"`{name}` must be integer group ids of shape [B, N] = [{B}, {N}] "
