@@ -1,5 +1,6 @@
 """Fairness losses: the exact measures of :mod:`torchfair.metrics` evaluated on a differentiable ordering and
-reduced to a scalar.  Nothing here re-implements a measure; each loss picks a measure, an ordering and a reduction.
+reduced to a scalar.  Nothing here re-implements a measure: each loss is a declaration over
+:func:`torchfair.losses.measure_loss` (a measure, a default ordering, a list reducer).
 
 Default ordering: ``SoftRank(temperature=0.1)`` (pairwise sigmoid with the temperature scaled by each list's
 score standard deviation).  Pass ``ordering=PlackettLuce(...)`` to train a stochastic ranking policy, or any other
@@ -18,86 +19,31 @@ from typing import Optional, Union
 import torch
 from torch import Tensor, nn
 
-from .._validation import prepare
-from ..browsing import BrowsingModel, Logarithmic, get_browsing
-from ..metrics import accuracy_gaps, dips, pairwise_accuracy
-from ..metrics.exposure import expected_exposure, exposure_misallocation
+from .._validation import check_choice, check_group_id, prepare
+from ..browsing import BrowsingModel
+from ..orderings import PlackettLuce
 from ..orderings.base import OrderingLike
-from ..orderings import OrderedBatch, Ordering, PlackettLuce, SoftRank, top1_probability
-from ..metrics._common import order, safe_div
+from .transform import measure_loss, reduce_loss
 
 __all__ = ["dips_loss", "exposure_misallocation_loss", "pairwise_accuracy_gap_loss", "deltr_loss",
            "fair_pg_rank_loss", "pairwise_correlation_loss", "DIPSLoss", "ExposureMisallocationLoss",
            "PairwiseAccuracyGapLoss", "DELTRLoss", "FairPGRankLoss", "PairwiseCorrelationLoss", "reduce_loss"]
 
-
-
-def _default(ordering: OrderingLike) -> Union[Ordering, OrderedBatch]:
-    return SoftRank(temperature=0.1) if ordering is None else ordering
-
-
-def reduce_loss(per_list: Tensor, valid: Tensor, reduction: str = "mean") -> Tensor:
-    """Reduce per-list losses ``[B]`` over the valid lists: ``"mean"`` (0 when none is valid), ``"sum"`` or ``"none"``."""
-    per_list = torch.where(valid, per_list, torch.zeros_like(per_list))
-    if reduction == "none":
-        return per_list
-    if reduction == "sum":
-        return per_list.sum()
-    if reduction == "mean":
-        return per_list.sum() / valid.sum().clamp(min=1).to(per_list.dtype)
-    raise ValueError(f"`reduction` must be 'mean', 'sum' or 'none'; got {reduction!r}")
-
-
-def _batched(x: Tensor, scores: Tensor) -> Tensor:
-    return x.unsqueeze(0) if scores.dim() == 1 else x
-
-
-def _real_lists(scores: Tensor, mask: Optional[Tensor]) -> Tensor:
-    """``[B]`` lists with at least one real item."""
-    m = torch.ones_like(scores, dtype=torch.bool) if mask is None else mask
-    return _batched(m, scores).any(-1)
-
-
-def _groups_present(groups: Tensor, scores: Tensor, mask: Optional[Tensor], G: int) -> Tensor:
-    """``[B]`` number of groups with at least one real item (soft membership: positive total membership)."""
-    b = prepare(scores, None, groups, mask, num_groups=G if not groups.is_floating_point() else None,
-                validate=False)
-    return (b.membership.sum(1) > 0).sum(-1)
-
-
-def _gap_reduce(M: Tensor, valid: Tensor, mode: str, protected: Optional[int], name: str):
-    """Per-list reduction of a ``[B, G, G]`` dissatisfaction/accuracy matrix to one number."""
-    gap = M - M.transpose(-1, -2)  # [B, G, G]
-    pair_valid = valid & valid.transpose(-1, -2)
-    G = M.shape[-1]
-    off = ~torch.eye(G, dtype=torch.bool, device=M.device)
-    pair_valid = pair_valid & off
-    if mode == "one_sided":
-        if protected is None or not (0 <= protected < G):
-            raise ValueError(f"`protected` must be a group id in [0, {G}) for mode='one_sided'; got {protected!r}")
-        g = torch.relu(gap[:, protected, :])  # protected dissatisfied by h more than h by protected
-        v = pair_valid[:, protected, :]
-        per = torch.where(v, g, torch.zeros_like(g)).amax(-1)
-        return per, v.any(-1)
-    if mode == "abs":
-        val = gap.abs()
-    elif mode == "square":
-        val = gap ** 2
-    else:
-        raise ValueError(f"`mode` must be 'abs', 'square' or 'one_sided'; got {mode!r}")
-    per = torch.where(pair_valid, val, torch.zeros_like(val)).flatten(1).amax(-1)
-    return per, pair_valid.flatten(1).any(-1)
+_DIPS_MODES = {"abs": "gap_abs", "square": "gap_square", "one_sided": "gap_one_sided"}
+_NORMS = ("l1", "l2sq", "ee-l")
+_WHICH = ("inter", "intra", "both")
 
 
 def dips_loss(scores: Tensor, relevance: Tensor, groups: Tensor, *, mode: str = "abs",
               protected: Optional[int] = None, browsing: Union[BrowsingModel, str, None] = None,
               tie_weight: float = 0.5, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
               ordering: OrderingLike = None, reduction: str = "mean", validate_args: bool = True) -> Tensor:
-    """DIPS loss: :func:`torchfair.metrics.dips` on a differentiable ordering, reduced to a scalar.
+    """DIPS loss: :func:`torchfair.metrics.dips` (Fabris et al., WSDM 2023, eq. 11) on a differentiable ordering
+    (default ``SoftRank(0.1)``), reduced per list by ``mode``:
 
-    ``mode="abs"``: ``|M_AB - M_BA|`` (for more than two groups the largest ``|M_gh - M_hg|``); ``"square"``: its
-    square; ``"one_sided"``: ``max_h relu(M_ph - M_hp)`` protecting group ``protected`` only.  See
-    :func:`torchfair.metrics.dips` for the measure (``000`` eq. 11) and the other arguments.
+    ``"abs"``: ``|M_AB - M_BA|`` (for more than two groups the largest ``|M_gh - M_hg|``); ``"square"``: its
+    square; ``"one_sided"``: ``max_h relu(M_ph - M_hp)`` protecting group ``protected`` only.  The other arguments
+    are those of :func:`torchfair.metrics.dips`.  Same as ``measure_loss("dips", ..., reducer="gap_" + mode)``.
 
     Example::
 
@@ -105,11 +51,10 @@ def dips_loss(scores: Tensor, relevance: Tensor, groups: Tensor, *, mode: str = 
         >>> loss = dips_loss(s, torch.rand(8, 20), torch.randint(0, 2, (8, 20)), num_groups=2)
         >>> loss.backward()
     """
-    M, valid = dips(scores, relevance, groups, browsing=browsing, tie_weight=tie_weight, mask=mask,
-                    num_groups=num_groups, ordering=_default(ordering), return_valid=True,
-                    validate_args=validate_args)
-    per, v = _gap_reduce(_batched(M, scores), _batched(valid, scores), mode, protected, "dips")
-    return reduce_loss(per, v, reduction)
+    check_choice(mode, "mode", tuple(_DIPS_MODES))
+    return measure_loss("dips", scores, relevance, groups, reducer=_DIPS_MODES[mode], protected=protected,
+                        browsing=browsing, tie_weight=tie_weight, mask=mask, num_groups=num_groups,
+                        ordering=ordering, reduction=reduction, validate_args=validate_args)
 
 
 def exposure_misallocation_loss(scores: Tensor, relevance: Tensor, groups: Tensor, *, target: str = "ee",
@@ -118,36 +63,22 @@ def exposure_misallocation_loss(scores: Tensor, relevance: Tensor, groups: Tenso
                                 ordering: OrderingLike = None, reduction: str = "mean",
                                 validate_args: bool = True) -> Tensor:
     """Exposure misallocation loss: ``||delta||_1`` (``norm="l1"``) or ``||delta||_2^2`` (``"l2sq"``) of
-    :func:`torchfair.metrics.exposure.exposure_misallocation` (``000`` eq. 12-16, targets ``"ee"``, ``"ea"``,
-    ``"ea-dp"``), or the expected-exposure loss EE-L (``norm="ee-l"``, ``002`` eq. 5, group version) on a
-    differentiable ordering.
+    :func:`torchfair.metrics.exposure_misallocation` (Fabris et al., WSDM 2023, eq. 12-16; targets ``"ee"``,
+    ``"ea"``, ``"ea-dp"``) on a differentiable ordering, or the group expected-exposure loss EE-L
+    (``norm="ee-l"``, :func:`torchfair.metrics.expected_exposure`; Diaz et al., CIKM 2020; Raj & Ekstrand,
+    SIGIR 2022, eq. 9).  Lists with fewer than two groups present are left out (nothing to rebalance).
 
     Example::
 
         >>> s = torch.randn(8, 20, requires_grad=True)
         >>> exposure_misallocation_loss(s, torch.rand(8, 20), torch.randint(0, 2, (8, 20)), num_groups=2).backward()
     """
-    ordering = _default(ordering)
+    check_choice(norm, "norm", _NORMS)
+    common = dict(browsing=browsing, mask=mask, num_groups=num_groups, ordering=ordering, reduction=reduction,
+                  validate_args=validate_args)
     if norm == "ee-l":
-        ee = expected_exposure(scores, relevance, groups, browsing=browsing, mask=mask, num_groups=num_groups,
-                               ordering=ordering, validate_args=validate_args)
-        per = _batched(ee.loss, scores)
-        return reduce_loss(per, _real_lists(scores, mask), reduction)
-    delta, valid = exposure_misallocation(scores, relevance, groups, target=target, browsing=browsing, mask=mask,
-                                          num_groups=num_groups, ordering=ordering, return_valid=True,
-                                          validate_args=validate_args)
-    delta, valid = _batched(delta, scores), _batched(valid, scores)
-    if valid.dim() == delta.dim():  # per-group validity
-        valid = valid.all(-1)
-    # a list with fewer than two groups has delta = 0 whatever the ranking: nothing to train, excluded from the mean
-    valid = valid & (_groups_present(groups, scores, mask, delta.shape[-1]) >= 2)
-    if norm == "l1":
-        per = delta.abs().sum(-1)
-    elif norm == "l2sq":
-        per = (delta ** 2).sum(-1)
-    else:
-        raise ValueError(f"`norm` must be 'l1', 'l2sq' or 'ee-l'; got {norm!r}")
-    return reduce_loss(per, valid, reduction)
+        return measure_loss("expected_exposure", scores, relevance, groups, reducer="value", **common)
+    return measure_loss("exposure_misallocation", scores, relevance, groups, reducer=norm, target=target, **common)
 
 
 def pairwise_accuracy_gap_loss(scores: Tensor, relevance: Tensor, groups: Tensor, *, which: str = "inter",
@@ -155,77 +86,55 @@ def pairwise_accuracy_gap_loss(scores: Tensor, relevance: Tensor, groups: Tensor
                                num_groups: Optional[int] = None, ordering: OrderingLike = None,
                                reduction: str = "mean", validate_args: bool = True) -> Tensor:
     """Pairwise accuracy gap loss: ``|InterAcc|``, ``|IntraAcc|`` or their sum (``which="both"``) of
-    :func:`torchfair.metrics.pairwise_accuracy` (``002`` eq. 11, §2.5; Beutel et al. 2019, Narasimhan et al.
-    2020) on a differentiable ordering.
+    :func:`torchfair.metrics.pairwise_accuracy` (Raj & Ekstrand, SIGIR 2022, eq. 11 and §2.5; Beutel et al.,
+    KDD 2019; Narasimhan et al., AAAI 2020) on a differentiable ordering, ``protected`` against ``reference``.
+    A batch with one group only (or without ``protected``) gives 0.
 
     Example::
 
         >>> s = torch.randn(8, 20, requires_grad=True)
         >>> pairwise_accuracy_gap_loss(s, torch.rand(8, 20), torch.randint(0, 2, (8, 20)), num_groups=2).backward()
     """
-    if which not in ("inter", "intra", "both"):
-        raise ValueError(f"`which` must be 'inter', 'intra' or 'both'; got {which!r}")
-    A, valid = pairwise_accuracy(scores, relevance, groups, mask=mask, num_groups=num_groups,
-                                 ordering=_default(ordering), return_valid=True, validate_args=validate_args)
-    A, valid = _batched(A, scores), _batched(valid, scores)
-    inter, intra = accuracy_gaps(A, protected, reference)
-    p, r = protected, reference
-    v_inter = valid[:, r, p] & valid[:, p, r]
-    v_intra = valid[:, r, r] & valid[:, p, p]
-    if which == "inter":
-        return reduce_loss(inter.abs(), v_inter, reduction)
-    if which == "intra":
-        return reduce_loss(intra.abs(), v_intra, reduction)
-    per = torch.where(v_inter, inter.abs(), torch.zeros_like(inter)) + torch.where(v_intra, intra.abs(),
-                                                                                     torch.zeros_like(intra))
-    return reduce_loss(per, v_inter | v_intra, reduction)
-
-
-def _group_means(memb: Tensor, x: Tensor):
-    """``[B, G]`` mean of ``x [B, N]`` over each group's items, and whether the group is present."""
-    size = memb.sum(1)
-    return safe_div(torch.einsum("bng,bn->bg", memb, x), size)
+    check_choice(which, "which", _WHICH)
+    return measure_loss("pairwise_accuracy", scores, relevance, groups, reducer=which, protected=protected,
+                        reference=reference, mask=mask, num_groups=num_groups, ordering=ordering,
+                        reduction=reduction, validate_args=validate_args)
 
 
 def deltr_loss(scores: Tensor, groups: Tensor, *, protected: int = 1, mask: Optional[Tensor] = None,
                num_groups: Optional[int] = None, reduction: str = "mean", validate_args: bool = True) -> Tensor:
-    """DELTR's disparate-exposure term (Zehlike & Castillo, WWW 2020): ``max(0, U(G0) - U(G1))**2`` with
-    ``U(G)`` the mean ListNet top-1 probability (softmax of the scores) of the group's items and ``G1`` the
-    protected group (the asymmetric variant; the non-protected group is every other known group).
-    Undefined when either side is absent.  Combine with :func:`torchfair.losses.listnet_loss` as DELTR does.
+    """DELTR's disparate-exposure term (Zehlike & Castillo, WWW 2020): ``max(0, gap)**2`` of
+    :func:`torchfair.metrics.top1_exposure_gap` (mean ListNet top-1 probability of the non-protected items minus
+    that of the protected group; the asymmetric variant).  Undefined (left out) when a side is absent.  Combine
+    with :func:`torchfair.losses.listnet_loss` as DELTR does.
+
+    Example::
+
+        >>> s = torch.randn(8, 20, requires_grad=True)
+        >>> deltr_loss(s, torch.randint(0, 2, (8, 20))).backward()
     """
-    b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
-    p1 = top1_probability(b.scores, mask=b.mask)
-    prot = b.membership[..., protected]
-    other = b.membership.sum(-1) - prot
-    memb = torch.stack([other, prot], -1)
-    u, present = _group_means(memb, p1)
-    per = torch.relu(u[:, 0] - u[:, 1]) ** 2
-    return reduce_loss(per, present.all(-1), reduction)
+    return measure_loss("top1_exposure_gap", scores, None, groups, reducer="squared_hinge", protected=protected,
+                        mask=mask, num_groups=num_groups, reduction=reduction, validate_args=validate_args)
 
 
 def fair_pg_rank_loss(scores: Tensor, relevance: Tensor, groups: Tensor, *, protected: int = 1,
                       browsing: Union[BrowsingModel, str, None] = None, mask: Optional[Tensor] = None,
                       num_groups: Optional[int] = None, ordering: OrderingLike = None, reduction: str = "mean",
                       validate_args: bool = True) -> Tensor:
-    """Fair-PG-Rank's group disparity (Singh & Joachims, NeurIPS 2019, disparate exposure with merit):
+    """Fair-PG-Rank's group disparity (Singh & Joachims, NeurIPS 2019): ``max(0, D)`` of
+    :func:`torchfair.metrics.disparate_exposure` (exposure per unit of merit of the non-protected items minus that
+    of the protected group) under a ranking policy, default ``PlackettLuce(samples=32)`` with PL-Rank gradients
+    (DCG browsing ``1/log2(k+2)``).  Undefined (left out) when a side is absent or has zero merit.
 
-    ``D = max(0, v(G0) / U(G0) - v(G1) / U(G1))`` with ``v(G)`` the mean expected exposure of the group's items
-    under the ranking policy (default ``PlackettLuce(samples=32)``; DCG browsing ``1/log2(k+2)``) and ``U(G)`` the
-    group's mean relevance, ``G1`` the protected group.  Undefined when a side is absent or has zero merit.
+    Example::
+
+        >>> s = torch.randn(8, 20, requires_grad=True)
+        >>> fair_pg_rank_loss(s, torch.rand(8, 20), torch.randint(0, 2, (8, 20))).backward()
     """
-    b = prepare(scores, relevance, groups, mask, num_groups=num_groups, validate=validate_args,
-                require_relevance=True, require_groups=True)
-    F = get_browsing(browsing, Logarithmic())
-    ob = order(b, PlackettLuce(samples=32) if ordering is None else ordering)
-    e = ob.exposure(F, b.relevance)
-    prot = b.membership[..., protected]
-    memb = torch.stack([b.membership.sum(-1) - prot, prot], -1)
-    v, present = _group_means(memb, e)
-    U, _ = _group_means(memb, b.relevance)
-    ratio, ok = safe_div(v, U)
-    per = torch.relu(ratio[:, 0] - ratio[:, 1])
-    return reduce_loss(per, present.all(-1) & ok.all(-1), reduction)
+    return measure_loss("disparate_exposure", scores, relevance, groups, reducer="hinge", protected=protected,
+                        browsing=browsing, mask=mask, num_groups=num_groups,
+                        ordering=PlackettLuce(samples=32) if ordering is None else ordering, reduction=reduction,
+                        validate_args=validate_args)
 
 
 def pairwise_correlation_loss(scores: Tensor, relevance: Tensor, groups: Tensor, *, protected: int = 1,
@@ -238,12 +147,19 @@ def pairwise_correlation_loss(scores: Tensor, relevance: Tensor, groups: Tensor,
     margins do not depend on which group holds the more relevant item.  ``O(B N^2)`` memory.
     Returns a scalar (0 when fewer than two such pairs exist).
     """
+    check_group_id(protected, "protected", num_groups)
     b = prepare(scores, relevance, groups, mask, num_groups=num_groups, validate=validate_args,
                 require_relevance=True, require_groups=True)
+    if protected >= b.membership.shape[-1]:  # the protected group is absent from this batch: no such pair
+        return b.scores.sum() * 0.0
     a = b.membership[..., protected]
     known = b.membership.sum(-1) > 0
     sgn = torch.sign(b.relevance[:, :, None] - b.relevance[:, None, :])
-    A = (b.scores[:, :, None] - b.scores[:, None, :]) * sgn
+    # the correlation is scale invariant: divide the scores by their largest magnitude (a constant) first, so
+    # that huge logits do not overflow the squares below
+    scale = b.scores.detach().abs().amax().clamp(min=1.0)
+    s = b.scores / scale
+    A = (s[:, :, None] - s[:, None, :]) * sgn
     Bv = (a[:, :, None] - a[:, None, :]) * sgn
     sel = (sgn > 0) & (Bv != 0) & (known[:, :, None] & known[:, None, :]) & (b.mask[:, :, None] & b.mask[:, None, :])
     w = sel.to(A.dtype)
@@ -252,8 +168,9 @@ def pairwise_correlation_loss(scores: Tensor, relevance: Tensor, groups: Tensor,
     mB = (Bv * w).sum() / n.clamp(min=1)
     cov = ((A - mA) * (Bv - mB) * w).sum()
     var = ((A - mA) ** 2 * w).sum() * ((Bv - mB) ** 2 * w).sum()
-    corr = cov / torch.sqrt(var + 1e-12)
-    return torch.where(n >= 2, corr.abs(), torch.zeros_like(corr))
+    ok = (n >= 2) & (var > 0)
+    corr = cov / torch.sqrt(torch.where(ok, var, torch.ones_like(var)))
+    return torch.where(ok, corr.abs(), torch.zeros_like(corr))
 
 
 class _LossModule(nn.Module):

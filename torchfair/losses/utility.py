@@ -14,7 +14,8 @@ from torch import Tensor
 from .._validation import prepare
 from ..metrics.utility import ndcg
 from ..orderings import NeuralSort, PlackettLuce, SoftRank, log_probability
-from .fairness import _LossModule, reduce_loss
+from .fairness import _LossModule
+from .transform import measure_loss, reduce_loss
 
 __all__ = ["listnet_loss", "listmle_loss", "approx_ndcg_loss", "neural_ndcg_loss", "pl_ndcg_loss", "ListNetLoss",
            "ListMLELoss", "ApproxNDCGLoss", "NeuralNDCGLoss", "PLNDCGLoss"]
@@ -47,11 +48,8 @@ def listmle_loss(scores: Tensor, relevance: Tensor, *, mask: Optional[Tensor] = 
 
 
 def _one_minus_ndcg(scores, relevance, mask, k, ordering, reduction, validate_args):
-    value, valid = ndcg(scores, relevance, k=k, mask=mask, ordering=ordering, return_valid=True,
-                        validate_args=validate_args)
-    if value.dim() == 0:
-        value, valid = value[None], valid[None]
-    return reduce_loss(1.0 - value, valid, reduction)
+    return measure_loss("ndcg", scores, relevance, reducer="one_minus", k=k, mask=mask, ordering=ordering,
+                        reduction=reduction, validate_args=validate_args)
 
 
 def approx_ndcg_loss(scores: Tensor, relevance: Tensor, *, temperature: float = 0.1, k: Optional[int] = None,

@@ -14,6 +14,8 @@ from .pairwise import (RankParity, accuracy_gaps, dips, discordant_fraction, igi
                        kendall_tau, pairwise_accuracy, pairwise_gap, rank_parity, ree)
 from .prefix import fair, ndkl, pref, prefix_mass, rkl, rnd, rrd, skew
 from .utility import dcg, err, mrr, ndcg, precision, rbp, recall
+from .disparity import disparate_exposure, top1_exposure_gap
+from .declarations import MEASURES, Measure, get_declaration
 
 __all__ = [
     # pairwise
@@ -30,4 +32,8 @@ __all__ = [
     "monotonicity_test", "MonotonicityTest", "isotonic_regression",
     # utility
     "dcg", "ndcg", "precision", "recall", "mrr", "rbp", "err",
+    # the baselines' disparities
+    "top1_exposure_gap", "disparate_exposure",
+    # declarations
+    "MEASURES", "Measure", "get_declaration",
 ]

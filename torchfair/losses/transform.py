@@ -1,0 +1,273 @@
+r"""Measures turned into losses: one transformation for every measure.
+
+A loss is a declared measure (:data:`torchfair.metrics.MEASURES`) evaluated on a differentiable ordering, reduced
+to one number per list by a *list reducer*, then to one number per batch over the lists where it is defined::
+
+    loss = reduce_over_valid_lists( reducer( measure(scores, ..., ordering=SoftRank(0.1)) ) )
+
+in the spirit of rax's ``approx_t12n`` / ``gumbel_t12n``: the ordering is the relaxation (``SoftRank``,
+``NeuralSort``, ``FastSoftRank``, or ``PlackettLuce(estimator=...)`` for a stochastic policy), the measure is the
+exact evaluator's own code, and nothing re-implements a formula.  ``DIPSLoss``, ``ExposureMisallocationLoss``,
+``PairwiseAccuracyGapLoss``, the baselines and the NDCG losses are such declarations; any other measure becomes a
+loss the same way::
+
+    >>> import torch
+    >>> s = torch.randn(4, 10, requires_grad=True)
+    >>> g = torch.randint(0, 2, (4, 10))
+    >>> measure_loss("rnd", s, groups=g, num_groups=2).backward()         # rND on a soft ordering
+    >>> loss = MeasureLoss("dips", reducer="gap_square", browsing="rbp:0.8")
+
+List reducers (:data:`REDUCERS`), by the shape of the measure's per-list value:
+
+* pair matrices ``[B, G, G]`` (DIPS, IGI, REE): ``"gap_abs"`` ``max_{g != h} |M_gh - M_hg|`` over the pairs where
+  both entries are defined; ``"gap_square"`` its square; ``"gap_one_sided"`` ``max_h relu(M_ph - M_hp)`` for the
+  ``protected`` group ``p`` only.  Pairwise accuracy ``A`` (Raj & Ekstrand, SIGIR 2022, §2.5): ``"inter"``
+  ``|A_rp - A_pr|``, ``"intra"`` ``|A_rr - A_pp|``, ``"both"`` their sum, for ``protected`` p and ``reference`` r.
+* group vectors ``[B, G]`` (misallocation, AWRF): ``"l1"`` ``sum_g |x_g|``, ``"l2sq"`` ``sum_g x_g^2`` over the
+  entries of the groups present in the list; a list counts only when at least two groups are present in it
+  (with one group nothing about the ranking can change the value) and the value of each of them is defined.
+* per-list values ``[B]``: ``"value"`` (lower is better already), ``"one_minus"`` (``1 - x``, utility measures in
+  ``[0, 1]``), ``"abs"``, ``"hinge"`` ``max(0, x)``, ``"squared_hinge"`` ``max(0, x)^2``.
+
+A list where the measure (or the reducer) is undefined contributes 0 and is left out of ``reduction="mean"``; a
+batch of only such lists gives exactly 0 with zero gradient.  ``protected`` / ``reference`` ids missing from a
+batch (a batch without the protected group) make its lists undefined, not an error.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Dict, Optional, Tuple, Union
+
+import torch
+from torch import Tensor, nn
+
+from .._validation import check_choice, check_group_id, check_reduction, prepare
+from ..metrics.declarations import Measure, get_declaration
+from ..orderings import SoftRank
+from ..orderings.base import OrderingLike
+
+__all__ = ["measure_loss", "MeasureLoss", "reduce_loss", "REDUCERS", "default_ordering"]
+
+
+def default_ordering():
+    """The ordering a loss uses when none is given: ``SoftRank(temperature=0.1)`` (pairwise sigmoid, the
+    temperature scaled per list as documented in :mod:`torchfair.orderings.soft`)."""
+    return SoftRank(temperature=0.1)
+
+
+def reduce_loss(per_list: Tensor, valid: Tensor, reduction: str = "mean") -> Tensor:
+    """Reduce per-list losses ``[B]`` over the valid lists: ``"mean"`` (0 when none is valid), ``"sum"`` or
+    ``"none"`` (per list, 0 where invalid)."""
+    check_reduction(reduction)
+    per_list = torch.where(valid, per_list, torch.zeros_like(per_list))
+    if reduction == "none":
+        return per_list
+    if reduction == "sum":
+        return per_list.sum()
+    return per_list.sum() / valid.sum().clamp(min=1).to(per_list.dtype)
+
+
+# --------------------------------------------------------------------------------------------- reducers
+def _zero_where(x: Tensor, ok: Tensor) -> Tensor:
+    return torch.where(ok, x, torch.zeros_like(x))
+
+
+def _pad_groups(value: Tensor, valid: Tensor, G: int) -> Tuple[Tensor, Tensor]:
+    """Pad ``[B, g, g]`` matrices with undefined entries up to ``G`` groups (a group absent from the batch)."""
+    g = value.shape[-1]
+    if g >= G:
+        return value, valid
+    pad = (0, G - g, 0, G - g)
+    return nn.functional.pad(value, pad), nn.functional.pad(valid, pad, value=False)
+
+
+def _pair_gaps(value: Tensor, valid: Tensor) -> Tuple[Tensor, Tensor]:
+    G = value.shape[-1]
+    off = ~torch.eye(G, dtype=torch.bool, device=value.device)
+    ok = valid & valid.transpose(-1, -2) & off
+    return value - value.transpose(-1, -2), ok
+
+
+def _gap_abs(value, valid, ctx):
+    gap, ok = _pair_gaps(value, valid)
+    return _zero_where(gap.abs(), ok).flatten(1).amax(-1), ok.flatten(1).any(-1)
+
+
+def _gap_square(value, valid, ctx):
+    gap, ok = _pair_gaps(value, valid)
+    return _zero_where(gap ** 2, ok).flatten(1).amax(-1), ok.flatten(1).any(-1)
+
+
+def _gap_one_sided(value, valid, ctx):
+    p = ctx["protected"]
+    if p is None:
+        raise ValueError("`protected` must be given (a group id) for the one-sided reducer")
+    value, valid = _pad_groups(value, valid, p + 1)
+    gap, ok = _pair_gaps(value, valid)
+    g, v = torch.relu(gap[:, p, :]), ok[:, p, :]
+    return _zero_where(g, v).amax(-1), v.any(-1)
+
+
+def _accuracy(which: str):
+    def reducer(value, valid, ctx):
+        p = 1 if ctx["protected"] is None else ctx["protected"]
+        r = 0 if ctx["reference"] is None else ctx["reference"]
+        if p == r:
+            raise ValueError(f"`protected` and `reference` must be distinct group ids; got {p} and {r}")
+        value, valid = _pad_groups(value, valid, max(p, r) + 1)
+        inter, v_inter = value[:, r, p] - value[:, p, r], valid[:, r, p] & valid[:, p, r]
+        intra, v_intra = value[:, r, r] - value[:, p, p], valid[:, r, r] & valid[:, p, p]
+        if which == "inter":
+            return inter.abs(), v_inter
+        if which == "intra":
+            return intra.abs(), v_intra
+        return _zero_where(inter.abs(), v_inter) + _zero_where(intra.abs(), v_intra), v_inter | v_intra
+    return reducer
+
+
+def _group_norm(power: int):
+    def reducer(value, valid, ctx):
+        present = ctx["present"][:, :value.shape[-1]]
+        ok = valid & present
+        x = value.abs() if power == 1 else value ** 2
+        return _zero_where(x, ok).sum(-1), (present.sum(-1) >= 2) & (valid | ~present).all(-1)
+    return reducer
+
+
+def _elementwise(fn: Callable[[Tensor], Tensor]):
+    def reducer(value, valid, ctx):
+        return fn(value), valid
+    return reducer
+
+
+#: name -> (output shape it applies to, reducer(value, valid, ctx) -> (per_list [B], valid [B]))
+REDUCERS: Dict[str, Tuple[str, Callable]] = {
+    "gap_abs": ("pair", _gap_abs),
+    "gap_square": ("pair", _gap_square),
+    "gap_one_sided": ("pair", _gap_one_sided),
+    "inter": ("pair", _accuracy("inter")),
+    "intra": ("pair", _accuracy("intra")),
+    "both": ("pair", _accuracy("both")),
+    "l1": ("group", _group_norm(1)),
+    "l2sq": ("group", _group_norm(2)),
+    "value": ("list", _elementwise(lambda x: x)),
+    "one_minus": ("list", _elementwise(lambda x: 1.0 - x)),
+    "abs": ("list", _elementwise(torch.abs)),
+    "hinge": ("list", _elementwise(torch.relu)),
+    "squared_hinge": ("list", _elementwise(lambda x: torch.relu(x) ** 2)),
+}
+
+
+# --------------------------------------------------------------------------------------------- the transformation
+_SHAPES = {"list": "[B]", "group": "[B, G]", "pair": "[B, G, G]"}
+_DATA_ARGS = {"scores", "relevance", "groups", "mask", "num_groups", "ordering", "return_valid", "reduction",
+              "validate_args", "protected", "reference"}
+
+def _as_batch(x: Optional[Tensor], soft_dim: int) -> Optional[Tensor]:
+    if x is None:
+        return None
+    return x.unsqueeze(0) if x.dim() == soft_dim - 1 else x
+
+
+def _split(result: Any, field: Optional[str], real: Tensor) -> Tuple[Tensor, Tensor]:
+    if hasattr(result, "_fields"):
+        value = getattr(result, field)
+        valid = getattr(result, "valid", None)
+        return value, real if valid is None else valid
+    if isinstance(result, tuple):
+        return result
+    return result, real
+
+
+def measure_loss(measure: Union[str, Measure], scores: Tensor, relevance: Optional[Tensor] = None,
+                 groups: Optional[Tensor] = None, *, reducer: Optional[str] = None, ordering: OrderingLike = None,
+                 mask: Optional[Tensor] = None, num_groups: Optional[int] = None, protected: Optional[int] = None,
+                 reference: Optional[int] = None, reduction: str = "mean", validate_args: bool = True,
+                 **options: Any) -> Tensor:
+    """Any declared measure as a loss: ``measure`` on ``ordering`` (default :func:`default_ordering`), reduced per
+    list by ``reducer`` (default: the measure's declared ``loss`` reducer, see :data:`REDUCERS`) and over the batch
+    by ``reduction`` (``"mean"`` over the lists where it is defined, ``"sum"``, ``"none"``).
+
+    ``options`` are the measure's own keyword arguments (``browsing``, ``tie_weight``, ``target``, ``k``...);
+    ``protected`` / ``reference`` go to the measure when it takes them and to the reducers that need them.
+    Shapes: ``scores`` ``[B, N]`` or ``[N]``; returns a scalar (``[B]`` for ``reduction="none"``).
+    """
+    m = get_declaration(measure) if not isinstance(measure, Measure) else measure
+    reducer = m.loss if reducer is None else reducer
+    if reducer is None:
+        raise ValueError(f"`reducer` must be given: measure {m.name!r} declares no default loss reducer "
+                         f"(choose one of {', '.join(REDUCERS)})")
+    check_choice(reducer, "reducer", tuple(REDUCERS))
+    shape, fn = REDUCERS[reducer]
+    check_reduction(reduction)
+    if protected is not None:
+        check_group_id(protected, "protected", num_groups)
+    if reference is not None:
+        check_group_id(reference, "reference", num_groups)
+
+    params = inspect.signature(m.fn).parameters
+    s = _as_batch(scores, 2) if isinstance(scores, Tensor) else scores
+    kw: Dict[str, Any] = {**m.defaults, **options}
+    if "relevance" in params:
+        kw["relevance"] = _as_batch(relevance, 2)
+    if "groups" in params:
+        if groups is not None and isinstance(groups, Tensor):
+            groups = _as_batch(groups, 3 if groups.is_floating_point() else 2)
+        kw["groups"] = groups
+        if num_groups is not None and not (groups is not None and groups.is_floating_point()):
+            kw["num_groups"] = num_groups
+    msk = _as_batch(mask, 2)
+    kw.update(mask=msk, validate_args=validate_args)
+    if "ordering" in params:
+        kw["ordering"] = default_ordering() if ordering is None else ordering
+    elif ordering is not None:
+        raise ValueError(f"`ordering`: measure {m.name!r} depends on the score values, not on an ordering")
+    for name, val in (("protected", protected), ("reference", reference)):
+        if name in params and val is not None:
+            kw[name] = val
+    if "return_valid" in params:
+        kw["return_valid"] = True
+    if "reduction" in params:
+        kw["reduction"] = "none"
+    unknown = sorted(k for k in options if k not in params)
+    if unknown:
+        raise ValueError(f"`{unknown[0]}` is not an option of measure {m.name!r}; it takes "
+                         f"{', '.join(k for k in params if k not in _DATA_ARGS)}")
+    result = m.fn(s, **{k: v for k, v in kw.items() if k in params})
+
+    real = (torch.ones_like(s, dtype=torch.bool) if msk is None else msk).any(-1)
+    value, valid = _split(result, m.loss_field, real)
+    got = {1: "list", 2: "group", 3: "pair"}.get(value.dim())
+    if got != shape:
+        raise ValueError(f"`reducer` {reducer!r} reduces {shape} values ({_SHAPES[shape]}) but {m.name!r} gave "
+                         f"{got} values of shape {tuple(value.shape)} with these options")
+    ctx: Dict[str, Any] = {"protected": protected, "reference": reference}
+    if shape == "group":
+        b = prepare(s, None, groups, msk, num_groups=None if groups.is_floating_point() else value.shape[-1],
+                    validate=False)
+        ctx["present"] = b.membership.sum(1) > 0
+    per, ok = fn(value, valid, ctx)
+    out = reduce_loss(per, ok, reduction)
+    return out.squeeze(0) if reduction == "none" and scores.dim() == 1 else out
+
+
+class MeasureLoss(nn.Module):
+    """Module form of :func:`measure_loss`: ``MeasureLoss("rnd")(scores, relevance, groups, mask)``.
+
+    Construction arguments (``reducer``, ``ordering``, ``protected``, the measure's options) are fixed; the call
+    takes the batch.  Every loss of :mod:`torchfair.losses` has this call signature, so losses are interchangeable
+    in :class:`~torchfair.losses.FairnessRegularizer` and in training configs.
+    """
+
+    def __init__(self, measure: Union[str, Measure], **kwargs: Any):
+        super().__init__()
+        self.measure = get_declaration(measure) if not isinstance(measure, Measure) else measure
+        self.kwargs = kwargs
+
+    def forward(self, scores: Tensor, relevance: Optional[Tensor] = None, groups: Optional[Tensor] = None,
+                mask: Optional[Tensor] = None) -> Tensor:
+        return measure_loss(self.measure, scores, relevance, groups, mask=mask, **self.kwargs)
+
+    def extra_repr(self) -> str:
+        return ", ".join([repr(self.measure.name)] + [f"{k}={v!r}" for k, v in self.kwargs.items()])
+

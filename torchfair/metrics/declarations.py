@@ -1,0 +1,238 @@
+"""The declaration of every measure: what it is, declared once, read by everything that uses measures.
+
+A :class:`Measure` names a measure function of :mod:`torchfair.metrics` together with what the rest of the library
+needs to know about it: its kind (fairness or utility), its direction, what it needs (relevance, groups, a
+browsing model), the shape of its per-list value, its per-list validity rule, a one-line description, its source,
+and how it becomes a loss by default.  :data:`MEASURES` holds them all; readers:
+
+* :mod:`torchfair.evaluation` (the registry, :func:`~torchfair.evaluation.evaluate`, the torchmetrics classes,
+  whose ``higher_is_better`` comes from here) and the ``torchfair metrics`` CLI (``--list-measures``);
+* :mod:`torchfair.losses` (:func:`~torchfair.losses.measure_loss` / :class:`~torchfair.losses.MeasureLoss` turn
+  any declared measure into a loss, with the declared ``loss`` reducer by default).
+
+Example: the declaration of DIPS::
+
+    Measure("dips", pairwise.dips, kind="fairness", higher_is_better=False,
+            needs=("relevance", "groups", "browsing"), output="pair",
+            validity="M[g, h] is undefined when group g or h is absent from the list",
+            description="DIPS M[g, h]: dissatisfaction of group g caused by group h ...",
+            source="Fabris et al., WSDM 2023, eq. 11", loss="gap_abs")
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from . import calibration, disparity, exposure, pairwise, prefix, utility
+
+__all__ = ["Measure", "MEASURES", "get_declaration", "KINDS", "OUTPUTS", "NEEDS"]
+
+KINDS = ("fairness", "utility")
+#: per-list value: ``list`` ``[B]``, ``group`` ``[B, G]``, ``pair`` ``[B, G, G]``, ``record`` a NamedTuple
+OUTPUTS = ("list", "group", "pair", "record")
+NEEDS = ("relevance", "groups", "browsing")
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A measure's declaration (see the module docstring)."""
+
+    #: the name users ask for (``evaluate(..., ["dips"])``, ``--measures dips``, ``measure_loss("dips", ...)``)
+    name: str
+    #: the functional measure (scores, [relevance], [groups], keyword options) -> value[, valid]
+    fn: Callable[..., Any]
+    #: ``"fairness"`` or ``"utility"``
+    kind: str
+    #: ``True``: higher is better; ``False``: lower is better; ``None``: signed or a vector, 0 / parity is best
+    higher_is_better: Optional[bool]
+    #: inputs beyond the scores: a subset of ``("relevance", "groups", "browsing")``
+    needs: Tuple[str, ...]
+    #: shape of the per-list value, one of :data:`OUTPUTS`
+    output: str
+    #: when the value of one list is undefined (returned as 0 and flagged False in the validity mask)
+    validity: str
+    #: one line for tables and ``--list-measures``
+    description: str
+    #: where the formula comes from (authors, venue, year, equation)
+    source: str
+    #: the list reducer that turns it into a loss by default (``None``: not meant as a loss), see
+    #: :data:`torchfair.losses.transform.REDUCERS`
+    loss: Optional[str] = None
+    #: for ``record`` outputs, the field a loss uses
+    loss_field: Optional[str] = None
+    #: options the evaluation tools always pass (e.g. per-list IAA)
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    #: global options (CLI flags) that must not reach this measure (MPC's ``k`` is a number of pairs)
+    ignore_global: Tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"`kind` must be one of {KINDS}; got {self.kind!r}")
+        if self.output not in OUTPUTS:
+            raise ValueError(f"`output` must be one of {OUTPUTS}; got {self.output!r}")
+        if not set(self.needs) <= set(NEEDS):
+            raise ValueError(f"`needs` must be a subset of {NEEDS}; got {self.needs!r}")
+        if self.output == "record" and self.loss is not None and self.loss_field is None:
+            raise ValueError("a record measure made a loss must name its `loss_field`")
+
+    @property
+    def direction(self) -> str:
+        """``"higher"``, ``"lower"`` or ``"zero"`` (signed: closest to parity is best)."""
+        return {True: "higher", False: "lower", None: "zero"}[self.higher_is_better]
+
+
+def _m(*args, **kwargs) -> Measure:
+    return Measure(*args, **kwargs)
+
+
+_GROUP_ABSENT = "an entry is undefined when a group it involves is absent from the list"
+
+_DECLARED: List[Measure] = [
+    # ------------------------------------------------------------------ pairwise
+    _m("dips", pairwise.dips, "fairness", False, ("relevance", "groups", "browsing"), "pair",
+       "M[g, h] is undefined when group g or h is absent from the list",
+       "DIPS M[g, h]: browsing-weighted unfavourable discordant pairs of g caused by h; gap M_gh - M_hg",
+       "Fabris et al., WSDM 2023, eq. 7-11", loss="gap_abs"),
+    _m("igi", pairwise.igi, "fairness", False, ("relevance", "groups"), "pair",
+       "M[g, h] is undefined when no (g, h) pair has r_i > r_j",
+       "Inter-group inaccuracy: share of (g, h) pairs with r_i > r_j ranked the wrong way",
+       "Beutel et al., KDD 2019; Fabris et al., WSDM 2023, eq. 1 and §4.4", loss="gap_abs"),
+    _m("ree", pairwise.ree, "fairness", False, ("relevance", "groups"), "pair",
+       "M[g, h] is undefined when group g or h is absent from the list",
+       "Rank equality error: unfavourable discordant (g, h) pairs over all N_g N_h pairs",
+       "Kuhlman et al., 2019; Fabris et al., WSDM 2023, eq. 1 and §4.4", loss="gap_abs"),
+    _m("pairwise_accuracy", pairwise.pairwise_accuracy, "fairness", True, ("relevance", "groups"), "pair",
+       "A[g, h] is undefined when no (g, h) pair has r_i > r_j",
+       "Pairwise accuracy A[g, h]: P(i above j | r_i > r_j, i in g, j in h); InterAcc and IntraAcc gaps",
+       "Raj & Ekstrand, SIGIR 2022, eq. 11 and §2.5", loss="inter"),
+    _m("rank_parity", pairwise.rank_parity, "fairness", None, ("groups",), "record",
+       "a group's entries are undefined when it has no mixed pair (another group absent)",
+       "Rank parity: share of mixed pairs each group wins (ARP) and Kuhlman's pair = |1 - 2 share|",
+       "Kuhlman et al., AIES 2021, eq. 8-9; FairRankTune docs (ARP)"),
+    _m("kendall_tau", pairwise.kendall_tau, "utility", True, ("relevance",), "list",
+       "undefined for lists of fewer than two items",
+       "Kendall's tau between the ranking and the ideal (relevance) ranking, 1 - 2 x discordant fraction",
+       "Fabris et al., WSDM 2023, §3.1"),
+    _m("discordant_fraction", pairwise.discordant_fraction, "utility", False, ("relevance",), "list",
+       "undefined for lists of fewer than two items",
+       "Fraction of item pairs ranked against strictly ordered relevance",
+       "Fabris et al., WSDM 2023, eq. 3-4"),
+    # ------------------------------------------------------------------ exposure
+    _m("exposure_misallocation", exposure.exposure_misallocation, "fairness", None,
+       ("relevance", "groups", "browsing"), "group",
+       "undefined when the list gets no exposure or its total target is 0 (e.g. no relevant item under 'ea')",
+       "Exposure misallocation delta_g: target share minus exposure share of group g (> 0: under-exposed)",
+       "Fabris et al., WSDM 2023, eq. 12-16", loss="l1"),
+    _m("expected_exposure", exposure.expected_exposure, "fairness", None, ("relevance", "browsing"), "record",
+       "always defined for a list with a real item",
+       "Expected exposure: EE-L (distance to the ideal exposure), EE-D (disparity), EE-R (relevance)",
+       "Diaz et al., CIKM 2020; Raj & Ekstrand, SIGIR 2022, eq. 5, 9, 10", loss="value", loss_field="loss"),
+    _m("awrf", exposure.awrf, "fairness", False, ("groups", "browsing"), "group",
+       "undefined when no known-group item gets exposure",
+       "Attention-weighted rank fairness: distance of each group's exposure share from its target share",
+       "Sapiezynski et al., WWW 2019; Raj & Ekstrand, SIGIR 2022, eq. 3", loss="l1"),
+    _m("iaa", exposure.iaa, "fairness", False, ("relevance", "browsing"), "list",
+       "undefined when the list has no exposure or no relevance mass",
+       "Inequity of amortized attention: L1 distance between normalised attention and relevance",
+       "Biega et al., SIGIR 2018; Raj & Ekstrand, SIGIR 2022, eq. 4", loss="value",
+       defaults={"amortize": False}),
+    _m("dp", exposure.dp, "fairness", None, ("groups", "browsing"), "list",
+       "undefined when the protected or the reference group is absent or gets no exposure",
+       "Demographic parity ratio of mean group exposures (1 = parity)",
+       "Singh & Joachims, KDD 2018; Raj & Ekstrand, SIGIR 2022, eq. 6"),
+    _m("eur", exposure.eur, "fairness", None, ("relevance", "groups", "browsing"), "list",
+       "undefined when a group is absent, gets no exposure or has no relevance",
+       "Exposed utility ratio: exposure per unit of relevance, protected over reference (1 = parity)",
+       "Singh & Joachims, KDD 2018; Raj & Ekstrand, SIGIR 2022, eq. 7"),
+    _m("rur", exposure.rur, "fairness", None, ("relevance", "groups", "browsing"), "list",
+       "undefined when a group is absent or has no realised utility",
+       "Realised utility ratio: browsing-weighted relevance per unit of relevance, protected over reference",
+       "Singh & Joachims, KDD 2018; Raj & Ekstrand, SIGIR 2022, eq. 8"),
+    _m("exp_rr", exposure.exp_rr, "fairness", False, ("groups", "browsing"), "group",
+       "a group's entry is undefined when the group or the rest is absent",
+       "expRR: |1 - 2 share| of mean reciprocal-rank exposure, each group against the rest (0 = parity)",
+       "Kuhlman et al., AIES 2021, eq. 6-7"),
+    # ------------------------------------------------------------------ prefix
+    _m("rnd", prefix.rnd, "fairness", False, ("groups",), "list",
+       "undefined when the list has no cut-off or its exact normaliser is 0 (one group only)",
+       "Normalised discounted difference: protected share of each prefix vs the whole list",
+       "Yang & Stoyanovich, SSDBM 2017; Kuhlman et al., AIES 2021, eq. 1", loss="value"),
+    _m("rrd", prefix.rrd, "fairness", False, ("groups",), "list",
+       "undefined when the list has no cut-off or its exact normaliser is 0",
+       "Normalised discounted ratio: protected-to-rest ratio of each prefix vs the whole list",
+       "Yang & Stoyanovich, SSDBM 2017; Kuhlman et al., AIES 2021, eq. 2", loss="value"),
+    _m("rkl", prefix.rkl, "fairness", False, ("groups",), "list",
+       "undefined when the list has no cut-off or its exact normaliser is 0",
+       "Normalised discounted KL divergence of prefix group distributions from the whole list",
+       "Yang & Stoyanovich, SSDBM 2017; Kuhlman et al., AIES 2021, eq. 3", loss="value"),
+    _m("pref", prefix.pref, "fairness", False, ("groups",), "list",
+       "undefined when the list has no cut-off or a target is missing",
+       "Prefix fairness PreF_Delta: discounted divergence of prefix group shares from a target",
+       "Raj & Ekstrand, SIGIR 2022, eq. 1", loss="value"),
+    _m("skew", prefix.skew, "fairness", None, ("groups",), "group",
+       "a group's entry is undefined when it is absent from the top k or has no target share",
+       "Skew@k: log ratio of a group's share of the top k to its target share (0 = parity)",
+       "Geyik et al., KDD 2019; Kuhlman et al., AIES 2021, eq. 4"),
+    _m("ndkl", prefix.ndkl, "fairness", False, ("groups",), "list",
+       "undefined for a list with no real item",
+       "Normalised discounted KL divergence of prefix group distributions from a target",
+       "Geyik et al., KDD 2019; FairRankTune docs (NDKL)", loss="value"),
+    _m("fair", prefix.fair, "fairness", None, ("groups",), "list",
+       "undefined when the target is missing",
+       "FA*IR ranked group fairness test: smallest binomial p-value over prefixes (low = unfair)",
+       "Zehlike et al., CIKM 2017; Raj & Ekstrand, SIGIR 2022, eq. 2"),
+    # ------------------------------------------------------------------ utility
+    _m("ndcg", utility.ndcg, "utility", True, ("relevance",), "list",
+       "undefined when the list has no relevant item (ideal DCG is 0)",
+       "Normalised discounted cumulative gain (exponential or linear gain, optional cut-off k)",
+       "Jarvelin & Kekalainen, TOIS 2002", loss="one_minus"),
+    _m("dcg", utility.dcg, "utility", True, ("relevance",), "list",
+       "defined for every list with a real item",
+       "Discounted cumulative gain (unnormalised)",
+       "Jarvelin & Kekalainen, TOIS 2002"),
+    _m("precision", utility.precision, "utility", True, ("relevance",), "list",
+       "defined for every list with a real item",
+       "Precision at k: share of relevant items among the top k",
+       "Manning et al., Introduction to IR, 2008", loss="one_minus"),
+    _m("recall", utility.recall, "utility", True, ("relevance",), "list",
+       "undefined when the list has no relevant item",
+       "Recall at k: share of the relevant items that are in the top k",
+       "Manning et al., Introduction to IR, 2008", loss="one_minus"),
+    _m("mrr", utility.mrr, "utility", True, ("relevance",), "list",
+       "defined for every list with a real item (0 without a relevant item)",
+       "Reciprocal rank of the first relevant item (expected over a stochastic ordering)",
+       "Voorhees, TREC-8 QA track, 1999", loss="one_minus"),
+    _m("rbp", utility.rbp, "utility", True, ("relevance",), "list",
+       "defined for every list with a real item",
+       "Rank-biased precision with persistence p",
+       "Moffat & Zobel, TOIS 2008", loss="one_minus"),
+    _m("err", utility.err, "utility", True, ("relevance",), "list",
+       "defined for every list with a real item",
+       "Expected reciprocal rank under the cascade model",
+       "Chapelle et al., CIKM 2009", loss="one_minus"),
+    # ------------------------------------------------------------------ calibration
+    _m("mpc", calibration.matched_pair_calibration, "fairness", None, ("relevance", "groups"), "record",
+       "undefined for a list without a matched pair",
+       "Matched pair calibration: mean outcome gap over matched cross-group pairs of equal score",
+       "Korevaar et al., arXiv 2023, definitions 1-3", defaults={"ci": "none"}, ignore_global=("k",)),
+    # ------------------------------------------------------------------ baselines' disparities
+    _m("top1_exposure_gap", disparity.top1_exposure_gap, "fairness", None, ("groups",), "list",
+       "undefined when the protected group or the rest is absent",
+       "DELTR's exposure gap: mean top-1 probability of the rest minus that of the protected group",
+       "Zehlike & Castillo, WWW 2020, eq. 6", loss="squared_hinge"),
+    _m("disparate_exposure", disparity.disparate_exposure, "fairness", None, ("relevance", "groups", "browsing"),
+       "list", "undefined when a side is absent or has zero merit",
+       "Fair-PG-Rank disparity: exposure per unit of merit of the rest minus that of the protected group",
+       "Singh & Joachims, NeurIPS 2019, §4.1", loss="hinge"),
+]
+
+#: name -> :class:`Measure`, every measure of :mod:`torchfair.metrics` that gives one value (or one record) per list
+MEASURES: Dict[str, Measure] = {m.name: m for m in _DECLARED}
+
+
+def get_declaration(name: str) -> Measure:
+    """The :class:`Measure` declared as ``name``; ``ValueError`` naming the known ones otherwise."""
+    try:
+        return MEASURES[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"`measure` must be one of {', '.join(sorted(MEASURES))}; got {name!r}") from None
