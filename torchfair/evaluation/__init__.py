@@ -7,17 +7,19 @@
   Markdown);
 * :mod:`.io`: TREC run / qrels / group files and CSV/Parquet tables.
 """
-from . import metric as _metric
 from .io import RankedLists, read_group_file, read_qrels, read_run, read_table, read_trec
-from .metric import FairnessMetric, metric_class
+from .metric import (AWRF, DCG, DIPS, DP, ERR, EUR, FAIR, IAA, IGI, MPC, MRR, NDCG, NDKL, RBP, REE, RKL, RND, RRD, RUR,
+                     DisparateExposure, ExpectedExposure, ExposureMisallocation, ExpRR, FairnessMetric, KendallTau,
+                     PairwiseAccuracy, Precision, PreF, RankParity, Recall, Skew, Top1ExposureGap, metric_class)
 from .registry import (MeasureRequest, MeasureSpec, available_measures, compute_columns, get_measure, parse_browsing,
-                       parse_request, register, unregister)
+                       parse_request, register, register_declared, unregister)
 from .table import EvaluationTable, bootstrap_interval, evaluate
 
-_METRIC_CLASSES = [n for n in _metric.__all__ if n not in ("FairnessMetric", "metric_class")]
-globals().update({n: getattr(_metric, n) for n in _METRIC_CLASSES})
-
-__all__ = ["register", "unregister", "get_measure", "available_measures", "compute_columns", "parse_request",
-           "parse_browsing", "MeasureSpec", "MeasureRequest", "FairnessMetric", "metric_class", "evaluate",
-           "EvaluationTable", "bootstrap_interval", "RankedLists", "read_trec", "read_run", "read_qrels",
-           "read_group_file", "read_table"] + _METRIC_CLASSES
+__all__ = ["register", "register_declared", "unregister", "get_measure", "available_measures", "compute_columns",
+           "parse_request", "parse_browsing", "MeasureSpec", "MeasureRequest", "FairnessMetric", "metric_class",
+           "evaluate", "EvaluationTable", "bootstrap_interval", "RankedLists", "read_trec", "read_run", "read_qrels",
+           "read_group_file", "read_table",
+           "DIPS", "IGI", "REE", "PairwiseAccuracy", "RankParity", "KendallTau", "NDCG", "DCG", "Precision",
+           "Recall", "MRR", "RBP", "ERR", "AWRF", "IAA", "ExpectedExposure", "ExposureMisallocation", "ExpRR", "DP",
+           "EUR", "RUR", "RND", "RRD", "RKL", "Skew", "NDKL", "PreF", "FAIR", "MPC", "Top1ExposureGap",
+           "DisparateExposure"]

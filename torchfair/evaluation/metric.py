@@ -29,7 +29,7 @@ from .registry import MeasureRequest, get_measure, parse_request
 __all__ = ["FairnessMetric", "DIPS", "IGI", "REE", "PairwiseAccuracy", "RankParity", "KendallTau", "metric_class",
            "NDCG", "DCG", "Precision", "Recall", "MRR", "RBP", "ERR", "AWRF", "IAA", "ExpectedExposure",
            "ExposureMisallocation", "ExpRR", "DP", "EUR", "RUR", "RND", "RRD", "RKL", "Skew", "NDKL", "PreF",
-           "FAIR", "MPC"]
+           "FAIR", "MPC", "Top1ExposureGap", "DisparateExposure"]
 
 
 class FairnessMetric(Metric):
@@ -112,43 +112,52 @@ class FairnessMetric(Metric):
         return f"measure={self.request.name!r}, num_groups={self.num_groups}, options={self.request.options}"
 
 
-def metric_class(measure: str, class_name: Optional[str] = None, higher_is_better: Optional[bool] = None) -> type:
-    """A named subclass of :class:`FairnessMetric` bound to ``measure`` (``NDCG = metric_class("ndcg")``)."""
+def metric_class(measure: str, class_name: Optional[str] = None,
+                 higher_is_better: Optional[bool] = None) -> type:
+    """A named subclass of :class:`FairnessMetric` bound to ``measure`` (``NDCG = metric_class("ndcg")``).
+
+    ``higher_is_better`` defaults to the measure's declaration (:data:`torchfair.metrics.MEASURES`)."""
+    spec = get_measure(measure)
+    hib = spec.higher_is_better if higher_is_better is None else higher_is_better
+    name = class_name or measure.upper()
 
     def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, **options: Any):
         FairnessMetric.__init__(self, measure, num_groups=num_groups, column=column, **options)
 
-    name = class_name or measure.upper()
-    return type(name, (FairnessMetric,), {"__init__": __init__, "higher_is_better": higher_is_better,
-                                          "__doc__": f"Corpus-level mean of the ``{measure}`` columns "
-                                                     f"(see :class:`FairnessMetric`)."})
+    doc = (f"Corpus-level mean of the ``{measure}`` columns (see :class:`FairnessMetric`): "
+           f"{spec.description}.")
+    return type(name, (FairnessMetric,), {"__init__": __init__, "higher_is_better": hib, "__doc__": doc,
+                                          "__module__": __name__})
 
 
-DIPS = metric_class("dips", "DIPS", False)
-IGI = metric_class("igi", "IGI", False)
-REE = metric_class("ree", "REE", False)
+DIPS = metric_class("dips", "DIPS")
+IGI = metric_class("igi", "IGI")
+REE = metric_class("ree", "REE")
 PairwiseAccuracy = metric_class("pairwise_accuracy", "PairwiseAccuracy")
 RankParity = metric_class("rank_parity", "RankParity")
-KendallTau = metric_class("kendall_tau", "KendallTau", True)
-
-# measures of modules that may be absent: a class exists only where the measure is registered
-_OPTIONAL = {"NDCG": ("ndcg", True), "DCG": ("dcg", True), "Precision": ("precision", True),
-             "Recall": ("recall", True), "MRR": ("mrr", True), "RBP": ("rbp", True), "ERR": ("err", True),
-             "AWRF": ("awrf", False), "IAA": ("iaa", False), "ExpectedExposure": ("expected_exposure", None),
-             "ExposureMisallocation": ("exposure_misallocation", None), "ExpRR": ("exp_rr", False),
-             "DP": ("dp", None), "EUR": ("eur", None), "RUR": ("rur", None), "RND": ("rnd", False),
-             "RRD": ("rrd", False), "RKL": ("rkl", False), "Skew": ("skew", None), "NDKL": ("ndkl", False),
-             "PreF": ("pref", False), "FAIR": ("fair", None), "MPC": ("mpc", None)}
-
-
-def _define_optional() -> None:
-    from .registry import available_measures
-    have = set(available_measures())
-    for cls_name, (measure, hib) in _OPTIONAL.items():
-        if measure in have:
-            globals()[cls_name] = metric_class(measure, cls_name, hib)
-        elif cls_name in __all__:
-            __all__.remove(cls_name)
-
-
-_define_optional()
+KendallTau = metric_class("kendall_tau", "KendallTau")
+NDCG = metric_class("ndcg", "NDCG")
+DCG = metric_class("dcg", "DCG")
+Precision = metric_class("precision", "Precision")
+Recall = metric_class("recall", "Recall")
+MRR = metric_class("mrr", "MRR")
+RBP = metric_class("rbp", "RBP")
+ERR = metric_class("err", "ERR")
+AWRF = metric_class("awrf", "AWRF")
+IAA = metric_class("iaa", "IAA")
+ExpectedExposure = metric_class("expected_exposure", "ExpectedExposure")
+ExposureMisallocation = metric_class("exposure_misallocation", "ExposureMisallocation")
+ExpRR = metric_class("exp_rr", "ExpRR")
+DP = metric_class("dp", "DP")
+EUR = metric_class("eur", "EUR")
+RUR = metric_class("rur", "RUR")
+RND = metric_class("rnd", "RND")
+RRD = metric_class("rrd", "RRD")
+RKL = metric_class("rkl", "RKL")
+Skew = metric_class("skew", "Skew")
+NDKL = metric_class("ndkl", "NDKL")
+PreF = metric_class("pref", "PreF")
+FAIR = metric_class("fair", "FAIR")
+MPC = metric_class("mpc", "MPC")
+Top1ExposureGap = metric_class("top1_exposure_gap", "Top1ExposureGap")
+DisparateExposure = metric_class("disparate_exposure", "DisparateExposure")

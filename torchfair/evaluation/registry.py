@@ -20,31 +20,27 @@ entries).  Invalid values are 0.
 
 Adding a measure
 ----------------
-One line per measure::
+Every measure of :mod:`torchfair.metrics` is registered from its declaration (:data:`torchfair.metrics.MEASURES`:
+kind, direction, needs, validity, description).  A measure of your own is one line::
 
-    register("ndcg", torchfair.metrics.utility.ndcg)                      # generic adapter (shape driven)
-    register("dips", pairwise.dips, kind="matrix", defaults={"tie_weight": 0.5})
+    register("my_measure", my_fn, description="...", higher_is_better=False)
 
-The generic adapter inspects the function's signature and passes ``relevance``, ``groups``, ``mask``,
-``num_groups``, ``return_valid`` and options only where the function has such a parameter, so any function
-following the library conventions plugs in.  ``columns=`` overrides the column builder (a callable
-``(label, result, num_groups) -> dict``).  Measures of the modules :mod:`torchfair.metrics.exposure`,
-``prefix``, ``utility`` and ``calibration`` are registered lazily, when the registry is first queried, for the names
-those modules define (a module that does not import is skipped).
+The adapter inspects the function's signature and passes ``relevance``, ``groups``, ``mask``, ``num_groups``,
+``return_valid`` and options only where the function has such a parameter, so any function following the
+library conventions plugs in.  ``columns=`` overrides the column builder (a callable
+``(label, result, num_groups) -> dict``).
 
 Options
 -------
 Per-measure options (``browsing``, ``tie_weight``, ``k``, ``ordering``, ...) are given per request
 (:func:`parse_request` understands ``"ndcg@10"`` and ``"dips:browsing=uniform,tie_weight=0"``) or as global
 options that are passed only to the measures that accept them.  ``browsing`` strings may carry a parameter:
-``"rbp:0.8"``, ``"geometric:0.3"``, ``"cascade:0.9"``, ``"topk:10"`` (uniform cut at 10), see
-:func:`parse_browsing`.
+``"rbp:0.8"``, ``"geometric:0.3"``, ``"cascade:0.9"``, ``"topk:10"`` (uniform cut at 10), the one spec language
+of :func:`torchfair.browsing.get_browsing`.
 """
 from __future__ import annotations
 
-import importlib
 import inspect
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -52,9 +48,11 @@ import torch
 from torch import Tensor
 
 from .. import browsing as _browsing
+from ..metrics.declarations import MEASURES, Measure
 from ..orderings import Hard
 
-__all__ = ["MeasureSpec", "MeasureRequest", "normalise_options", "register", "unregister", "get_measure",
+__all__ = ["MeasureSpec", "MeasureRequest", "normalise_options", "register", "register_declared", "unregister",
+           "get_measure",
            "available_measures",
            "parse_request", "parse_browsing", "group_label", "compute_columns", "Columns"]
 
@@ -62,7 +60,6 @@ __all__ = ["MeasureSpec", "MeasureRequest", "normalise_options", "register", "un
 Columns = Dict[str, Tuple[Tensor, Tensor]]
 
 _REGISTRY: Dict[str, "MeasureSpec"] = {}
-_LAZY_LOADED = False
 
 
 # --------------------------------------------------------------------------------------------- naming helpers
@@ -234,11 +231,10 @@ def parse_request(req: Union[str, Tuple[str, Mapping[str, Any]], MeasureRequest]
 # --------------------------------------------------------------------------------------------- specs
 @dataclass
 class MeasureSpec:
-    """A registered measure: the functional ``fn`` and how to turn its output into columns."""
+    """A registered measure: the functional ``fn``, how to turn its output into columns, and its declaration."""
 
     name: str
     fn: Callable[..., Any]
-    kind: str = "auto"  # informational: "auto" (shape driven), "matrix" (G x G), "vector", "scalar"
     defaults: Dict[str, Any] = field(default_factory=dict)
     columns: Optional[Callable[..., Columns]] = None
     diagonal: bool = False
@@ -246,6 +242,10 @@ class MeasureSpec:
     #: global options (:func:`compute_columns`, CLI flags) never passed to this measure, e.g. ``k`` for MPC,
     #: whose ``k`` is a number of pairs, not a cut-off (a per-request option still is)
     ignore_global: Tuple[str, ...] = ()
+    #: ``True`` / ``False`` / ``None`` (signed: parity is best), for torchmetrics and report tables
+    higher_is_better: Optional[bool] = None
+    #: the library's declaration (:class:`torchfair.metrics.Measure`), ``None`` for a user's measure
+    declaration: Optional[Measure] = None
 
     def __post_init__(self):
         try:
@@ -256,20 +256,29 @@ class MeasureSpec:
         self._var_kw = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
         if not self.description:
             doc = inspect.getdoc(self.fn) or ""
-            self.description = doc.split("\n\n")[0].replace("\n", " ")[:200]
+            self.description = " ".join(doc.split("\n\n")[0].split())
+
+    @property
+    def kind(self) -> Optional[str]:
+        """``"fairness"`` or ``"utility"`` (from the declaration; ``None`` for a user's measure)."""
+        return None if self.declaration is None else self.declaration.kind
 
     def accepts(self, option: str) -> bool:
         return option in self._params or self._var_kw
 
-    @property
-    def needs_relevance(self) -> bool:
-        p = self._params.get("relevance")
+    def _needs(self, what: str) -> bool:
+        if self.declaration is not None:
+            return what in self.declaration.needs
+        p = self._params.get(what)
         return p is not None and p.default is inspect.Parameter.empty
 
     @property
+    def needs_relevance(self) -> bool:
+        return self._needs("relevance")
+
+    @property
     def needs_groups(self) -> bool:
-        p = self._params.get("groups")
-        return p is not None and p.default is inspect.Parameter.empty
+        return self._needs("groups")
 
     @property
     def uses_groups(self) -> bool:
@@ -353,53 +362,45 @@ class MeasureSpec:
 _DATA_ARGS = {"scores", "relevance", "groups", "mask", "num_groups", "return_valid", "reduction", "validate_args"}
 
 
-def register(name: str, fn: Callable[..., Any], *, kind: str = "auto", defaults: Optional[Mapping[str, Any]] = None,
+def register(name: str, fn: Callable[..., Any], *, defaults: Optional[Mapping[str, Any]] = None,
              columns: Optional[Callable[..., Columns]] = None, diagonal: bool = False, overwrite: bool = True,
-             description: str = "", ignore_global: Sequence[str] = ()) -> MeasureSpec:
+             description: str = "", ignore_global: Sequence[str] = (), higher_is_better: Optional[bool] = None,
+             declaration: Optional[Measure] = None) -> MeasureSpec:
     """Register ``fn`` under ``name`` (see the module doc). Returns the spec."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"`name` must be a non-empty string; got {name!r}")
+    if not callable(fn):
+        raise ValueError(f"`fn` must be a callable measure; got {fn!r}")
     if not overwrite and name in _REGISTRY:
-        raise ValueError(f"measure {name!r} is already registered")
-    spec = MeasureSpec(name, fn, kind=kind, defaults=dict(defaults or {}), columns=columns, diagonal=diagonal,
-                       description=description, ignore_global=tuple(ignore_global))
+        raise ValueError(f"`name`: measure {name!r} is already registered")
+    spec = MeasureSpec(name, fn, defaults=dict(defaults or {}), columns=columns, diagonal=diagonal,
+                       description=description, ignore_global=tuple(ignore_global),
+                       higher_is_better=higher_is_better, declaration=declaration)
     _REGISTRY[name] = spec
     return spec
 
 
+def register_declared(m: Measure, **kwargs: Any) -> MeasureSpec:
+    """Register a declared measure: name, function, description, direction and options from its declaration."""
+    return register(m.name, m.fn, defaults=m.defaults, description=m.description, ignore_global=m.ignore_global,
+                    higher_is_better=m.higher_is_better, declaration=m, **kwargs)
+
+
 def unregister(name: str) -> None:
+    """Remove ``name`` from the registry (a no-op for an unknown name)."""
     _REGISTRY.pop(name, None)
-
-
-def _load_lazy() -> None:
-    global _LAZY_LOADED
-    if _LAZY_LOADED:
-        return
-    _LAZY_LOADED = True
-    for module, names in _LAZY_MODULES.items():
-        try:
-            mod = importlib.import_module(f"torchfair.metrics.{module}")
-        except ImportError:
-            continue
-        except Exception as e:  # a module under construction must not break the registry
-            warnings.warn(f"torchfair.metrics.{module} failed to import ({e!r}); its measures are not registered")
-            continue
-        for entry in names:
-            reg_name, attr, kw = (entry + ({},)) if len(entry) == 2 else entry
-            fn = getattr(mod, attr, None)
-            if callable(fn) and not inspect.isclass(fn) and reg_name not in _REGISTRY:
-                register(reg_name, fn, **kw)
 
 
 def available_measures() -> List[str]:
     """Names of the registered measures (sorted)."""
-    _load_lazy()
     return sorted(_REGISTRY)
 
 
 def get_measure(name: str) -> MeasureSpec:
-    _load_lazy()
+    """The registered measure ``name``; ``ValueError`` listing the available ones otherwise."""
     try:
         return _REGISTRY[name]
-    except KeyError:
+    except (KeyError, TypeError):
         raise ValueError(f"unknown measure {name!r}; available: {', '.join(sorted(_REGISTRY))}") from None
 
 
@@ -446,31 +447,12 @@ def _pairwise_accuracy_columns(label: str, result: Any, num_groups: Optional[int
     return out
 
 
-def _register_builtin() -> None:
-    from ..metrics import pairwise as pw
-    register("dips", pw.dips)
-    register("igi", pw.igi)
-    register("ree", pw.ree)
-    register("pairwise_accuracy", pw.pairwise_accuracy, columns=_pairwise_accuracy_columns)
-    register("rank_parity", pw.rank_parity, columns=_rank_parity_columns)
-    register("kendall_tau", pw.kendall_tau)
-    register("discordant_fraction", pw.discordant_fraction)
-
-
-#: module -> (registry name, attribute[, register kwargs]); entries whose attribute is missing are skipped.
-#: Add a line here to register a measure of these modules.
-_LAZY_MODULES: Dict[str, List[tuple]] = {
-    "exposure": [("exposure_misallocation", "exposure_misallocation"), ("expected_exposure", "expected_exposure"),
-                 ("awrf", "awrf"),
-                 ("iaa", "iaa", {"defaults": {"amortize": False}}), ("dp", "dp"), ("eur", "eur"), ("rur", "rur"),
-                 ("exp_rr", "exp_rr")],
-    "prefix": [("rnd", "rnd"), ("rrd", "rrd"), ("rkl", "rkl"), ("skew", "skew"), ("pref", "pref"),
-               ("ndkl", "ndkl"), ("fair", "fair")],
-    "utility": [("ndcg", "ndcg"), ("dcg", "dcg"), ("precision", "precision"), ("recall", "recall"),
-                ("mrr", "mrr"), ("rbp", "rbp"), ("err", "err")],
-    "calibration": [("mpc", "matched_pair_calibration",
-                     {"defaults": {"ci": "none"}, "ignore_global": ("k",), "columns": lambda label, res, G: {
-                         label: (res.per_query, res.per_query_valid)}})],
+#: column builders of the measures whose result is not a plain value (the rest are shape driven)
+_COLUMNS = {
+    "pairwise_accuracy": _pairwise_accuracy_columns,
+    "rank_parity": _rank_parity_columns,
+    "mpc": lambda label, res, G: {label: (res.per_query, res.per_query_valid)},
 }
 
-_register_builtin()
+for _m in MEASURES.values():
+    register_declared(_m, columns=_COLUMNS.get(_m.name))

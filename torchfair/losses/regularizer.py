@@ -1,51 +1,67 @@
-"""``loss = utility + lambda * fairness``, with a lambda schedule and both parts kept for logging."""
+"""``loss = utility + lambda * fairness``, with a lambda schedule that resumes, and both parts kept for logging."""
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 import torch
 from torch import Tensor, nn
 
+from .._validation import check_choice, check_number
+
 __all__ = ["FairnessRegularizer"]
+
+_SCHEDULES = ("constant", "linear")
 
 
 class FairnessRegularizer(nn.Module):
     """Combine a utility loss and a fairness loss: ``utility(s, r, g, m) + lambda_t * fairness(s, r, g, m)``.
 
     ``schedule="constant"`` keeps ``lambda_t = lam``; ``"linear"`` warms it up linearly from 0 to ``lam`` over
-    ``warmup_steps`` calls of :meth:`step` (call it once per optimiser step, or set ``current_step``).
-    After each forward, :attr:`last` holds detached ``utility``, ``fairness``, ``lambda`` and ``total`` for
-    logging (e.g. ``self.log_dict(reg.last)`` in a LightningModule).
+    ``warmup_steps`` calls of :meth:`step` (call it once per optimiser step).  The step counter is part of the
+    module's ``state_dict``, so a run resumed from a checkpoint continues its warm-up where it stopped.
+
+    When ``lambda_t = 0`` (``lam=0`` or the first warm-up step) the fairness term does not enter the loss.  It is
+    then computed for logging only every ``log_fairness_every`` calls (without a graph; ``0`` never), so a
+    regulariser at ``lam=0`` costs what the utility loss costs.  While ``lambda_t > 0`` it is computed every call.
+
+    After each forward, :attr:`last` holds detached ``utility``, ``lambda``, ``total`` and, when it was computed,
+    ``fairness`` (e.g. ``self.log_dict(reg.last)`` in a LightningModule).  :meth:`terms` returns both terms *with*
+    their graphs, to log gradient norms of each part separately.
 
     Example::
 
         >>> from torchfair.losses import DIPSLoss, ListNetLoss
-        >>> reg = FairnessRegularizer(ListNetLoss(), DIPSLoss(num_groups=2), lam=0.5)
+        >>> reg = FairnessRegularizer(ListNetLoss(), DIPSLoss(num_groups=2), lam=0.5, schedule="linear",
+        ...                           warmup_steps=100)
         >>> s = torch.randn(4, 10, requires_grad=True)
         >>> reg(s, torch.rand(4, 10), torch.randint(0, 2, (4, 10))).backward()
-        >>> sorted(reg.last)
-        ['fairness', 'lambda', 'total', 'utility']
+        >>> reg.step()
+        >>> sorted(reg.last), reg.state_dict()["_extra_state"]
+        (['fairness', 'lambda', 'total', 'utility'], {'current_step': 1})
     """
 
     def __init__(self, utility: nn.Module, fairness: nn.Module, lam: float = 1.0, schedule: str = "constant",
-                 warmup_steps: int = 0):
+                 warmup_steps: int = 0, log_fairness_every: int = 1):
         super().__init__()
-        if schedule not in ("constant", "linear"):
-            raise ValueError(f"`schedule` must be 'constant' or 'linear'; got {schedule!r}")
-        if not lam >= 0:
-            raise ValueError(f"`lam` must be non-negative; got {lam!r}")
-        if schedule == "linear" and warmup_steps < 1:
+        check_choice(schedule, "schedule", _SCHEDULES)
+        self.lam = check_number(lam, "lam", low=0)
+        self.warmup_steps = check_number(warmup_steps, "warmup_steps", low=0, integer=True)
+        if schedule == "linear" and self.warmup_steps < 1:
             raise ValueError(f"`warmup_steps` must be >= 1 for the linear schedule; got {warmup_steps!r}")
+        self.log_fairness_every = check_number(log_fairness_every, "log_fairness_every", low=0, integer=True)
+        if not callable(utility) or not callable(fairness):
+            raise ValueError("`utility` and `fairness` must be losses called as loss(scores, relevance, groups, mask)")
         self.utility = utility
         self.fairness = fairness
-        self.lam = float(lam)
         self.schedule = schedule
-        self.warmup_steps = int(warmup_steps)
         self.current_step = 0
+        self._calls = 0
         self.last: Dict[str, Tensor] = {}
 
+    # ------------------------------------------------------------------ schedule
     @property
     def current_lambda(self) -> float:
+        """``lambda_t`` at the current step."""
         if self.schedule == "linear":
             return self.lam * min(1.0, self.current_step / self.warmup_steps)
         return self.lam
@@ -54,15 +70,36 @@ class FairnessRegularizer(nn.Module):
         """Advance the schedule by one optimiser step."""
         self.current_step += 1
 
-    def forward(self, scores: Tensor, relevance: Tensor, groups: Tensor, mask: Optional[Tensor] = None) -> Tensor:
-        u = self.utility(scores, relevance, groups, mask)
+    def get_extra_state(self) -> Dict[str, Any]:
+        return {"current_step": self.current_step}
+
+    def set_extra_state(self, state: Dict[str, Any]) -> None:
+        self.current_step = int(state["current_step"])
+
+    # ------------------------------------------------------------------ losses
+    def terms(self, scores: Tensor, relevance: Tensor, groups: Tensor,
+              mask: Optional[Tensor] = None) -> Dict[str, Optional[Tensor]]:
+        """Both terms with their graphs: ``{"utility": u, "fairness": f, "lambda": lambda_t}``.
+
+        ``fairness`` is ``None`` when ``lambda_t = 0`` and this call is not a logging call (see the class doc);
+        when ``lambda_t = 0`` and it is, it is computed without a graph."""
         lam = self.current_lambda
+        u = self.utility(scores, relevance, groups, mask)
+        self._calls += 1
         if lam > 0:
             f = self.fairness(scores, relevance, groups, mask)
-        else:  # still measured for logging, without building a graph
+        elif self.log_fairness_every and (self._calls - 1) % self.log_fairness_every == 0:
             with torch.no_grad():
                 f = self.fairness(scores, relevance, groups, mask)
-        total = u + lam * f
-        self.last = {"utility": u.detach(), "fairness": f.detach(), "lambda": torch.tensor(lam),
-                     "total": total.detach()}
+        else:
+            f = None
+        return {"utility": u, "fairness": f, "lambda": torch.tensor(lam, dtype=u.dtype, device=u.device)}
+
+    def forward(self, scores: Tensor, relevance: Tensor, groups: Tensor, mask: Optional[Tensor] = None) -> Tensor:
+        t = self.terms(scores, relevance, groups, mask)
+        u, f, lam = t["utility"], t["fairness"], t["lambda"]
+        total = u + lam * f if (f is not None and self.current_lambda > 0) else u
+        self.last = {"utility": u.detach(), "lambda": lam, "total": total.detach()}
+        if f is not None:
+            self.last["fairness"] = f.detach()
         return total
