@@ -9,7 +9,7 @@
 """
 from .io import RankedLists, read_group_file, read_qrels, read_run, read_table, read_trec
 from .metric import (AWRF, DCG, DIPS, DP, ERR, EUR, FAIR, IAA, IGI, MPC, MRR, NDCG, NDKL, RBP, REE, RKL, RND, RRD, RUR,
-                     DisparateExposure, ExpectedExposure, ExposureMisallocation, ExpRR, FairnessMetric, KendallTau,
+                     DiscordantFraction, DisparateExposure, ExpectedExposure, ExposureMisallocation, ExpRR, FairnessMetric, KendallTau,
                      PairwiseAccuracy, Precision, PreF, RankParity, Recall, Skew, Top1ExposureGap, metric_class)
 from .registry import (MeasureRequest, MeasureSpec, available_measures, compute_columns, get_measure, parse_browsing,
                        parse_request, register, register_declared, unregister)
@@ -22,4 +22,4 @@ __all__ = ["register", "register_declared", "unregister", "get_measure", "availa
            "DIPS", "IGI", "REE", "PairwiseAccuracy", "RankParity", "KendallTau", "NDCG", "DCG", "Precision",
            "Recall", "MRR", "RBP", "ERR", "AWRF", "IAA", "ExpectedExposure", "ExposureMisallocation", "ExpRR", "DP",
            "EUR", "RUR", "RND", "RRD", "RKL", "Skew", "NDKL", "PreF", "FAIR", "MPC", "Top1ExposureGap",
-           "DisparateExposure"]
+           "DisparateExposure", "DiscordantFraction"]

@@ -29,7 +29,7 @@ from .registry import MeasureRequest, get_measure, parse_request
 __all__ = ["FairnessMetric", "DIPS", "IGI", "REE", "PairwiseAccuracy", "RankParity", "KendallTau", "metric_class",
            "NDCG", "DCG", "Precision", "Recall", "MRR", "RBP", "ERR", "AWRF", "IAA", "ExpectedExposure",
            "ExposureMisallocation", "ExpRR", "DP", "EUR", "RUR", "RND", "RRD", "RKL", "Skew", "NDKL", "PreF",
-           "FAIR", "MPC", "Top1ExposureGap", "DisparateExposure"]
+           "FAIR", "MPC", "Top1ExposureGap", "DisparateExposure", "DiscordantFraction"]
 
 
 class FairnessMetric(Metric):
@@ -136,6 +136,7 @@ REE = metric_class("ree", "REE")
 PairwiseAccuracy = metric_class("pairwise_accuracy", "PairwiseAccuracy")
 RankParity = metric_class("rank_parity", "RankParity")
 KendallTau = metric_class("kendall_tau", "KendallTau")
+DiscordantFraction = metric_class("discordant_fraction", "DiscordantFraction")
 NDCG = metric_class("ndcg", "NDCG")
 DCG = metric_class("dcg", "DCG")
 Precision = metric_class("precision", "Precision")

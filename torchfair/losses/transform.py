@@ -248,6 +248,11 @@ def measure_loss(measure: Union[str, Measure], scores: Tensor, relevance: Option
         ctx["present"] = b.membership.sum(1) > 0
     per, ok = fn(value, valid, ctx)
     out = reduce_loss(per, ok, reduction)
+    if isinstance(scores, Tensor) and scores.requires_grad and not out.requires_grad:
+        # every list undefined (or a value that does not depend on the scores): still a loss one can call
+        # .backward() on, with exactly zero gradient (padded slots may hold NaN: they are masked out first)
+        real = torch.ones_like(s, dtype=torch.bool) if msk is None else msk
+        out = out + torch.where(real, s, torch.zeros_like(s)).sum() * 0.0
     return out.squeeze(0) if reduction == "none" and scores.dim() == 1 else out
 
 

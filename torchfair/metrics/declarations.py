@@ -211,7 +211,7 @@ _DECLARED: List[Measure] = [
        "Expected reciprocal rank under the cascade model",
        "Chapelle et al., CIKM 2009", loss="one_minus"),
     # ------------------------------------------------------------------ calibration
-    _m("mpc", calibration.matched_pair_calibration, "fairness", None, ("relevance", "groups"), "record",
+    _m("mpc", calibration.matched_pair_calibration, "fairness", None, ("relevance", "groups", "browsing"), "record",
        "undefined for a list without a matched pair",
        "Matched pair calibration: mean outcome gap over matched cross-group pairs of equal score",
        "Korevaar et al., arXiv 2023, definitions 1-3", defaults={"ci": "none"}, ignore_global=("k",)),
