@@ -438,7 +438,8 @@ def evaluate(lists: Union[Sequence[ListLike], Mapping[str, Any]],
     with np.errstate(invalid="ignore", divide="ignore"):
         means = np.where(n_valid > 0, np.nansum(values, 0) / np.maximum(n_valid, 1), np.nan)
     lo, hi = bootstrap_interval(values, bootstrap, seed, confidence)
-    meta = {"measures": [{"name": r.name, "label": r.label, "options": r.options} for r in reqs],
+    meta = {"measures": [{"name": r.name, "label": r.label, "options": r.options, "kind": get_measure(r.name).kind,
+                          "higher_is_better": get_measure(r.name).higher_is_better} for r in reqs],
             "options": options, "num_groups": G, "bootstrap": bootstrap, "seed": seed, "confidence": confidence,
             "n_lists": len(data)}
     if group_names is not None:

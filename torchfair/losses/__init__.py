@@ -4,11 +4,11 @@ from .fairness import (DELTRLoss, DIPSLoss, ExposureMisallocationLoss, FairPGRan
                        PairwiseCorrelationLoss, deltr_loss, dips_loss, exposure_misallocation_loss,
                        fair_pg_rank_loss, pairwise_accuracy_gap_loss, pairwise_correlation_loss, reduce_loss)
 from .regularizer import FairnessRegularizer
-from .transform import REDUCERS, MeasureLoss, default_ordering, measure_loss
+from .transform import REDUCERS, LossModule, MeasureLoss, default_ordering, measure_loss
 from .utility import (ApproxNDCGLoss, ListMLELoss, ListNetLoss, NeuralNDCGLoss, PLNDCGLoss, approx_ndcg_loss,
                       listmle_loss, listnet_loss, neural_ndcg_loss, pl_ndcg_loss)
 
-__all__ = ["measure_loss", "MeasureLoss", "REDUCERS", "default_ordering", "DIPSLoss", "ExposureMisallocationLoss", "PairwiseAccuracyGapLoss", "DELTRLoss", "FairPGRankLoss",
+__all__ = ["measure_loss", "MeasureLoss", "LossModule", "REDUCERS", "default_ordering", "DIPSLoss", "ExposureMisallocationLoss", "PairwiseAccuracyGapLoss", "DELTRLoss", "FairPGRankLoss",
            "PairwiseCorrelationLoss", "dips_loss", "exposure_misallocation_loss", "pairwise_accuracy_gap_loss",
            "deltr_loss", "fair_pg_rank_loss", "pairwise_correlation_loss", "reduce_loss", "FairnessRegularizer",
            "ListNetLoss", "ListMLELoss", "ApproxNDCGLoss", "NeuralNDCGLoss", "PLNDCGLoss", "listnet_loss",

@@ -17,13 +17,13 @@ from __future__ import annotations
 from typing import Optional, Union
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from .._validation import check_choice, check_group_id, prepare
 from ..browsing import BrowsingModel
 from ..orderings import PlackettLuce
 from ..orderings.base import OrderingLike
-from .transform import measure_loss, reduce_loss
+from .transform import LossModule, measure_loss, reduce_loss
 
 __all__ = ["dips_loss", "exposure_misallocation_loss", "pairwise_accuracy_gap_loss", "deltr_loss",
            "fair_pg_rank_loss", "pairwise_correlation_loss", "DIPSLoss", "ExposureMisallocationLoss",
@@ -173,54 +173,38 @@ def pairwise_correlation_loss(scores: Tensor, relevance: Tensor, groups: Tensor,
     return torch.where(ok, corr.abs(), torch.zeros_like(corr))
 
 
-class _LossModule(nn.Module):
-    """``nn.Module`` wrapper: keyword arguments given at construction are passed to the functional loss."""
-
-    _fn = None
-
-    def __init__(self, **kwargs):
-        super().__init__()
-        self.kwargs = kwargs
-
-    def forward(self, scores: Tensor, relevance: Tensor, groups: Tensor, mask: Optional[Tensor] = None) -> Tensor:
-        return type(self)._fn(scores, relevance, groups, mask=mask, **self.kwargs)
-
-    def extra_repr(self) -> str:
-        return ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
-
-
-class DIPSLoss(_LossModule):
+class DIPSLoss(LossModule):
     """Module form of :func:`dips_loss`. ``DIPSLoss()(scores, relevance, groups, mask)``."""
 
     _fn = staticmethod(dips_loss)
 
 
-class ExposureMisallocationLoss(_LossModule):
+class ExposureMisallocationLoss(LossModule):
     """Module form of :func:`exposure_misallocation_loss`."""
 
     _fn = staticmethod(exposure_misallocation_loss)
 
 
-class PairwiseAccuracyGapLoss(_LossModule):
+class PairwiseAccuracyGapLoss(LossModule):
     """Module form of :func:`pairwise_accuracy_gap_loss`."""
 
     _fn = staticmethod(pairwise_accuracy_gap_loss)
 
 
-class FairPGRankLoss(_LossModule):
+class FairPGRankLoss(LossModule):
     """Module form of :func:`fair_pg_rank_loss`."""
 
     _fn = staticmethod(fair_pg_rank_loss)
 
 
-class PairwiseCorrelationLoss(_LossModule):
+class PairwiseCorrelationLoss(LossModule):
     """Module form of :func:`pairwise_correlation_loss`."""
 
     _fn = staticmethod(pairwise_correlation_loss)
 
 
-class DELTRLoss(_LossModule):
+class DELTRLoss(LossModule):
     """Module form of :func:`deltr_loss` (relevance is accepted and ignored, for a uniform call signature)."""
 
-    def forward(self, scores, relevance, groups, mask=None):
-        return deltr_loss(scores, groups, mask=mask, **self.kwargs)
+    _fn = staticmethod(deltr_loss)
+    _inputs = ("groups",)

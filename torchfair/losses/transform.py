@@ -46,7 +46,7 @@ from ..metrics.declarations import Measure, get_declaration
 from ..orderings import SoftRank
 from ..orderings.base import OrderingLike
 
-__all__ = ["measure_loss", "MeasureLoss", "reduce_loss", "REDUCERS", "default_ordering"]
+__all__ = ["measure_loss", "MeasureLoss", "LossModule", "reduce_loss", "REDUCERS", "default_ordering"]
 
 
 def default_ordering():
@@ -256,12 +256,55 @@ def measure_loss(measure: Union[str, Measure], scores: Tensor, relevance: Option
     return out.squeeze(0) if reduction == "none" and scores.dim() == 1 else out
 
 
+class LossModule(nn.Module):
+    """The module form of a functional loss ``_fn``: construction takes the loss's keyword options (checked against
+    its signature, which the class shows as its own), the call takes the batch::
+
+        loss = DIPSLoss(mode="square", num_groups=2)      # options of dips_loss
+        value = loss(scores, relevance, groups, mask)     # one call signature for every loss
+
+    ``_inputs`` names which of ``relevance`` / ``groups`` the functional loss takes positionally; the others are
+    accepted and ignored, so utility and fairness losses are interchangeable (e.g. in
+    :class:`~torchfair.losses.FairnessRegularizer`).
+    """
+
+    _fn: Optional[Callable[..., Tensor]] = None
+    _inputs: Tuple[str, ...] = ("relevance", "groups")
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        fn = cls.__dict__.get("_fn")
+        if fn is None:
+            return
+        fn = fn.__func__ if isinstance(fn, staticmethod) else fn
+        options = [p for p in inspect.signature(fn).parameters.values()
+                   if p.kind == inspect.Parameter.KEYWORD_ONLY and p.name != "mask"]
+        cls._options = tuple(p.name for p in options)
+        cls.__signature__ = inspect.Signature(options)
+
+    def __init__(self, **kwargs: Any):
+        super().__init__()
+        allowed = getattr(type(self), "_options", ())
+        for k in kwargs:
+            if k not in allowed:
+                raise ValueError(f"`{k}` is not an option of {type(self).__name__}; it takes {', '.join(allowed)}")
+        self.kwargs = kwargs
+
+    def forward(self, scores: Tensor, relevance: Optional[Tensor] = None, groups: Optional[Tensor] = None,
+                mask: Optional[Tensor] = None) -> Tensor:
+        given = {"relevance": relevance, "groups": groups}
+        fn = type(self)._fn
+        return fn(scores, *(given[k] for k in self._inputs), mask=mask, **self.kwargs)
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
+
+
 class MeasureLoss(nn.Module):
     """Module form of :func:`measure_loss`: ``MeasureLoss("rnd")(scores, relevance, groups, mask)``.
 
     Construction arguments (``reducer``, ``ordering``, ``protected``, the measure's options) are fixed; the call
-    takes the batch.  Every loss of :mod:`torchfair.losses` has this call signature, so losses are interchangeable
-    in :class:`~torchfair.losses.FairnessRegularizer` and in training configs.
+    takes the batch, as for every :class:`LossModule`.
     """
 
     def __init__(self, measure: Union[str, Measure], **kwargs: Any):
@@ -275,4 +318,3 @@ class MeasureLoss(nn.Module):
 
     def extra_repr(self) -> str:
         return ", ".join([repr(self.measure.name)] + [f"{k}={v!r}" for k, v in self.kwargs.items()])
-

@@ -14,8 +14,7 @@ from torch import Tensor
 from .._validation import prepare
 from ..metrics.utility import ndcg
 from ..orderings import NeuralSort, PlackettLuce, SoftRank, log_probability
-from .fairness import _LossModule
-from .transform import measure_loss, reduce_loss
+from .transform import LossModule, measure_loss, reduce_loss
 
 __all__ = ["listnet_loss", "listmle_loss", "approx_ndcg_loss", "neural_ndcg_loss", "pl_ndcg_loss", "ListNetLoss",
            "ListMLELoss", "ApproxNDCGLoss", "NeuralNDCGLoss", "PLNDCGLoss"]
@@ -76,13 +75,11 @@ def pl_ndcg_loss(scores: Tensor, relevance: Tensor, *, samples: int = 32, k: Opt
                            reduction, validate_args)
 
 
-class _UtilityModule(_LossModule):
+class _UtilityModule(LossModule):
     """Utility losses take no groups: ``groups`` is accepted (and ignored) so that utility and fairness losses
     share one call signature ``loss(scores, relevance, groups, mask)``."""
 
-    def forward(self, scores: Tensor, relevance: Tensor, groups: Optional[Tensor] = None,
-                mask: Optional[Tensor] = None) -> Tensor:
-        return type(self)._fn(scores, relevance, mask=mask, **self.kwargs)
+    _inputs = ("relevance",)
 
 
 class ListNetLoss(_UtilityModule):
