@@ -264,3 +264,19 @@ def test_parser_builds_without_evaluation():
     # the parser (and --help) does not need torchfair.evaluation
     p = build_parser()
     assert p.parse_args(["metrics", "--missing-groups", "unknown"]).missing_groups == "unknown"
+
+
+@pytest.mark.parametrize("kind", ["trec", "csv"])
+def test_no_relevance_same_rule_for_trec_and_csv(tmp_path, capsys, kind):
+    # a run without qrels used to score every list as having no relevant item (all NDCG invalid, exit 0);
+    # a table without a relevance column was an error: both are now the same error, naming the missing input
+    d = write(tmp_path, **{"run.txt": RUN, "groups.txt": GROUPS,
+                           "t.csv": "qid,docid,score,group\nq1,a,4,x\nq1,b,3,y\n"})
+    args = ["--run", str(d / "run.txt"), "--groups", str(d / "groups.txt")] if kind == "trec" else \
+        ["--table", str(d / "t.csv")]
+    rc, _, err = cli(d, capsys, *args, "--measures", "ndcg")
+    assert rc == 2 and "measure 'ndcg' needs relevance: give --qrels with --run, or a 'relevance' column" in err
+    rc, out, err = cli(d, capsys, *args, "--measures", "rnd")  # relevance-free measures still run
+    assert rc == 0, err
+    data = read_trec(d / "run.txt", None, d / "groups.txt") if kind == "trec" else read_table(d / "t.csv")
+    assert all(x["relevance"] is None for x in data.lists)

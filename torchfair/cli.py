@@ -169,6 +169,9 @@ def _run_metrics(args: argparse.Namespace) -> int:
         if spec.needs_groups and not data.has_groups:
             raise ValueError(f"measure {spec.name!r} needs group labels: give --groups, a 5-column qrels, "
                              f"--qrels-groups iter, or a 'group' column")
+        if spec.needs_relevance and any(d.get("relevance") is None for d in data.lists):
+            raise ValueError(f"measure {spec.name!r} needs relevance: give --qrels with --run, or a 'relevance' "
+                             f"column with --table")
     options = {}
     if args.browsing is not None:
         options["browsing"] = args.browsing

@@ -41,7 +41,8 @@ Group labels (group file, 5th qrels column, table ``group`` cell)
 If every known label is an integer they are used as ids; otherwise the distinct labels are sorted and numbered
 ``0, 1, ...``; :attr:`RankedLists.group_names` gives the name of each id (columns call id 0 ``A``, id 1 ``B``...).
 
-Other rules: a run item absent from the qrels has relevance 0 (unjudged = non-relevant, as ``trec_eval``; a note
+Other rules: without qrels the lists have no relevance (``None``, as a table without a relevance column); a
+run item absent from the qrels has relevance 0 (unjudged = non-relevant, as ``trec_eval``; a note
 counts them); qrels entries absent from the run are ignored (the measures score the run's ranking); a query of the
 run without any qrels entry is kept with relevance 0 everywhere (a note names it), but a run none of whose queries
 is in the qrels is an error (mismatched files).  A qrels line repeating a judgment with another group label adds
@@ -428,7 +429,11 @@ def read_trec(run, qrels=None, groups=None, *, qrels_groups: str = "auto", use_r
         notes.append(f"{unjudged} run items are not in the qrels: relevance 0")
     if clamped:
         warnings.append(f"{len(clamped)} negative relevance grades read as 0 (first at {clamped[0]})")
-    return _build(items, notes, warnings, group_source=source, missing_groups=missing_groups)
+    lists = _build(items, notes, warnings, group_source=source, missing_groups=missing_groups)
+    if qrels is None:  # no judgments: no relevance (as a table without a relevance column)
+        for d in lists.lists:
+            d["relevance"] = None
+    return lists
 
 
 _ALIASES = {"list_id": ("list_id", "qid", "query_id", "query"), "item_id": ("item_id", "docid", "doc_id", "item"),
