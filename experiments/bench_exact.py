@@ -128,10 +128,11 @@ def _table(results) -> str:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Benchmark the exact evaluators (Hard ordering), fp32, CPU")
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
-    ap.add_argument("--only", type=str, default=None, help="comma-separated measure names")
+    ap = argparse.ArgumentParser(description="Benchmark the exact evaluators (Hard ordering), fp32, CPU",
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=5, help="timed calls per case (the median is reported)")
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    ap.add_argument("--only", type=str, default=None, help="comma-separated measure names (unset: all)")
     ap.add_argument("--out", type=str, default=None, help="write the results to this JSON file")
     ap.add_argument("--frt", action="store_true", help="also compare against FairRankTune 0.0.7 (bench_frt.py)")
     ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)

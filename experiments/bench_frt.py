@@ -41,12 +41,13 @@ def diff_group(ours, theirs):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="torchfair.compat.fairranktune vs FairRankTune 0.0.7")
-    ap.add_argument("--rankings", type=int, default=1000)
-    ap.add_argument("--items", type=int, default=100)
-    ap.add_argument("--groups", type=int, default=3)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--seed", type=int, default=0)
+    ap = argparse.ArgumentParser(description="torchfair.compat.fairranktune vs FairRankTune 0.0.7",
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--rankings", type=int, default=1000, help="number of random rankings (lists)")
+    ap.add_argument("--items", type=int, default=100, help="items per ranking")
+    ap.add_argument("--groups", type=int, default=3, help="number of item groups")
+    ap.add_argument("--repeats", type=int, default=3, help="timed calls per measure (the best is reported)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the random rankings and groups")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     import pandas as pd

@@ -59,11 +59,16 @@ def pairwise_positions(s, mask, eps, chunk=2 ** 22):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shapes", default="256x100,64x1000,8x10000")
-    ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--taus", default="0.001")
-    ap.add_argument("--skip-pairwise-above", type=int, default=10 ** 9, help="skip pairwise when B*N*N exceeds")
+    ap = argparse.ArgumentParser(description="Time the soft-rank relaxations (FastSoftRank numba / torch backends, "
+                                             "torchsort, pairwise sigmoid) and the losses",
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--shapes", default="256x100,64x1000,8x10000",
+                    help="comma-separated batch shapes BxN (B lists of up to N items)")
+    ap.add_argument("--repeats", type=int, default=7, help="timed forward + backward passes per case (median)")
+    ap.add_argument("--taus", default="0.001", help="comma-separated temperatures tau (relative to each list's "
+                                                    "score standard deviation)")
+    ap.add_argument("--skip-pairwise-above", type=int, default=10 ** 9,
+                    help="skip the pairwise relaxation when B*N*N exceeds this")
     ap.add_argument("--no-losses", action="store_true", help="skip the loss rows (bench_losses.py)")
     args = ap.parse_args(argv)
     print(f"threads={torch.get_num_threads()} numba={numba_available()} torchsort={torchsort is not None}")

@@ -136,10 +136,12 @@ def condition2(seed: int, reps: int = 100, n_a: int = 500, n_b: int = 500, p_val
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seed", type=int, default=0)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic relevance and the tie breaking")
     ap.add_argument("--reps", type=int, default=100, help="tie-breaking repetitions of condition 2 (paper: 100)")
-    ap.add_argument("--out", type=str, default=None, help="write every row (all k) to this JSON file")
+    ap.add_argument("--out", type=str, default=None,
+                    help="write every row (all k) to this JSON file")
     args = ap.parse_args(argv)
     torch.manual_seed(args.seed)
     t0 = time.perf_counter()

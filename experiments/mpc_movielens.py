@@ -154,15 +154,18 @@ def ndcg(S, Y, mask):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ratings", help="MovieLens ratings.csv (default: synthetic stand-in)")
-    ap.add_argument("--movies", help="MovieLens movies.csv")
-    ap.add_argument("--genres", default="Documentary,Drama,Comedy")
-    ap.add_argument("--rank", type=int, default=64)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--ratings", help="MovieLens ratings.csv (unset: a synthetic stand-in)")
+    ap.add_argument("--movies", help="MovieLens movies.csv (needed with --ratings)")
+    ap.add_argument("--genres", default="Documentary,Drama,Comedy",
+                    help="comma-separated genres; each is the protected group of one experiment")
+    ap.add_argument("--rank", type=int, default=64, help="rank of the SVD that scores the ratings")
     ap.add_argument("--quantile", type=float, default=0.01, help="eps = this quantile of the candidate gaps")
-    ap.add_argument("--n-boot", type=int, default=201)
-    ap.add_argument("--adjacent", action="store_true", help="also report adjacent-pair MPC (App. B.4)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--n-boot", type=int, default=201, help="bootstrap trials of the confidence intervals")
+    ap.add_argument("--adjacent", action="store_true",
+                    help="also report adjacent-pair MPC (Korevaar et al., arXiv 2023, App. B.4)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic data and the bootstrap")
     args = ap.parse_args(argv)
     t0 = time.time()
     if args.ratings:

@@ -244,9 +244,11 @@ def table(results: List[RunResult]) -> str:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--seed", type=int, default=0)
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help="smaller run (150 steps, 256 training lists, fewer configurations) for a smoke test")
+    p.add_argument("--seed", type=int, default=0, help="seed of the data and of the model initialisation")
     p.add_argument("--out", default=None, help="write the markdown report here")
     a = p.parse_args(argv)
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))

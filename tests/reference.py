@@ -4,12 +4,12 @@ Everything here works on a single list of *real* items (padded items removed bef
 floats, with explicit loops over positions, items and pairs.  No torch, no vectorisation, so that the library can be
 checked against something independent.
 
-Sources (files in /work/shared/seeds):
-* 000 Fabris et al., "Pairwise Fairness in Ranking as a Dissatisfaction Measure": eq. 1 (IGI/REE), eq. 3 (discordant
-  fraction, tau = 1 - 2M), eq. 6-7 (individual dissatisfaction, browsing weights), eq. 8 (UDP with tie weight c_t),
-  eq. 10 (DIPS normaliser), eq. 11 (DIPS), §4.4 (IGI / REE normalisers).
-* 002 Raj & Ekstrand §2.5 eq. 11 (pairwise accuracy).
-* 001 Kuhlman et al. eq. 8-9 (pair metric).
+Sources (full references in the README's "References" section):
+* Fabris et al., WSDM 2023, "Pairwise Fairness in Ranking as a Dissatisfaction Measure": eq. 1 (IGI/REE), eq. 3
+  (discordant fraction, tau = 1 - 2M), eq. 6-7 (individual dissatisfaction, browsing weights), eq. 8 (UDP with tie
+  weight c_t), eq. 10 (DIPS normaliser), eq. 11 (DIPS), §4.4 (IGI / REE normalisers).
+* Raj & Ekstrand, SIGIR 2022, §2.5 eq. 11 (pairwise accuracy).
+* Kuhlman et al., AIES 2021, eq. 8-9 (pair metric).
 
 Conventions: positions are 0-based (0 = top).  A ranking ``order`` is a list of item indices by position.
 Group membership is a list (one row per item) of G non-negative weights; integer ids are turned into one-hot rows,

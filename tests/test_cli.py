@@ -64,7 +64,10 @@ def trec(tmp_path):
 
 
 def test_read_trec(trec):
-    data = read_trec(trec / "run.txt", trec / "qrels.txt", trec / "groups.txt")
+    with pytest.raises(ValueError, match=r"run\.txt:5: document 'dX' of query 'q1' has no group label"):
+        read_trec(trec / "run.txt", trec / "qrels.txt", trec / "groups.txt")
+    data = read_trec(trec / "run.txt", trec / "qrels.txt", trec / "groups.txt", missing_groups="unknown")
+    assert len(data.warnings) == 1 and "1 ranked documents have no group label" in data.warnings[0]
     assert data.group_names == ["blog", "news"]
     assert [d["list_id"] for d in data.lists] == ["q1", "q2"]
     q1 = data.lists[0]
@@ -77,7 +80,8 @@ def test_read_trec(trec):
 def test_cli_trec_end_to_end(trec, capsys):
     out_json, out_csv = trec / "res.json", trec / "res.csv"
     rc = main(["metrics", "--run", str(trec / "run.txt"), "--qrels", str(trec / "qrels.txt"), "--groups",
-               str(trec / "groups.txt"), "--measures", "dips,igi", "kendall_tau", "--browsing", "rbp:0.8",
+               str(trec / "groups.txt"), "--missing-groups", "unknown", "--measures", "dips,igi", "kendall_tau",
+               "--browsing", "rbp:0.8",
                "--bootstrap", "200", "--out-json", str(out_json), "--out-csv", str(out_csv)])
     assert rc == 0
     printed = capsys.readouterr().out
@@ -108,7 +112,8 @@ def test_cli_five_column_qrels_and_expeval_layout(trec, capsys):
     itr = "".join(f"{q} {ids[gmap[d]]} {d} {r}\n" for q, _, d, r in (l.split() for l in QRELS.splitlines())
                   if d in gmap)
     (trec / "qrels_expeval.txt").write_text(itr)
-    base = ["metrics", "--run", str(trec / "run.txt"), "--measures", "dips", "--bootstrap", "0", "--format", "json"]
+    base = ["metrics", "--run", str(trec / "run.txt"), "--measures", "dips", "--bootstrap", "0", "--format", "json",
+            "--missing-groups", "unknown"]
     outs = []
     for extra in (["--qrels", str(trec / "qrels.txt"), "--groups", str(trec / "groups.txt")],
                   ["--qrels", str(trec / "qrels5.txt")],

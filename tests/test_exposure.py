@@ -191,7 +191,7 @@ QRELS_GRP = torch.tensor([0, 1, 0, 1])
     (torch.tensor([3, 4, 1, 2]), (1.328125, 0.5625, 1.398438)),    # run d3 d4 d1 d2
 ])
 def test_expeval_reference_numbers(ranks, want):
-    ee = expeval(ranks, QRELS_REL, patience=0.5)
+    ee = expeval(ranks, QRELS_REL, patience=0.5, user_model="rbp")  # expeval -C -U -u rbp
     got = (float(ee.disparity), float(ee.relevance), float(ee.loss))
     assert [round(x, 6) for x in got] == list(want)
     # the same through the core measure: 0-based RBP p**k on the run's order
@@ -201,9 +201,11 @@ def test_expeval_reference_numbers(ranks, want):
 
 
 def test_expeval_group_mode_is_not_the_reference_numbers():
-    # group vectors give other values: the reference numbers are document-level
-    ee_rel = expeval(torch.tensor([1, 2, 3, 4]), QRELS_REL, QRELS_GRP, patience=0.5)
-    ee_all = expeval(torch.tensor([1, 2, 3, 4]), QRELS_REL, QRELS_GRP, patience=0.5, relevant_only=False)
+    # group vectors give other values: the reference numbers are document-level.  expeval -G sums the relevant
+    # documents without -C (complete=False), all documents with -C (complete=True, the default)
+    ee_rel = expeval(torch.tensor([1, 2, 3, 4]), QRELS_REL, QRELS_GRP, patience=0.5, user_model="rbp",
+                     complete=False)
+    ee_all = expeval(torch.tensor([1, 2, 3, 4]), QRELS_REL, QRELS_GRP, patience=0.5, user_model="rbp")
     assert float(ee_rel.disparity) == 1.25   # relevant docs only: (1, 0.5)
     assert float(ee_all.disparity) == 1.953125  # all docs: (1.25, 0.625)
     torch.testing.assert_close(ee_rel.relevance, torch.tensor(0.75 * 1.0 + 0.75 * 0.5, dtype=D))
@@ -211,11 +213,11 @@ def test_expeval_group_mode_is_not_the_reference_numbers():
 
 def test_expeval_samples_batch_and_gerr():
     ranks = torch.tensor([[1, 2, 3, 4], [3, 4, 1, 2]])  # two sampled rankings of one query
-    ee = expeval(ranks, QRELS_REL, patience=0.5)
+    ee = expeval(ranks, QRELS_REL, patience=0.5, user_model="rbp")
     e = [(1 + 0.25) / 2, (0.5 + 0.125) / 2, (0.25 + 1) / 2, (0.125 + 0.5) / 2]
     torch.testing.assert_close(ee.disparity, torch.tensor(sum(x * x for x in e), dtype=D))
     # batch of two queries
-    eb = expeval(ranks, torch.stack([QRELS_REL, QRELS_REL]), patience=0.5)
+    eb = expeval(ranks, torch.stack([QRELS_REL, QRELS_REL]), patience=0.5, user_model="rbp")
     assert eb.loss.shape == (2,)
     torch.testing.assert_close(eb.loss[1], torch.tensor(1.3984375, dtype=D))
     # gerr: p**i (1-u)**(#relevant above)

@@ -18,14 +18,32 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import shutil
 import sys
+import textwrap
 from typing import Callable, Dict, List, Optional, Sequence
 
-__all__ = ["main", "build_parser", "split_measures", "SUBCOMMANDS"]
+__all__ = ["main", "build_parser", "split_measures", "SUBCOMMANDS", "HelpFormatter"]
+
+#: choices of --missing-groups / --negative-grades (torchfair.evaluation.io.MISSING_GROUPS / NEGATIVE_GRADES,
+#: repeated here so that building the parser does not import torchfair.evaluation)
+MISSING_GROUPS = ("error", "unknown")
+NEGATIVE_GRADES = ("error", "zero")
 
 #: a comma starts a new measure when it is followed by ``name``, ``name@k`` or ``name:...`` (not ``key=value``)
 _MEASURE_SPLIT = re.compile(r",(?=\s*[A-Za-z_]\w*(?:@\d+)?\s*(?:[:,]|$))")
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default in its help, unless the default is None / False (no value, a flag) or the help
+    already says it."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, False) or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
 
 
 def split_measures(items: Sequence[str]) -> List[str]:
@@ -43,11 +61,16 @@ def _add_metrics(sub) -> None:
         description="Compute measures per list and aggregate them (mean over the lists where a value is defined, "
                     "percentile bootstrap interval over lists). Input: --run + --qrels [--groups], or --table.",
         epilog="TREC: run 'qid Q0 docid rank score tag'; qrels 'qid 0 docid rel' or 'qid 0 docid rel group'; "
-               "group file 'docid group' or 'qid docid group' (several lines = several groups, split equally); "
-               "--qrels-groups iter reads expeval's layout (groups, comma separated, in the 2nd qrels column). "
-               "Run items missing from the qrels have relevance 0; documents without a group are unknown (-1). "
+               "group file 'docid group' or 'qid docid group' (several lines = several groups, split equally; "
+               "'group=0.7' gives a share, the rest of the document being of unknown group; '-1' = unknown); "
+               "--qrels-groups iter reads expeval's layout (groups, '|' or ',' separated, in the 2nd qrels column). "
+               "Run items missing from the qrels have relevance 0 (a note counts them). "
+               "Bad input is an error naming the file and line: a ranked document without a group label (unless "
+               "--missing-groups unknown), a negative grade (unless --negative-grades zero), conflicting qrels "
+               "lines, duplicate items, non-finite numbers, empty files. "
                "Table: columns list_id, item_id, score, relevance, group (aliases qid, docid, rel...). "
-               "Group ids 0, 1, ... are named A, B, ... in the column names.")
+               "Group ids 0, 1, ... are named A, B, ... in the column names.",
+        formatter_class=HelpFormatter)
     src = p.add_argument_group("input")
     src.add_argument("--run", help="TREC run file")
     src.add_argument("--qrels", help="TREC qrels file (4 columns, or 5 with the group label last)")
@@ -57,16 +80,23 @@ def _add_metrics(sub) -> None:
                           "2nd column), none")
     src.add_argument("--use-rank", action="store_true", help="rank by the run's rank column instead of its score")
     src.add_argument("--table", help="CSV or Parquet file with list_id, item_id, score, relevance, group")
+    src.add_argument("--missing-groups", choices=MISSING_GROUPS, default="error",
+                     help="a ranked document without a group label (while the input has group labels): an "
+                          "error, or 'unknown' (group -1, with a warning)")
+    src.add_argument("--negative-grades", choices=NEGATIVE_GRADES, default="error",
+                     help="a negative relevance grade (qrels or table): an error, or 'zero' (read as 0, with a "
+                          "warning; some collections mark junk with -1 or -2)")
     m = p.add_argument_group("measures")
     m.add_argument("--measures", nargs="+", default=["dips"],
                    help="measure names, space or comma separated; 'ndcg@10' sets k, 'dips:tie_weight=0,"
-                        "browsing=uniform' sets options, 'label=name' renames the columns (default: dips)")
+                        "browsing=uniform' sets options, 'label=name' renames the columns")
     m.add_argument("--browsing", help="browsing model for the measures that take one: rbp, rbp:0.8, geometric:0.5, "
                                       "logarithmic, reciprocal, uniform, cascade:0.9, topk:10, topk:10:rbp:0.8")
     m.add_argument("--k", type=int, help="cut-off k for the measures that take one")
     m.add_argument("--tie-weight", type=float, help="c_t for the pairwise measures (DIPS, IGI, REE)")
     m.add_argument("--ties", choices=("first", "average"), default=None,
-                   help="equal scores: 'first' (file order) or 'average' over their orders")
+                   help="equal scores: 'first' (file order) or 'average' over their orders "
+                        "(default: each measure's own)")
     m.add_argument("--num-groups", type=int, help="number of groups (default: from the data)")
     m.add_argument("--list-measures", action="store_true", help="print the available measures and exit")
     a = p.add_argument_group("aggregation and output")
@@ -77,39 +107,71 @@ def _add_metrics(sub) -> None:
     a.add_argument("--out-csv", help="write the full table (per list + aggregate) as CSV")
     a.add_argument("--per-list", action="store_true", help="also print the per-list table")
     a.add_argument("--format", choices=("markdown", "csv", "json"), default="markdown",
-                   help="what to print on stdout (default: the markdown aggregate table)")
+                   help="what to print on stdout (markdown: the aggregate table)")
     a.add_argument("--quiet", action="store_true", help="print nothing on stdout")
     p.set_defaults(func=_run_metrics)
 
 
+def _check_files(args: argparse.Namespace, options: Sequence[str]) -> None:
+    """Every file option that is given names an existing file (the message names the option)."""
+    for opt in options:
+        path = getattr(args, opt.replace("-", "_"))
+        if path is None:
+            continue
+        if not os.path.exists(path):
+            raise ValueError(f"--{opt}: no such file: {path}")
+        if not os.path.isfile(path):
+            raise ValueError(f"--{opt}: not a file: {path}")
+
+
+def _print_measures(out=None) -> None:
+    """Each registered measure with its full description, wrapped to the terminal width."""
+    from .evaluation.registry import available_measures, get_measure
+
+    out = out or sys.stdout
+    width = max(60, min(shutil.get_terminal_size((100, 20)).columns, 120))
+    for name in available_measures():
+        desc = " ".join((get_measure(name).description or "").split()) or "(no description)"
+        head = f"{name:24s} " if len(name) < 24 else f"{name}\n{'':25s}"
+        out.write(textwrap.fill(desc, width=width, initial_indent=head, subsequent_indent=" " * 25) + "\n")
+
+
 def _run_metrics(args: argparse.Namespace) -> int:
     from .evaluation.io import read_table, read_trec
-    from .evaluation.registry import available_measures, get_measure
+    from .evaluation.registry import get_measure, parse_request
     from .evaluation.table import evaluate
 
     if args.list_measures:
-        for name in available_measures():
-            print(f"{name:24s} {get_measure(name).description}")
+        _print_measures()
         return 0
     if args.table and (args.run or args.qrels or args.groups):
         raise ValueError("give either --table or --run/--qrels/--groups, not both")
-    if args.table:
-        data = read_table(args.table)
-    elif args.run:
-        data = read_trec(args.run, args.qrels, args.groups, qrels_groups=args.qrels_groups, use_rank=args.use_rank)
-    else:
+    if not args.table and not args.run:
+        if args.qrels or args.groups:
+            raise ValueError("--qrels and --groups need a --run to score")
         raise ValueError("no input: give --run RUN --qrels QRELS [--groups FILE], or --table FILE")
+    _check_files(args, ("table", "run", "qrels", "groups"))
+    lenient = dict(missing_groups=args.missing_groups, negative_grades=args.negative_grades)
+    if args.table:
+        data = read_table(args.table, **lenient)
+    else:
+        data = read_trec(args.run, args.qrels, args.groups, qrels_groups=args.qrels_groups, use_rank=args.use_rank,
+                         **lenient)
     for note in data.notes:
-        print(f"torchfair: note: {note}", file=sys.stderr)
+        print(f"torchfair metrics: note: {note}", file=sys.stderr)
+    for warning in data.warnings:
+        print(f"torchfair metrics: warning: {warning}", file=sys.stderr)
     measures = split_measures(args.measures)
     if not measures:
         raise ValueError("--measures is empty")
     for mname in measures:
-        from .evaluation.registry import parse_request
         spec = get_measure(parse_request(mname).name)
         if spec.needs_groups and not data.has_groups:
             raise ValueError(f"measure {spec.name!r} needs group labels: give --groups, a 5-column qrels, "
                              f"--qrels-groups iter, or a 'group' column")
+        if spec.needs_relevance and any(d.get("relevance") is None for d in data.lists):
+            raise ValueError(f"measure {spec.name!r} needs relevance: give --qrels with --run, or a 'relevance' "
+                             f"column with --table")
     options = {}
     if args.browsing is not None:
         options["browsing"] = args.browsing

@@ -1,62 +1,104 @@
 """Reading ranked lists from files: TREC run + qrels (+ group file), or a CSV / Parquet table.
 
+Every problem in a file is a ``ValueError`` naming the file and line (``run.txt:12: ...``).  Two kinds of input
+that a user may mean are accepted on request, with a warning (:attr:`RankedLists.warnings`):
+``missing_groups="unknown"`` (a document without a group label is of unknown group, id ``-1``) and
+``negative_grades="zero"`` (a negative relevance grade, used by some collections for junk, reads as 0).
+
 TREC input
 ----------
 * **run** (``trec_eval`` format): ``qid Q0 docid rank score tag``, whitespace separated.  Items are ordered by
   ``score`` (descending); equal scores keep the order of the ``rank`` column (with ``ties="first"``, the default of
   the measures), or are averaged over with ``ties="average"``.  ``use_rank=True`` ranks by the rank column instead.
+  A document listed twice for a query, a non-integer rank or a score that is not a finite number is an error.
 * **qrels**: ``qid 0 docid rel`` (4 columns), or ``qid 0 docid rel group`` (5 columns, the group label as last
   column).  With ``qrels_groups="iter"`` the second column holds the group ids instead of the unused iteration
-  field, comma separated when a document belongs to several groups: the ``QID GID DID REL`` layout the
-  expected-exposure evaluator ``expeval`` reads with its ``-G`` option (a first line that is not a judgment, such
-  as a header, is skipped).
+  field, separated by ``|`` (what expeval's reader splits on) or ``,`` (what its help text shows) when a document
+  belongs to several groups: the ``QID GID DID REL`` layout of the expected-exposure evaluator ``expeval`` (Diaz
+  et al., CIKM 2020; its ``-G`` option).  A 3-column line ``qid docid rel`` has no group (expeval gives it group
+  ``-1``).  A first line that is not a judgment (a header) is skipped.  An empty qrels file, a document judged twice
+  with different grades, and a negative grade (unless ``negative_grades="zero"``) are errors; a line repeated
+  identically is read once.
 * **group file** (optional, as in the TREC Fair Ranking track, e.g. document -> author group): ``docid group``
   (one group for the document everywhere) or ``qid docid group`` (per query).  Lines starting with ``#`` are
-  comments.  A group file wins over groups found in the qrels.
+  comments.  A group file wins over groups found in the qrels.  An empty group file is an error.
 
-Rules: a run item absent from the qrels has relevance 0 (unjudged = non-relevant, as ``trec_eval``); qrels
-entries absent from the run are ignored (the measures score the run's ranking; recall-type utilities therefore
-only see the retrieved relevant items); queries of the run without any qrels entry are kept (all relevance 0,
-which makes relevance-based measures undefined for them).  A document without group label gets id ``-1``
-(unknown: it is ranked and takes exposure but belongs to no group).  A document with several groups gets soft
-membership split equally among them (then every list carries ``[n, G]`` membership rows).
+Group labels (group file, 5th qrels column, table ``group`` cell)
+----------------------------------------------------------------
+* ``news``: the document is in group ``news``.  A document listed with several labels (several lines of a group
+  file, or ``news|blog`` in one field) is split equally among them (soft membership ``[n, G]``).
+* ``news=0.7``: an explicit share.  Shares of one document must sum to at most 1; the rest is **unknown**.  This is
+  how pages whose group is only partly known are written (TREC Fair 2022's fairness attributes with an unknown
+  part, see :mod:`torchfair.compat.trec_fair`): ``d1 Europe=0.7`` puts 0.7 of d1 in ``Europe`` and 0.3 in no group.
+  Shares and plain labels cannot be mixed for one document.
+* ``-1``: unknown group, explicitly (also with a share, ``-1=0.3``, next to known labels without shares).  An item
+  of unknown group is ranked (it takes a position and exposure) but belongs to no group (Raj & Ekstrand,
+  SIGIR 2022, §2.6).
+* A ranked document **without any label** while the input has group labels is an error naming the file and line
+  of the document (it would silently become "unknown" and can flip the sign of a group comparison);
+  ``missing_groups="unknown"`` reads it as ``-1`` with a warning.
 
-Group labels: if every label is an integer they are used as ids (``-1`` = unknown); otherwise the distinct labels
-are sorted and numbered ``0, 1, ...``; :attr:`RankedLists.group_names` gives the name of each id (columns call id
-0 ``A``, id 1 ``B``, ...).
+If every known label is an integer they are used as ids; otherwise the distinct labels are sorted and numbered
+``0, 1, ...``; :attr:`RankedLists.group_names` gives the name of each id (columns call id 0 ``A``, id 1 ``B``...).
+
+Other rules: without qrels the lists have no relevance (``None``, as a table without a relevance column); a
+run item absent from the qrels has relevance 0 (unjudged = non-relevant, as ``trec_eval``; a note
+counts them); qrels entries absent from the run are ignored (the measures score the run's ranking); a query of the
+run without any qrels entry is kept with relevance 0 everywhere (a note names it), but a run none of whose queries
+is in the qrels is an error (mismatched files).  A qrels line repeating a judgment with another group label adds
+that group to the document (several groups, as several lines of a group file do).
 
 Table input
 -----------
 A CSV (header required) or Parquet file with one row per item and the columns ``list_id``, ``item_id`` (optional),
-``score``, ``relevance`` (optional; an empty cell is 0) and ``group`` (optional; an empty cell is unknown, -1).
-Accepted aliases: ``qid``/``query_id``/``query`` for ``list_id``; ``docid``/``doc_id``/``item`` for ``item_id``;
-``rel``/``label``/``y`` for ``relevance``; ``groups``/``group_id`` for ``group``.  Items keep the row order
-within their list (so equal scores are ranked in row order under ``ties="first"``).  Parquet needs pandas with
-pyarrow or fastparquet.
+``score``, ``relevance`` (optional; an empty cell is 0, with a note) and ``group`` (optional; labels as above, an
+empty cell is a missing label).  Accepted aliases: ``qid``/``query_id``/``query`` for ``list_id``;
+``docid``/``doc_id``/``item`` for ``item_id``; ``rel``/``label``/``y`` for ``relevance``; ``groups``/``group_id``
+for ``group``.  Items keep the row order within their list (so equal scores are ranked in row order under
+``ties="first"``).  The same checks as for TREC input apply (finite scores, duplicate item ids within a list,
+negative relevance, missing group labels).  Parquet needs pandas with pyarrow or fastparquet.
 """
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
-__all__ = ["RankedLists", "read_trec", "read_run", "read_qrels", "read_group_file", "read_table"]
+__all__ = ["RankedLists", "read_trec", "read_run", "read_qrels", "read_group_file", "read_table",
+           "MISSING_GROUPS", "NEGATIVE_GRADES", "UNKNOWN_LABEL"]
+
+#: choices of ``missing_groups``: a document without a group label is an error, or of unknown group (warning)
+MISSING_GROUPS = ("error", "unknown")
+#: choices of ``negative_grades``: a negative relevance grade is an error, or read as 0 (warning)
+NEGATIVE_GRADES = ("error", "zero")
+#: the group label meaning "unknown group" in every input
+UNKNOWN_LABEL = "-1"
+_SHARE_TOL = 1e-6
 
 
 @dataclass
 class RankedLists:
     """Lists ready for :func:`~torchfair.evaluation.table.evaluate`: dicts with ``list_id``, ``item_ids``,
-    ``scores``, ``relevance`` and (when known) ``groups``; ``group_names[g]`` names group id g."""
+    ``scores``, ``relevance`` and (when known) ``groups``; ``group_names[g]`` names group id g.  ``notes`` are
+    remarks on ordinary input (unjudged items); ``warnings`` report input read leniently on request."""
 
     lists: List[dict]
     group_names: Optional[List[str]] = None
     has_groups: bool = False
     notes: List[str] = field(default_factory=list)
+    warnings: List[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.lists)
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+def _check_choice(value, name: str, choices) -> None:
+    if value not in choices:
+        raise ValueError(f"`{name}` must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
 
 
 def _lines(path) -> Iterable[Tuple[int, List[str]]]:
@@ -67,141 +109,305 @@ def _lines(path) -> Iterable[Tuple[int, List[str]]]:
                 yield no, s.split()
 
 
-def _float(x: str, path, no: int, what: str) -> float:
+def _float(x: str, where: str, what: str) -> float:
     try:
-        return float(x)
+        v = float(x)
     except ValueError:
-        raise ValueError(f"{path}:{no}: {what} must be a number; got {x!r}") from None
+        raise ValueError(f"{where}: {what} must be a number; got {x!r}") from None
+    if not math.isfinite(v):
+        raise ValueError(f"{where}: {what} must be a finite number; got {x!r}")
+    return v
 
 
-def read_run(path, use_rank: bool = False) -> Dict[str, List[Tuple[str, int, float]]]:
-    """``{qid: [(docid, rank, score), ...]}`` from a TREC run file (6 columns; a missing tag is tolerated)."""
-    out: Dict[str, List[Tuple[str, int, float]]] = {}
-    seen: Dict[str, set] = {}
-    for no, f in _lines(path):
-        if len(f) not in (5, 6):
-            raise ValueError(f"{path}:{no}: a TREC run line is 'qid Q0 docid rank score tag'; got {len(f)} fields")
-        qid, _, doc, rank, score = f[:5]
-        r = _float(rank, path, no, "rank")
-        s = _float(score, path, no, "score")
-        if doc in seen.setdefault(qid, set()):
-            raise ValueError(f"{path}:{no}: document {doc!r} appears twice for query {qid!r}")
-        seen[qid].add(doc)
-        out.setdefault(qid, []).append((doc, int(r), -r if use_rank else s))
-    if not out:
-        raise ValueError(f"{path}: the run file holds no ranking")
+def _grade(x: str, where: str, negative_grades: str, clamped: List[str]) -> float:
+    """A relevance grade: finite, and non-negative unless ``negative_grades='zero'`` (then 0, remembered)."""
+    v = _float(x, where, "relevance")
+    if v < 0:
+        if negative_grades == "error":
+            raise ValueError(f"{where}: relevance must be >= 0; got {x!r} (some collections mark junk with "
+                             f"negative grades: pass --negative-grades zero / negative_grades='zero' to read "
+                             f"them as 0)")
+        clamped.append(where)
+        v = 0.0
+    return v
+
+
+#: one label of a document: (label, share or None, where it was read)
+_Part = Tuple[str, Optional[float], str]
+
+
+def _parse_labels(text: str, where: str, seps: str = "|") -> List[_Part]:
+    """``"news"``, ``"news=0.7"``, ``"news|blog"`` (``seps`` separate several labels) -> parts."""
+    for s in seps[1:]:
+        text = text.replace(s, seps[0])
+    out: List[_Part] = []
+    for tok in text.split(seps[0]):
+        tok = tok.strip()
+        if not tok:
+            raise ValueError(f"{where}: empty group label in {text!r}")
+        share = None
+        if "=" in tok:
+            lab, _, sh = tok.rpartition("=")
+            try:
+                share = float(sh)
+            except ValueError:
+                lab, share = tok, None  # '=' belongs to the label
+            else:
+                if not lab or not math.isfinite(share) or not 0 <= share <= 1:
+                    raise ValueError(f"{where}: a group share must be a number in [0, 1] after 'label='; "
+                                     f"got {tok!r}")
+                tok = lab
+        out.append((tok, share, where))
     return out
 
 
-def read_qrels(path, groups: str = "auto") -> Tuple[Dict[str, Dict[str, float]], Dict[Tuple[str, str], List[str]]]:
-    """``({qid: {docid: rel}}, {(qid, docid): [group labels]})`` from a qrels file.
-
-    ``groups``: ``"auto"`` (a 5th column, when present, is the group), ``"column"`` (5 columns required),
-    ``"iter"`` (expeval's layout: groups in the 2nd column, comma separated), ``"none"``.
-    """
-    if groups not in ("auto", "column", "iter", "none"):
-        raise ValueError(f"`groups` must be 'auto', 'column', 'iter' or 'none'; got {groups!r}")
-    rels: Dict[str, Dict[str, float]] = {}
-    grp: Dict[Tuple[str, str], List[str]] = {}
-    first = True
-    for no, f in _lines(path):
-        if len(f) == 3:  # qid docid rel (expeval also reads this)
-            f = [f[0], "0", f[1], f[2]]
-        if len(f) not in (4, 5):
-            raise ValueError(f"{path}:{no}: a qrels line is 'qid 0 docid rel' or 'qid 0 docid rel group'; "
-                             f"got {len(f)} fields")
-        try:
-            rel = float(f[3])
-        except ValueError:
-            if first:  # a header line
-                first = False
-                continue
-            raise ValueError(f"{path}:{no}: relevance must be a number; got {f[3]!r}") from None
-        first = False
-        qid, it, doc = f[0], f[1], f[2]
-        if rel < 0:  # some collections use -1 / -2 for junk: non-relevant here
-            rel = 0.0
-        rels.setdefault(qid, {})[doc] = rel
-        if groups == "iter":
-            grp[(qid, doc)] = [g for g in it.split(",") if g != ""]
-        elif groups in ("auto", "column"):
-            if len(f) == 5:
-                grp[(qid, doc)] = [f[4]]
-            elif groups == "column":
-                raise ValueError(f"{path}:{no}: groups='column' needs a 5th (group) column")
-    return rels, grp
+def _combine(parts: List[_Part], doc: str) -> Dict[str, float]:
+    """Shares of one document's labels: plain labels split equally, explicit shares as given (sum <= 1).
+    The unknown label ``-1`` keeps its share (mass in no group)."""
+    seen: Dict[str, str] = {}
+    for lab, _, where in parts:
+        if lab in seen:
+            raise ValueError(f"{where}: document {doc!r} has group {lab!r} twice (also at {seen[lab]})")
+        seen[lab] = where
+    given = [p for p in parts if p[1] is not None]
+    if given and len(given) != len(parts):
+        plain = next(p for p in parts if p[1] is None)
+        raise ValueError(f"{plain[2]}: document {doc!r} mixes labels with shares ({given[0][0]}={given[0][1]:g}, "
+                         f"at {given[0][2]}) and without ({plain[0]!r}): give every label a share, or none")
+    if not given:
+        return {lab: 1.0 / len(parts) for lab, _, _ in parts}
+    total = sum(p[1] for p in given)
+    if total > 1 + _SHARE_TOL:
+        raise ValueError(f"{parts[-1][2]}: the group shares of document {doc!r} sum to {total:g} > 1")
+    return {lab: float(sh) for lab, sh, _ in given}
 
 
-def read_group_file(path) -> Tuple[Dict[str, List[str]], Dict[Tuple[str, str], List[str]]]:
-    """``({docid: [labels]}, {(qid, docid): [labels]})`` from ``docid group`` / ``qid docid group`` lines.
-    A document listed on several lines belongs to several groups."""
-    by_doc: Dict[str, List[str]] = {}
-    by_pair: Dict[Tuple[str, str], List[str]] = {}
-    for no, f in _lines(path):
-        if len(f) == 2:
-            by_doc.setdefault(f[0], []).append(f[1])
-        elif len(f) == 3:
-            by_pair.setdefault((f[0], f[1]), []).append(f[2])
-        else:
-            raise ValueError(f"{path}:{no}: a group file line is 'docid group' or 'qid docid group'; "
-                             f"got {len(f)} fields")
-    return by_doc, by_pair
-
-
-def _group_ids(labels: Iterable[str]) -> Tuple[Dict[str, int], List[str]]:
-    uniq = sorted(set(labels))
+def _group_ids(labels: Dict[str, str]) -> Tuple[Dict[str, int], List[str]]:
+    """``labels``: known label -> where first seen.  Integer labels are ids; others are numbered in sorted order."""
+    uniq = sorted(labels)
     try:
         ints = {u: int(u) for u in uniq}
     except ValueError:
         ints = None
     if ints is not None:
-        bad = [u for u, v in ints.items() if v < -1]
+        bad = [u for u, v in ints.items() if v < 0]
         if bad:
-            raise ValueError(f"integer group ids must be >= 0 (or -1 for unknown); got {bad}")
-        G = max([v for v in ints.values()] + [-1]) + 1
+            raise ValueError(f"{labels[bad[0]]}: integer group ids must be >= 0 (or -1 for unknown); got {bad[0]!r}")
+        G = max(ints.values()) + 1
         return ints, [str(g) for g in range(G)]
     return {u: i for i, u in enumerate(uniq)}, uniq
 
 
-def _membership(per_item: List[Optional[List[str]]], ids: Dict[str, int], G: int, soft: bool) -> torch.Tensor:
-    if not soft:
-        return torch.tensor([ids[g[0]] if g else -1 for g in per_item], dtype=torch.long)
-    m = torch.zeros(len(per_item), max(G, 1))
-    for i, g in enumerate(per_item):
-        known = [ids[x] for x in (g or []) if ids[x] >= 0]
-        for x in known:
-            m[i, x] += 1.0 / len(known)
-        if not known:  # unknown group in soft form: spread nothing is not allowed (rows must sum to 1)
-            raise ValueError("with multi-group documents every document needs a group label (soft membership rows "
-                             "must sum to 1); give the unlabelled documents a group")
-    return m
+#: one ranked item while reading: (docid, score, relevance, group parts or None, where the item was read)
+_Item = Tuple[str, float, float, Optional[List[_Part]], str]
 
 
-def _build(items: Dict[str, List[Tuple[str, float, float, Optional[List[str]]]]], notes: List[str]) -> RankedLists:
-    """items: qid -> [(docid, score, rel, labels or None)] in ranking/tie order."""
-    labels = [x for lst in items.values() for *_, g in lst if g for x in g]
-    has_groups = bool(labels)
-    soft = any(g is not None and len(g) > 1 for lst in items.values() for *_, g in lst)
-    ids, names = _group_ids(labels) if has_groups else ({}, None)
+def _build(items: Dict[str, List[_Item]], notes: List[str], warnings: List[str], *, group_source: Optional[str],
+           missing_groups: str) -> RankedLists:
+    """``items``: qid -> items in ranking/tie order.  ``group_source`` names where group labels come from (None:
+    the input has none)."""
+    shares: Dict[Tuple[str, int], Optional[Dict[str, float]]] = {}
+    known: Dict[str, str] = {}
+    missing: List[Tuple[str, str, str]] = []
+    for qid, lst in items.items():
+        for i, (doc, _, _, parts, where) in enumerate(lst):
+            if parts is None:
+                shares[qid, i] = None
+                if group_source is not None:
+                    missing.append((where, qid, doc))
+                continue
+            sh = _combine(parts, doc)
+            shares[qid, i] = sh
+            for lab, _, w in parts:
+                if lab != UNKNOWN_LABEL:
+                    known.setdefault(lab, w)
+    if group_source is not None:
+        if missing:
+            where, qid, doc = missing[0]
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            if missing_groups == "error":
+                raise ValueError(f"{where}: document {doc!r} of query {qid!r} has no group label in "
+                                 f"{group_source}{more}; label it (-1 = unknown group) or pass --missing-groups "
+                                 f"unknown / missing_groups='unknown' to read unlabelled documents as unknown")
+            warnings.append(f"{len(missing)} ranked documents have no group label in {group_source} (first: "
+                            f"{doc!r} of query {qid!r} at {where}): read as unknown group (-1)")
+        if not known:
+            raise ValueError(f"{group_source}: no ranked document has a known group label")
+    ids, names = _group_ids(known) if known else ({}, None)
     G = len(names) if names is not None else 0
+    soft = any(sh is not None and not (len(sh) == 1 and next(iter(sh.values())) == 1.0) for sh in shares.values())
     out = []
     for qid, lst in items.items():
         d = {"list_id": qid, "item_ids": [x[0] for x in lst],
              "scores": torch.tensor([x[1] for x in lst], dtype=torch.float64),
              "relevance": torch.tensor([x[2] for x in lst], dtype=torch.float64)}
-        if has_groups:
-            d["groups"] = _membership([x[3] for x in lst], ids, G, soft)
+        if group_source is not None:
+            if soft:
+                m = torch.zeros(len(lst), max(G, 1), dtype=torch.float64)
+                for i in range(len(lst)):
+                    for lab, s in (shares[qid, i] or {}).items():
+                        if lab != UNKNOWN_LABEL:
+                            m[i, ids[lab]] += s
+                d["groups"] = m
+            else:
+                d["groups"] = torch.tensor([ids.get(next(iter(shares[qid, i])), -1) if shares[qid, i] else -1
+                                            for i in range(len(lst))], dtype=torch.long)
         out.append(d)
-    return RankedLists(out, names, has_groups, notes)
+    return RankedLists(out, names, group_source is not None, notes, warnings)
 
 
-def read_trec(run, qrels=None, groups=None, *, qrels_groups: str = "auto", use_rank: bool = False) -> RankedLists:
-    """Read a TREC run with its qrels and optional group file (see the module doc)."""
-    ranking = read_run(run, use_rank=use_rank)
-    rels, qgrp = read_qrels(qrels, qrels_groups) if qrels is not None else ({}, {})
-    by_doc, by_pair = read_group_file(groups) if groups is not None else ({}, {})
-    notes = []
-    items = {}
+# ------------------------------------------------------------------------------------------------- readers
+def _read_run(path, use_rank: bool) -> Dict[str, List[Tuple[str, int, float, str]]]:
+    out: Dict[str, List[Tuple[str, int, float, str]]] = {}
+    seen: Dict[Tuple[str, str], int] = {}
+    for no, f in _lines(path):
+        where = f"{path}:{no}"
+        if len(f) not in (5, 6):
+            raise ValueError(f"{where}: a TREC run line is 'qid Q0 docid rank score tag'; got {len(f)} fields")
+        qid, _, doc, rank, score = f[:5]
+        r = _float(rank, where, "rank")
+        if not r.is_integer():
+            raise ValueError(f"{where}: rank must be an integer; got {rank!r}")
+        s = _float(score, where, "score")
+        if (qid, doc) in seen:
+            raise ValueError(f"{where}: document {doc!r} appears twice for query {qid!r} (also at line "
+                             f"{seen[qid, doc]})")
+        seen[qid, doc] = no
+        out.setdefault(qid, []).append((doc, int(r), -r if use_rank else s, where))
+    if not out:
+        raise ValueError(f"{path}: the run file holds no ranking")
+    return out
+
+
+def read_run(path, use_rank: bool = False) -> Dict[str, List[Tuple[str, int, float]]]:
+    """``{qid: [(docid, rank, score), ...]}`` from a TREC run file (6 columns; a missing tag is tolerated).
+    With ``use_rank`` the score is minus the rank.  Errors name the file and line."""
+    return {q: [x[:3] for x in lst] for q, lst in _read_run(path, use_rank).items()}
+
+
+def _read_qrels(path, groups: str, negative_grades: str, clamped: List[str]):
+    _check_choice(groups, "groups", ("auto", "column", "iter", "none"))
+    _check_choice(negative_grades, "negative_grades", NEGATIVE_GRADES)
+    rels: Dict[str, Dict[str, float]] = {}
+    grp: Dict[Tuple[str, str], List[_Part]] = {}
+    first_at: Dict[Tuple[str, str], Tuple[int, float, set]] = {}
+    first = True
+    repeats = 0
+    for no, f in _lines(path):
+        where = f"{path}:{no}"
+        if len(f) == 3:  # qid docid rel (expeval also reads this; it gives such a line group -1)
+            f = [f[0], UNKNOWN_LABEL if groups == "iter" else "0", f[1], f[2]]
+        if len(f) not in (4, 5):
+            raise ValueError(f"{where}: a qrels line is 'qid 0 docid rel' or 'qid 0 docid rel group'; "
+                             f"got {len(f)} fields")
+        try:
+            float(f[3])
+        except ValueError:
+            if first:  # a header line
+                first = False
+                continue
+        first = False
+        qid, it, doc = f[0], f[1], f[2]
+        rel = _grade(f[3], where, negative_grades, clamped)
+        label = None
+        if groups == "iter":
+            label = it
+        elif groups in ("auto", "column"):
+            if len(f) == 5:
+                label = f[4]
+            elif groups == "column":
+                raise ValueError(f"{where}: groups='column' (--qrels-groups column) needs a 5th (group) column")
+        key = (qid, doc)
+        if key in first_at:
+            pno, prel, plabels = first_at[key]
+            if prel != rel:
+                raise ValueError(f"{where}: document {doc!r} of query {qid!r} is judged {f[3]} here and "
+                                 f"{prel:g} at line {pno}: conflicting judgments")
+            if label is None or label in plabels:
+                repeats += 1
+                continue
+            # the same judgment with another group label: the document is in several groups
+            plabels.add(label)
+            grp.setdefault(key, []).extend(_parse_labels(label, where, ",|" if groups == "iter" else "|"))
+            continue
+        first_at[key] = (no, rel, {label} if label is not None else set())
+        rels.setdefault(qid, {})[doc] = rel
+        if label is not None:
+            grp[key] = _parse_labels(label, where, ",|" if groups == "iter" else "|")
+    if not rels:
+        raise ValueError(f"{path}: the qrels file holds no judgment")
+    return rels, grp, repeats
+
+
+def read_qrels(path, groups: str = "auto", *, negative_grades: str = "error"
+               ) -> Tuple[Dict[str, Dict[str, float]], Dict[Tuple[str, str], List[str]]]:
+    """``({qid: {docid: rel}}, {(qid, docid): [group labels]})`` from a qrels file.
+
+    ``groups``: ``"auto"`` (a 5th column, when present, is the group), ``"column"`` (5 columns required),
+    ``"iter"`` (expeval's layout: groups in the 2nd column, ``|`` or ``,`` separated), ``"none"``.
+    ``negative_grades``: ``"error"`` (default) or ``"zero"``.  Labels are returned without their shares."""
+    rels, grp, _ = _read_qrels(path, groups, negative_grades, [])
+    return rels, {k: [lab for lab, _, _ in v] for k, v in grp.items()}
+
+
+def _read_group_file(path):
+    by_doc: Dict[str, List[_Part]] = {}
+    by_pair: Dict[Tuple[str, str], List[_Part]] = {}
+    any_line = False
+    for no, f in _lines(path):
+        where = f"{path}:{no}"
+        any_line = True
+        if len(f) == 2:
+            by_doc.setdefault(f[0], []).extend(_parse_labels(f[1], where))
+        elif len(f) == 3:
+            by_pair.setdefault((f[0], f[1]), []).extend(_parse_labels(f[2], where))
+        else:
+            raise ValueError(f"{where}: a group file line is 'docid group' or 'qid docid group'; "
+                             f"got {len(f)} fields")
+    if not any_line:
+        raise ValueError(f"{path}: the group file holds no 'docid group' line (it is empty or all comments)")
+    return by_doc, by_pair
+
+
+def read_group_file(path) -> Tuple[Dict[str, List[str]], Dict[Tuple[str, str], List[str]]]:
+    """``({docid: [labels]}, {(qid, docid): [labels]})`` from ``docid group`` / ``qid docid group`` lines.
+    A document listed on several lines belongs to several groups.  Labels are returned without their shares."""
+    by_doc, by_pair = _read_group_file(path)
+    return ({k: [p[0] for p in v] for k, v in by_doc.items()}, {k: [p[0] for p in v] for k, v in by_pair.items()})
+
+
+def read_trec(run, qrels=None, groups=None, *, qrels_groups: str = "auto", use_rank: bool = False,
+              missing_groups: str = "error", negative_grades: str = "error") -> RankedLists:
+    """Read a TREC run with its qrels and optional group file (see the module doc for the formats and checks).
+
+    ``missing_groups``: ``"error"`` (default: a ranked document without a group label, while the input has group
+    labels, is an error naming its run line) or ``"unknown"`` (read as group ``-1``, with a warning).
+    ``negative_grades``: ``"error"`` (default) or ``"zero"`` (read as 0, with a warning)."""
+    _check_choice(missing_groups, "missing_groups", MISSING_GROUPS)
+    _check_choice(negative_grades, "negative_grades", NEGATIVE_GRADES)
+    ranking = _read_run(run, use_rank)
+    clamped: List[str] = []
+    notes: List[str] = []
+    warnings: List[str] = []
+    rels: Dict[str, Dict[str, float]] = {}
+    qgrp: Dict[Tuple[str, str], List[_Part]] = {}
+    if qrels is not None:
+        rels, qgrp, repeats = _read_qrels(qrels, qrels_groups, negative_grades, clamped)
+        if repeats:
+            notes.append(f"{qrels}: {repeats} repeated identical qrels lines read once")
+        if not any(q in rels for q in ranking):
+            raise ValueError(f"{qrels}: none of the {len(ranking)} queries of the run {run} is in the qrels "
+                             f"(first run query: {next(iter(ranking))!r}); are these the right files?")
+    by_doc: Dict[str, List[_Part]] = {}
+    by_pair: Dict[Tuple[str, str], List[_Part]] = {}
+    if groups is not None:
+        by_doc, by_pair = _read_group_file(groups)
+        source: Optional[str] = str(groups)
+    elif qgrp:
+        source = f"the group column of {qrels}"
+    else:
+        source = None
+    items: Dict[str, List[_Item]] = {}
     unjudged = 0
     for qid, lst in ranking.items():
         # descending score, then the rank column (stable)
@@ -210,18 +416,24 @@ def read_trec(run, qrels=None, groups=None, *, qrels_groups: str = "auto", use_r
         if qrels is not None and qid not in rels:
             notes.append(f"query {qid} has no qrels entry: all its items have relevance 0")
         row = []
-        for doc, _, score in lst:
+        for doc, _, score, where in lst:
             if doc not in q:
                 unjudged += 1
-            if by_pair or by_doc:
+            if groups is not None:
                 g = by_pair.get((qid, doc)) or by_doc.get(doc)
             else:
                 g = qgrp.get((qid, doc))
-            row.append((doc, score, q.get(doc, 0.0), g))
+            row.append((doc, score, q.get(doc, 0.0), g, where))
         items[qid] = row
-    if unjudged:
+    if qrels is not None and unjudged:
         notes.append(f"{unjudged} run items are not in the qrels: relevance 0")
-    return _build(items, notes)
+    if clamped:
+        warnings.append(f"{len(clamped)} negative relevance grades read as 0 (first at {clamped[0]})")
+    lists = _build(items, notes, warnings, group_source=source, missing_groups=missing_groups)
+    if qrels is None:  # no judgments: no relevance (as a table without a relevance column)
+        for d in lists.lists:
+            d["relevance"] = None
+    return lists
 
 
 _ALIASES = {"list_id": ("list_id", "qid", "query_id", "query"), "item_id": ("item_id", "docid", "doc_id", "item"),
@@ -241,10 +453,8 @@ def _resolve_columns(header: Sequence[str], path) -> Dict[str, Optional[str]]:
     return out
 
 
-def read_table(path, fmt: Optional[str] = None) -> RankedLists:
-    """Read a CSV or Parquet table of items (see the module doc); ``fmt`` is ``"csv"``/``"parquet"`` (default:
-    from the file extension, ``.parquet``/``.pq`` being Parquet, anything else CSV)."""
-    fmt = fmt or ("parquet" if str(path).lower().endswith((".parquet", ".pq")) else "csv")
+def _table_rows(path, fmt: str):
+    """``(header, [(where, row dict)])``."""
     if fmt == "parquet":
         try:
             import pandas as pd
@@ -253,37 +463,64 @@ def read_table(path, fmt: Optional[str] = None) -> RankedLists:
             raise ImportError(f"reading Parquet ({path}) needs pandas with pyarrow or fastparquet "
                               f"(pip install pandas pyarrow); or convert the file to CSV") from e
         header = [str(c) for c in df.columns]
-        rows = [dict(zip(header, ["" if v is None or (isinstance(v, float) and v != v) else str(v) for v in r]))
-                for r in df.itertuples(index=False, name=None)]
-    elif fmt == "csv":
-        with open(path, newline="") as f:
-            sample = f.read(4096)
-            f.seek(0)
-            try:
-                dialect = csv.Sniffer().sniff(sample, delimiters=",\t;")
-            except csv.Error:
-                dialect = csv.excel
-            rd = csv.DictReader(f, dialect=dialect)
-            header = rd.fieldnames or []
-            rows = list(rd)
-    else:
-        raise ValueError(f"`fmt` must be 'csv' or 'parquet'; got {fmt!r}")
+        rows = [(f"{path} row {i + 1}",
+                 dict(zip(header, ["" if v is None or (isinstance(v, float) and v != v) else str(v) for v in r])))
+                for i, r in enumerate(df.itertuples(index=False, name=None))]
+        return header, rows
+    with open(path, newline="") as f:
+        sample = f.read(4096)
+        f.seek(0)
+        try:
+            dialect = csv.Sniffer().sniff(sample, delimiters=",\t;")
+        except csv.Error:
+            dialect = csv.excel
+        rd = csv.DictReader(f, dialect=dialect)
+        header = rd.fieldnames or []
+        rows = []
+        for r in rd:
+            rows.append((f"{path}:{rd.line_num}", r))
+    return header, rows
+
+
+def read_table(path, fmt: Optional[str] = None, *, missing_groups: str = "error",
+               negative_grades: str = "error") -> RankedLists:
+    """Read a CSV or Parquet table of items (see the module doc); ``fmt`` is ``"csv"``/``"parquet"`` (default:
+    from the file extension, ``.parquet``/``.pq`` being Parquet, anything else CSV).  ``missing_groups`` and
+    ``negative_grades`` as in :func:`read_trec` (an empty ``group`` cell is a missing label)."""
+    fmt = fmt or ("parquet" if str(path).lower().endswith((".parquet", ".pq")) else "csv")
+    _check_choice(fmt, "fmt", ("csv", "parquet"))
+    _check_choice(missing_groups, "missing_groups", MISSING_GROUPS)
+    _check_choice(negative_grades, "negative_grades", NEGATIVE_GRADES)
+    header, rows = _table_rows(path, fmt)
     cols = _resolve_columns(header, path)
-    items: Dict[str, list] = {}
-    seen = 0
-    for i, r in enumerate(rows):
-        no = i + 2
-        lid = str(r[cols["list_id"]]).strip()
-        iid = str(r[cols["item_id"]]).strip() if cols["item_id"] else str(len(items.get(lid, [])))
-        score = _float(str(r[cols["score"]]).strip(), path, no, "score")
-        rel_txt = str(r[cols["relevance"]]).strip() if cols["relevance"] else ""
-        rel = _float(rel_txt, path, no, "relevance") if rel_txt else 0.0
-        g_txt = str(r[cols["group"]]).strip() if cols["group"] else ""
-        items.setdefault(lid, []).append((iid, score, rel, [g_txt] if g_txt else None))
-        seen += 1
-    if not seen:
+    items: Dict[str, List[_Item]] = {}
+    first_line: Dict[Tuple[str, str], str] = {}
+    clamped: List[str] = []
+    empty_rel = 0
+    for where, r in rows:
+        lid = str(r[cols["list_id"]] or "").strip()
+        if not lid:
+            raise ValueError(f"{where}: empty list id ({cols['list_id']!r} column)")
+        iid = str(r[cols["item_id"]] or "").strip() if cols["item_id"] else str(len(items.get(lid, [])))
+        if cols["item_id"] and not iid:
+            raise ValueError(f"{where}: empty item id ({cols['item_id']!r} column)")
+        if (lid, iid) in first_line:
+            raise ValueError(f"{where}: item {iid!r} appears twice in list {lid!r} (also at {first_line[lid, iid]})")
+        first_line[lid, iid] = where
+        score = _float(str(r[cols["score"]] or "").strip(), where, "score")
+        rel_txt = str(r[cols["relevance"]] or "").strip() if cols["relevance"] else ""
+        if cols["relevance"] and not rel_txt:
+            empty_rel += 1
+        rel = _grade(rel_txt, where, negative_grades, clamped) if rel_txt else 0.0
+        g_txt = str(r[cols["group"]] or "").strip() if cols["group"] else ""
+        parts = _parse_labels(g_txt, where) if g_txt else None
+        items.setdefault(lid, []).append((iid, score, rel, parts, where))
+    if not items:
         raise ValueError(f"{path}: the table holds no row")
-    lists = _build(items, [])
+    notes = [f"{path}: {empty_rel} empty relevance cells read as 0"] if empty_rel else []
+    warnings = [f"{len(clamped)} negative relevance grades read as 0 (first at {clamped[0]})"] if clamped else []
+    source = f"the {cols['group']!r} column of {path}" if cols["group"] else None
+    lists = _build(items, notes, warnings, group_source=source, missing_groups=missing_groups)
     if not cols["relevance"]:
         for d in lists.lists:
             d["relevance"] = None
