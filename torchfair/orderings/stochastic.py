@@ -34,7 +34,7 @@ import torch
 from torch import Tensor
 
 from ..browsing import BrowsingModel
-from .base import PAIR_BLOCK_ELEMENTS, OrderedBatch, Ordering, PairBlock
+from .base import PAIR_BLOCK_ELEMENTS, OrderedBatch, Ordering, PairBlock, ranked_exposure
 from .hard import HardOrderedBatch
 from .mixture import MixtureOrderedBatch
 
@@ -115,6 +115,10 @@ class SampledOrderedBatch(MixtureOrderedBatch):
         return PairBlock(above=above, joint=joint)
 
     def position_matrix(self) -> Tensor:
+        return self._position_matrix(self.weights)
+
+    def _position_matrix(self, weights: Tensor) -> Tensor:
+        """``sum_s weights[s] onehot(positions of sample s)``, ``[B, N, N]``."""
         S = self.num_samples
         B, N = self.mask.shape
         dt = self.dtype
@@ -122,7 +126,7 @@ class SampledOrderedBatch(MixtureOrderedBatch):
         k = torch.arange(N, device=self.mask.device)[None, :, None]
         R = torch.zeros(B, N, N, dtype=dt, device=self.mask.device)
         for s in range(S):  # one [B, N, N] one-hot at a time
-            R += (k == pos[s][:, None, :]).to(dt) * self.weights[s][:, None, None]
+            R = R + (k == pos[s][:, None, :]).to(dt) * weights[s][:, None, None]
         return R * self.mask[:, None, :].to(dt)
 
 
@@ -206,12 +210,11 @@ class DoublyStochasticOrderedBatch(OrderedBatch):
         return torch.einsum("bki,k->bi", self.R, k)
 
     def exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor] = None) -> Tensor:
-        if not browsing.position_based:
+        if browsing.relevance_dependent:
             raise ValueError(f"the browsing model {browsing!r} depends on the relevance of the items ranked above, "
                              "which a doubly stochastic matrix does not determine: use Sampled(rankings)")
-        N = self.mask.shape[1]
-        f = browsing.weights(N, dtype=self.dtype, device=self.mask.device)
-        return torch.einsum("bki,k->bi", self.R, f) * self.mask.to(self.dtype)
+        f = ranked_exposure(browsing, relevance, self.mask, self.dtype, None)  # [B, K]
+        return torch.einsum("bki,bk->bi", self.R, f) * self.mask.to(self.dtype)
 
     def pair_context(self, browsing, relevance):
         raise ValueError("pairwise measures need rankings: a doubly stochastic matrix R (DoublyStochastic) gives "
