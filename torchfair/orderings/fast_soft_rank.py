@@ -56,12 +56,22 @@ Temperature
 -----------
 ``epsilon`` is in score units: a pair is treated as tied-ish when its score gap is below ``epsilon`` (the soft
 positions of two items differ by ``min(1, gap / epsilon)`` when they pool alone).  :class:`FastSoftRank` uses
-``epsilon = temperature * std(real scores of the list)`` by default (``scale="std"``, std detached and clamped
-below by ``min_scale``), like :class:`~torchfair.orderings.SoftRank`; with ``scale="none"`` ``temperature`` is
+``epsilon = temperature * max(std, rel_min_scale * mean|s|, min_scale)`` by default (``scale="std"``, detached),
+the one temperature rule of :mod:`torchfair.orderings.soft` (see its section Temperature: ``min_scale``, default
+0.25 score units, keeps tied lists at gradients of ordinary size); with ``scale="none"`` ``temperature`` is
 ``epsilon`` itself.  For the functional :func:`soft_rank` the default is ``scale="none"`` (``temperature`` is then
 the paper's ``epsilon``, torchsort's ``regularization_strength``).  Adjacent scores of ``N`` roughly evenly spread
 items differ by about ``3.5 / N`` std, so with ``scale="std"`` a ``temperature`` well below ``1 / N`` is nearly
 hard and ``temperature`` around ``1 / N .. 10 / N`` is smooth for neighbouring items.
+
+Numerics
+--------
+``z = -theta / epsilon`` can be huge (``|theta| = 1e19`` with ``epsilon = 1e-3``), and then ``z - w`` loses ``w``
+and the mean of tied values differs from them by an ulp, which put soft positions far outside ``[0, n - 1]``.
+Before the isotonic regression the sorted ``z`` are therefore rewritten as ``t`` with every gap larger than ``n``
+replaced by ``n + 1``: the regression never pools across a gap larger than ``n - 1``, and within the runs between
+such gaps ``t`` is ``z`` shifted by a constant, so the positions are unchanged while every number stays of order
+``n**2``.  The positions are finally clipped to ``[0, n - 1]`` (rounding only).
 
 Dtypes: the projection is computed in float64 and returned in the scores' dtype (float16 / bfloat16 -> float32).
 """
@@ -319,7 +329,8 @@ def soft_rank(scores: Tensor, temperature: float = 1.0, mask: Optional[Tensor] =
 
     ``scores``: ``[B, N]`` or ``[N]`` floating.  ``temperature``: the regularisation strength ``epsilon`` in score
     units with ``scale="none"`` (default here; torchsort's ``regularization_strength``), or relative to each
-    list's detached score std with ``scale="std"``.  ``mask``: ``[B, N]`` bool, True for real items (padded
+    list's detached score scale with ``scale="std"`` (``max(std, rel_min_scale * mean|s|, min_scale)``, see
+    :class:`FastSoftRank`).  ``mask``: ``[B, N]`` bool, True for real items (padded
     items get position 0 and zero gradient).  ``regularization``: ``"l2"`` (quadratic; the only one
     implemented).  ``backend``: ``"auto"`` (numba on CPU when installed, else torch), ``"numba"`` or ``"torch"``.
     Forward and backward are O(N log N) (sort) + O(N).  See the module docstring.
@@ -389,9 +400,11 @@ class FastSoftRankOrderedBatch(OrderedBatch):
 class FastSoftRank(_Tempered):
     """Soft positions by projection onto the permutahedron (Blondel et al., 2020), O(N log N) forward/backward.
 
-    ``temperature``: ``epsilon`` relative to each list's score std with ``scale="std"`` (default), absolute with
-    ``scale="none"``; smaller is closer to the hard ranking, which is reached exactly once ``epsilon`` is below
-    every score gap.  ``backend``: ``"auto"`` / ``"numba"`` / ``"torch"`` (see :func:`soft_rank`).  Pair
+    ``temperature``: ``epsilon`` relative to each list's score scale with ``scale="std"`` (default:
+    ``epsilon = temperature * max(std, rel_min_scale * mean|s|, min_scale)``, the rule of
+    :class:`~torchfair.orderings.SoftRank`, module docstring of :mod:`torchfair.orderings.soft`, Temperature),
+    absolute with ``scale="none"``; smaller is closer to the hard ranking, which is reached exactly once
+    ``epsilon`` is below every score gap.  ``backend``: ``"auto"`` / ``"numba"`` / ``"torch"`` (see :func:`soft_rank`).  Pair
     quantities use ``above[i, j] = clamp(p_i - p_j + 1/2, 0, 1)`` (module docstring).
 
     Example::

@@ -33,6 +33,13 @@ expectations, exact gradients by autograd.  It is the reference the tests compar
 Closed forms: :func:`pair_probability` ``P(j above i) = e^{m_j} / (e^{m_i} + e^{m_j})`` and
 :func:`top1_probability` (softmax).
 
+Numerics: every path works in log space.  The logits of each list are shifted by their largest real value
+(detached; PL is shift-invariant), probabilities are formed as ``exp(m_d - log Z_k)`` with ``log Z_k`` from
+``logcumsumexp`` (never ``e^{m_d}`` and ``1 / Z_k`` apart, which overflow in float32 once a list's logits span more
+than ~88), the PL-Rank sums over steps are taken with ``logcumsumexp`` as well, and the exact enumeration
+normalises its probabilities per list with ``logsumexp``.  Half-precision scores are computed in float32.  Values
+and gradients are finite for logits spanning ``1e4`` and more.
+
 Masks: padded items are never sampled into real positions and receive exactly zero gradient.
 Memory: the PL-Rank backward of pair quantities builds ``[B, N, N]`` reward matrices: fine for lists of a few
 hundred items; use the score-function estimator beyond.
@@ -145,13 +152,13 @@ def all_rankings(N: int, device=None) -> Tensor:
 
 def pair_probability(scores: Tensor, temperature: float = 1.0) -> Tensor:
     """Closed form ``P(j above i) = e^{m_j} / (e^{m_i} + e^{m_j}) = sigmoid(m_j - m_i)``: ``[..., N, N]`` (``[i, j]``)."""
-    m = scores / temperature
+    m = _work(scores) / check_number(temperature, "temperature", low=0, low_open=True)
     return torch.sigmoid(m.unsqueeze(-2) - m.unsqueeze(-1))
 
 
 def top1_probability(scores: Tensor, temperature: float = 1.0, mask: Optional[Tensor] = None) -> Tensor:
     """``P(item i ranked first) = softmax(m)_i`` over real items: ``[..., N]``."""
-    m = scores / temperature
+    m = _work(scores) / check_number(temperature, "temperature", low=0, low_open=True)
     if mask is not None:
         m = _masked_logits(m, mask)
     return torch.softmax(m, -1)
@@ -347,8 +354,10 @@ class PlackettLuce(Ordering):
     samples : rankings drawn per list (Monte Carlo estimators).
     estimator : ``"pl_rank"`` (default), ``"score_function"`` or ``"relaxed"``.
     temperature : PL temperature; logits are ``scores / temperature``.
-    relaxation : for ``"relaxed"``: the soft ordering applied to the Gumbel-perturbed scores
-        (default ``SoftRank(temperature=0.1)``).
+    relaxation : for ``"relaxed"``: the soft ordering applied to the Gumbel-perturbed logits
+        (default ``SoftRank(temperature=0.1)``, whose temperature follows the one rule of
+        :mod:`torchfair.orderings.soft`, section Temperature: relative to the perturbed logits' std, at least
+        ``0.1 * min_scale``).
     exact : enumerate all ``N!`` rankings with their probabilities (``N <= 8``) instead of sampling.
     generator : a ``torch.Generator`` on the scores' device, for reproducible samples.
 

@@ -1,8 +1,8 @@
 """Orderings for stochastic rankings: explicit samples of rankings, and doubly stochastic matrices.
 
 A ranking *policy* (a distribution over rankings for each list) is the object of the exposure measures over
-sequences of rankings (Raj & Ekstrand ``002`` §2.3: ``eps(q) = E_pi[eps_L]``) and of the doubly stochastic
-framework of Kuhlman et al. (``001`` eq. 10, ``R[k, i] = P(item i at position k)``).  Two orderings describe one:
+sequences of rankings (Raj & Ekstrand, SIGIR 2022, §2.3: ``eps(q) = E_pi[eps_L]``) and of the doubly stochastic
+framework of Kuhlman et al. (AIES 2021, eq. 10, ``R[k, i] = P(item i at position k)``).  Two orderings describe one:
 
 * :class:`Sampled`: ``S`` rankings per list (samples of the policy, a sequence of rankings of the same items, or
   all the rankings of a finite policy with ``weights``).  Every quantity of the :class:`OrderedBatch` is the
@@ -33,6 +33,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from .._validation import check_number
 from ..browsing import BrowsingModel
 from .base import PAIR_BLOCK_ELEMENTS, OrderedBatch, Ordering, PairBlock, ranked_exposure
 from .hard import HardOrderedBatch
@@ -234,12 +235,12 @@ class DoublyStochasticOrderedBatch(OrderedBatch):
 
 
 class DoublyStochastic(Ordering):
-    """An ordering given by the marginals ``R[b, k, i] = P(item i at position k)`` (Kuhlman et al. ``001`` eq. 10).
+    """An ordering given by the marginals ``R[b, k, i] = P(item i at position k)`` (Kuhlman et al., AIES 2021, eq. 10).
 
     ``R`` is ``[B, N(position), N(item)]`` (or ``[N, N]``), non-negative; for every list with ``n`` real items the
     columns of real items and the first ``n`` rows must sum to 1 (a one-hot ``R`` is a single ranking).  Entries of
     padded items and of positions ``>= n`` are ignored.  Exposure is ``E[F(pos_i)] = sum_k R[k, i] F(k)`` (exact
-    for any policy with these marginals; ``001`` §3.1 instead plugs the expected rank into ``v``), expected positions
+    for any policy with these marginals; Kuhlman et al., §3.1, instead plugs the expected rank into ``v``), expected positions
     ``sum_k k R[k, i]``.  Only position-based browsing models are supported.  Pair quantities (``P(j above i)``) are
     not determined by ``R``: pairwise measures raise ``ValueError``; use :class:`Sampled` for them.
     The scores passed by the measure are ignored (see :class:`Sampled`).  ``validate=False`` skips the checks.
@@ -259,10 +260,12 @@ class DoublyStochastic(Ordering):
             raise ValueError("`R` must be a floating tensor [B, N, N] (or [N, N]) with R[b, k, i] = "
                              f"P(item i at position k); got "
                              f"{tuple(R.shape) if isinstance(R, Tensor) else type(R).__name__}")
+        if not isinstance(validate, bool):
+            raise ValueError(f"`validate` must be a bool; got {validate!r}")
         self._squeeze = R.dim() == 2
         self.R = R.unsqueeze(0) if self._squeeze else R
         self.validate = validate
-        self.atol = atol
+        self.atol = check_number(atol, "atol", low=0)
 
     @property
     def list_shape(self) -> Tuple[int, ...]:
