@@ -54,6 +54,22 @@ def row_blocks(B: int, N: int, budget: Optional[int] = None) -> Iterator[Tuple[i
         yield start, min(N, start + rows)
 
 
+def _promote(x: Tensor) -> Tensor:
+    """Half-precision (and integer) tensors computed in float32, float32 / float64 kept (library convention)."""
+    return x if x.dtype in (torch.float32, torch.float64) else x.to(torch.float32)
+
+
+def work_scores(scores: Tensor, mask: Tensor) -> Tuple[Tensor, Tensor]:
+    """Check ``scores [B, N]`` (floating) and ``mask [B, N]`` (bool), promote half types to float32 and blank
+    padded entries (whatever they hold, NaN included: they get exactly zero gradient).  Shared by the orderings."""
+    if not isinstance(scores, Tensor) or scores.dim() != 2 or not scores.is_floating_point():
+        raise ValueError(f"`scores` must be a floating tensor [B, N]; got {getattr(scores, 'shape', scores)!r}")
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.shape != scores.shape:
+        raise ValueError(f"`mask` must be a bool tensor with the shape of `scores` {tuple(scores.shape)}")
+    s = _promote(scores)
+    return torch.where(mask, s, torch.zeros((), dtype=s.dtype, device=s.device)), mask
+
+
 def ranked_exposure(browsing: BrowsingModel, relevance: Optional[Tensor], mask: Tensor, dtype: torch.dtype,
                     rank_relevance: Optional[Callable[[Tensor], Tensor]]) -> Tensor:
     """``[B, N]`` exposure of every position ``k`` of the lists (0 for ``k >= n_b``): the one place where orderings

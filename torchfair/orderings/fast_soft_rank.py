@@ -85,7 +85,7 @@ from torch import Tensor
 from ..browsing import BrowsingModel, _check_int
 from .._validation import check_choice
 from .soft import MIN_SCALE, REL_MIN_SCALE, _check_common, _Tempered, _temperature  # one temperature rule
-from .base import OrderedBatch, PairBlock, ranked_exposure
+from .base import OrderedBatch, PairBlock, ranked_exposure, work_scores
 
 __all__ = ["soft_rank", "FastSoftRank", "FastSoftRankOrderedBatch", "isotonic_nonincreasing", "numba_available"]
 
@@ -310,16 +310,9 @@ class _ProjectPermutahedron(torch.autograd.Function):
 
 # ------------------------------------------------------------------------------------------- public API
 def _work(scores: Tensor, mask: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
-    if not isinstance(scores, Tensor) or scores.dim() != 2 or not scores.is_floating_point():
-        raise ValueError(f"`scores` must be a floating tensor [B, N]; got {getattr(scores, 'shape', scores)!r}")
-    if mask is None:
+    if mask is None and isinstance(scores, Tensor):
         mask = torch.ones(scores.shape, dtype=torch.bool, device=scores.device)
-    if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.shape != scores.shape:
-        raise ValueError("`mask` must be a bool tensor with the shape of `scores`")
-    dt = torch.float64 if scores.dtype == torch.float64 else torch.float32
-    s = scores.to(dt)
-    s = torch.where(mask, s, torch.zeros((), dtype=dt, device=s.device))
-    return s, mask
+    return work_scores(scores, mask)
 
 
 def soft_rank(scores: Tensor, temperature: float = 1.0, mask: Optional[Tensor] = None, *, scale: str = "none",

@@ -22,7 +22,7 @@ from torch import Tensor
 
 from .._validation import check_choice
 from ..browsing import BrowsingModel
-from .base import OrderedBatch, Ordering, PairBlock, ranked_exposure
+from .base import OrderedBatch, Ordering, PairBlock, ranked_exposure, _promote
 
 __all__ = ["Hard", "HardOrderedBatch", "scores_from_ranking"]
 
@@ -179,7 +179,7 @@ class Hard(Ordering):
         self.ties = check_choice(ties, "ties", ("first", "average"))
 
     def __call__(self, scores: Tensor, mask: Tensor) -> HardOrderedBatch:
-        return HardOrderedBatch(scores.detach(), mask, self.ties)
+        return HardOrderedBatch(_promote(scores.detach()), mask, self.ties)
 
     def __repr__(self) -> str:
         return f"Hard(ties={self.ties!r})"

@@ -52,9 +52,9 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .._validation import check_choice, check_number, work_dtype
+from .._validation import check_choice, check_number
 from ..browsing import BrowsingModel, Uniform, _check_int
-from .base import OrderedBatch, Ordering, row_blocks
+from .base import OrderedBatch, Ordering, _promote, row_blocks, work_scores
 from .mixture import MixtureOrderedBatch
 from .stochastic import SampledOrderedBatch
 
@@ -69,15 +69,10 @@ def _masked_logits(logits: Tensor, mask: Tensor) -> Tensor:
     return torch.where(mask, logits, torch.full_like(logits, _NEG))
 
 
-def _work(logits: Tensor) -> Tensor:
-    """float16 / bfloat16 (and integer) logits computed in float32, float64 stays."""
-    return logits.to(work_dtype(logits.dtype)) if logits.dtype != torch.float64 else logits
-
-
 def _centred(logits: Tensor, mask: Tensor) -> Tensor:
     """Masked logits minus each list's largest real logit (detached): PL probabilities are invariant to the shift,
     and every ``m_d - log Z_k`` is then computed from numbers of order of the logit span, not of their offset."""
-    m = _masked_logits(_work(logits), mask)
+    m = _masked_logits(_promote(logits), mask)
     with torch.no_grad():
         top = m.amax(-1, keepdim=True)
         top = torch.where(mask.any(-1, keepdim=True), top, torch.zeros_like(top))
@@ -152,13 +147,13 @@ def all_rankings(N: int, device=None) -> Tensor:
 
 def pair_probability(scores: Tensor, temperature: float = 1.0) -> Tensor:
     """Closed form ``P(j above i) = e^{m_j} / (e^{m_i} + e^{m_j}) = sigmoid(m_j - m_i)``: ``[..., N, N]`` (``[i, j]``)."""
-    m = _work(scores) / check_number(temperature, "temperature", low=0, low_open=True)
+    m = _promote(scores) / check_number(temperature, "temperature", low=0, low_open=True)
     return torch.sigmoid(m.unsqueeze(-2) - m.unsqueeze(-1))
 
 
 def top1_probability(scores: Tensor, temperature: float = 1.0, mask: Optional[Tensor] = None) -> Tensor:
     """``P(item i ranked first) = softmax(m)_i`` over real items: ``[..., N]``."""
-    m = _work(scores) / check_number(temperature, "temperature", low=0, low_open=True)
+    m = _promote(scores) / check_number(temperature, "temperature", low=0, low_open=True)
     if mask is not None:
         m = _masked_logits(m, mask)
     return torch.softmax(m, -1)
@@ -397,10 +392,8 @@ class PlackettLuce(Ordering):
                 f"temperature={self.temperature}, exact={self.exact})")
 
     def __call__(self, scores: Tensor, mask: Tensor) -> OrderedBatch:
-        _check_mask(scores, mask, "scores")
-        B, N = scores.shape
-        s = _work(scores)
-        s = torch.where(mask, s, torch.zeros((), dtype=s.dtype, device=s.device))  # padding: zero gradient
+        s, mask = work_scores(scores, mask)  # float32 for half types; padding blanked: zero gradient
+        B, N = s.shape
         logits = _centred(s / self.temperature, mask)
         if self.exact:
             return self._exact(logits, s, mask)

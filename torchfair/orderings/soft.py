@@ -115,7 +115,7 @@ from torch import Tensor
 
 from .._validation import check_choice, check_number
 from ..browsing import BrowsingModel, _check_int
-from .base import OrderedBatch, Ordering, PairBlock, ranked_exposure, row_blocks
+from .base import OrderedBatch, Ordering, PairBlock, ranked_exposure, row_blocks, work_scores
 
 __all__ = ["SoftRank", "SoftRankOrderedBatch", "NeuralSort", "SoftSort", "PermutationOrderedBatch"]
 
@@ -123,16 +123,7 @@ _SCALES = ("std", "none")
 
 
 # --------------------------------------------------------------------------------------------------- helpers
-def _work(scores: Tensor, mask: Tensor):
-    """Validate shapes, promote half types to float32 and blank padded entries (zero gradient to them)."""
-    if not isinstance(scores, Tensor) or scores.dim() != 2 or not scores.is_floating_point():
-        raise ValueError(f"`scores` must be a floating tensor [B, N]; got {getattr(scores, 'shape', scores)!r}")
-    if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.shape != scores.shape:
-        raise ValueError("`mask` must be a bool tensor with the shape of `scores`")
-    dt = torch.float64 if scores.dtype == torch.float64 else torch.float32
-    s = scores.to(dt)
-    s = torch.where(mask, s, torch.zeros((), dtype=dt, device=s.device))
-    return s, mask
+_work = work_scores
 
 
 #: default absolute floor of the per-list scale (``min_scale``), in score units (module docstring, Temperature)

@@ -35,7 +35,7 @@ from torch import Tensor
 
 from .._validation import check_number
 from ..browsing import BrowsingModel
-from .base import PAIR_BLOCK_ELEMENTS, OrderedBatch, Ordering, PairBlock, ranked_exposure
+from .base import PAIR_BLOCK_ELEMENTS, OrderedBatch, Ordering, PairBlock, ranked_exposure, _promote
 from .hard import HardOrderedBatch
 from .mixture import MixtureOrderedBatch
 
@@ -187,7 +187,7 @@ class Sampled(Ordering):
             raise ValueError(f"`rankings` describe lists of shape [B, N] = [{B}, {N}] but the inputs have shape "
                              f"{tuple(mask.shape)}")
         r = self.rankings.to(mask.device)
-        return SampledOrderedBatch(r, self.weights.to(mask.device), scores.detach(), mask)
+        return SampledOrderedBatch(r, self.weights.to(mask.device), _promote(scores.detach()), mask)
 
     def __repr__(self) -> str:
         return f"Sampled(rankings=<{list(self.rankings.shape)}>)"
@@ -292,7 +292,7 @@ class DoublyStochastic(Ordering):
                                  "(R[b, k, i] = P(item i at position k))")
             if not (torch.isclose(rows, one, atol=self.atol) | ~pos_real).all():
                 raise ValueError("`R` rows of the first n positions must sum to 1 over the real items")
-        return DoublyStochasticOrderedBatch(R, scores.detach(), mask)
+        return DoublyStochasticOrderedBatch(R, _promote(scores.detach()), mask)
 
     def __repr__(self) -> str:
         return f"DoublyStochastic(R=<{list(self.R.shape)}>)"
