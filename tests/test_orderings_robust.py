@@ -194,6 +194,9 @@ def _family_test(examples):
                    torch.tensor([[3.0, 0.0, 1.0], [200.0, 1.0, 0.0]]), torch.float32))
     @example(data=(torch.zeros(2, 4, dtype=torch.float16), torch.ones(2, 4, dtype=torch.bool),
                    torch.ones(2, 4, dtype=torch.float16), torch.float16))
+    @example(data=(torch.tensor([[9.4e199, float("nan"), -8.1e198]], dtype=torch.float64),  # PL padding stand-in
+                   torch.tensor([[True, False, True]]), torch.tensor([[1.0, 0.0, 2.0]], dtype=torch.float64),
+                   torch.float64))
     @example(data=(torch.tensor([[5e18] * 6, [1e19, 1e19, -1e19, 0.0, 1.0, 1e19]]), torch.ones(2, 6, dtype=torch.bool),
                    torch.ones(2, 6), torch.float32))
     def test(name, data):

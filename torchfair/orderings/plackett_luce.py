@@ -62,21 +62,23 @@ __all__ = ["PlackettLuce", "sample_rankings", "log_probability", "all_rankings",
            "top1_probability"]
 
 _ESTIMATORS = ("pl_rank", "score_function", "relaxed")
-_NEG = -1e30  # finite stand-in for -inf logits of padded items (exp underflows to exactly 0)
-
-
-def _masked_logits(logits: Tensor, mask: Tensor) -> Tensor:
-    return torch.where(mask, logits, torch.full_like(logits, _NEG))
-
-
 def _centred(logits: Tensor, mask: Tensor) -> Tensor:
-    """Masked logits minus each list's largest real logit (detached): PL probabilities are invariant to the shift,
-    and every ``m_d - log Z_k`` is then computed from numbers of order of the logit span, not of their offset."""
-    m = _masked_logits(_promote(logits), mask)
+    """Logits minus each list's largest real logit (detached: PL probabilities are invariant to the shift, and
+    every ``m_d - log Z_k`` is then computed from numbers of the order of the logit span, not of their offset).
+
+    Padded items get a finite stand-in below every real logit of their list by more than the list's span and
+    ``1e4`` (``exp`` of it relative to any real logit underflows to exactly 0; a fixed constant such as ``-1e30``
+    is not below real logits of magnitude ``1e200``), and exactly zero gradient whatever they held."""
+    m = _promote(logits)
+    dt = m.dtype
     with torch.no_grad():
-        top = m.amax(-1, keepdim=True)
-        top = torch.where(mask.any(-1, keepdim=True), top, torch.zeros_like(top))
-    return _masked_logits(m - top, mask)
+        top = torch.where(mask, m, torch.full((), float("-inf"), dtype=dt, device=m.device)).amax(-1, keepdim=True)
+        low = torch.where(mask, m, torch.full((), float("inf"), dtype=dt, device=m.device)).amin(-1, keepdim=True)
+        any_real = mask.any(-1, keepdim=True)
+        top = torch.where(any_real, top, torch.zeros_like(top))
+        low = torch.where(any_real, low, torch.zeros_like(low))
+        pad = (2 * (low - top) - 1e4).clamp(min=torch.finfo(dt).min)
+    return torch.where(mask, m - top, pad)
 
 
 def _check_mask(logits, mask, name: str = "logits") -> None:
@@ -155,8 +157,9 @@ def top1_probability(scores: Tensor, temperature: float = 1.0, mask: Optional[Te
     """``P(item i ranked first) = softmax(m)_i`` over real items: ``[..., N]``."""
     m = _promote(scores) / check_number(temperature, "temperature", low=0, low_open=True)
     if mask is not None:
-        m = _masked_logits(m, mask)
-    return torch.softmax(m, -1)
+        m = _centred(m, mask)
+    p = torch.softmax(m, -1)
+    return p if mask is None else p * mask.to(p.dtype)  # a fully padded list: all 0
 
 
 # --------------------------------------------------------------------------------------------- PL-Rank-2
