@@ -4,7 +4,10 @@ An :class:`Ordering` turns scores ``[B, N]`` (and a mask) into an :class:`Ordere
 questions the measures ask about a ranking:
 
 * ``expected_positions()``: the (expected) 0-based position of every item, ``[B, N]``;
-* ``exposure(browsing, relevance)``: ``E[F(pos_i)]`` for every item, ``[B, N]`` (0 for padded items);
+* ``exposure(browsing, relevance)``: ``E[F(pos_i)]`` for every item, ``[B, N]`` (0 for padded items).  Orderings
+  weigh positions through the browsing interface only (:func:`ranked_exposure`, which calls
+  :meth:`~torchfair.browsing.BrowsingModel.item_exposure` with the relevance in ranked order when the model
+  declares ``relevance_dependent``, e.g. Cascade); ``relevance`` is needed only by such models;
 * pair quantities, for every ordered pair ``(i, j)``:
 
   - ``above[i, j] = P(j is ranked above i)``,

@@ -117,7 +117,8 @@ from .._validation import check_choice, check_number
 from ..browsing import BrowsingModel, _check_int
 from .base import OrderedBatch, Ordering, PairBlock, ranked_exposure, row_blocks, work_scores
 
-__all__ = ["SoftRank", "SoftRankOrderedBatch", "NeuralSort", "SoftSort", "PermutationOrderedBatch"]
+__all__ = ["SoftRank", "SoftRankOrderedBatch", "NeuralSort", "SoftSort", "PermutationOrderedBatch", "list_scale",
+           "MIN_SCALE", "REL_MIN_SCALE"]
 
 _SCALES = ("std", "none")
 

@@ -161,7 +161,7 @@ class Sampled(Ordering):
         if weights is None:
             w = torch.full((S, B), 1.0 / S, dtype=torch.float64, device=self.rankings.device)
         else:
-            if not isinstance(weights, Tensor) or weights.shape not in ((S,), (S, B)):
+            if not isinstance(weights, Tensor) or weights.shape not in ((S,), (S, B)) or weights.dtype == torch.bool:
                 raise ValueError(f"`weights` must be a tensor of shape [S] = [{S}] or [S, B] = [{S}, {B}]; got "
                                  f"{tuple(weights.shape) if isinstance(weights, Tensor) else type(weights).__name__}")
             w = weights.to(torch.float64)
