@@ -41,7 +41,8 @@ ORDERINGS = {
     "fastsoftrank": lambda: FastSoftRank(0.01, backend="torch"),
     "fastsoftrank_abs": lambda: FastSoftRank(1e-3, scale="none", backend="torch"),
     "pl_rank": lambda: PlackettLuce(4, generator=torch.Generator().manual_seed(0)),
-    "pl_score_function": lambda: PlackettLuce(4, estimator="score_function", generator=torch.Generator().manual_seed(0)),
+    "pl_score_function": lambda: PlackettLuce(4, estimator="score_function",
+                                              generator=torch.Generator().manual_seed(0)),
     "pl_relaxed": lambda: PlackettLuce(3, estimator="relaxed", generator=torch.Generator().manual_seed(0)),
     "pl_exact": lambda: PlackettLuce(exact=True),
 }

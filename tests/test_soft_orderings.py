@@ -414,7 +414,8 @@ def test_invalid_arguments(Ord, kwargs, name):
 
 @pytest.mark.parametrize("make,name", [
     (lambda: SoftRank(sinkhorn_iters=2.0), "sinkhorn_iters"), (lambda: SoftRank(sinkhorn_iters=True), "sinkhorn_iters"),
-    (lambda: NeuralSort(sinkhorn_iters=-1), "sinkhorn_iters"), (lambda: SoftSort(sinkhorn_iters=None), "sinkhorn_iters"),
+    (lambda: NeuralSort(sinkhorn_iters=-1), "sinkhorn_iters"),
+    (lambda: SoftSort(sinkhorn_iters=None), "sinkhorn_iters"),
     (lambda: SoftRank(min_position_std=0.0), "min_position_std"),
     (lambda: SoftRank(min_position_std=float("nan")), "min_position_std"),
     (lambda: SoftRank(block_elements=0), "block_elements"), (lambda: SoftRank(block_elements=1.5), "block_elements"),

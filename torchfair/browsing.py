@@ -259,7 +259,8 @@ class Custom(BrowsingModel):
         try:
             w = torch.as_tensor(weights, dtype=torch.float64).flatten()
         except (TypeError, ValueError, RuntimeError):
-            raise ValueError(f"`weights` must be a non-empty vector of finite, non-negative numbers; got {weights!r}") from None
+            raise ValueError("`weights` must be a non-empty vector of finite, non-negative numbers; got "
+                             f"{weights!r}") from None
         if w.numel() == 0 or not torch.isfinite(w).all() or (w < 0).any():
             raise ValueError("`weights` must be a non-empty vector of finite, non-negative numbers")
         self._w = w

@@ -397,7 +397,8 @@ class FastSoftRank(_Tempered):
     ``epsilon = temperature * max(std, rel_min_scale * mean|s|, min_scale)``, the rule of
     :class:`~torchfair.orderings.SoftRank`, module docstring of :mod:`torchfair.orderings.soft`, Temperature),
     absolute with ``scale="none"``; smaller is closer to the hard ranking, which is reached exactly once
-    ``epsilon`` is below every score gap.  ``backend``: ``"auto"`` / ``"numba"`` / ``"torch"`` (see :func:`soft_rank`).  Pair
+    ``epsilon`` is below every score gap.  ``backend``: ``"auto"`` / ``"numba"`` / ``"torch"`` (see
+    :func:`soft_rank`).  Pair
     quantities use ``above[i, j] = clamp(p_i - p_j + 1/2, 0, 1)`` (module docstring).
 
     Example::

@@ -62,6 +62,8 @@ __all__ = ["PlackettLuce", "sample_rankings", "log_probability", "all_rankings",
            "top1_probability"]
 
 _ESTIMATORS = ("pl_rank", "score_function", "relaxed")
+
+
 def _centred(logits: Tensor, mask: Tensor) -> Tensor:
     """Logits minus each list's largest real logit (detached: PL probabilities are invariant to the shift, and
     every ``m_d - log Z_k`` is then computed from numbers of the order of the logit span, not of their offset).

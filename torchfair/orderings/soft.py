@@ -106,7 +106,6 @@ on the scores' device and nothing synchronises with the host.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -143,18 +142,12 @@ def list_scale(s: Tensor, mask: Tensor, min_scale: float = MIN_SCALE, rel_min_sc
     without real items gets ``min_scale``.
     """
     with torch.no_grad():
-        dt = s.dtype
-        zero = torch.zeros((), dtype=dt, device=s.device)
-        one = torch.ones((), dtype=dt, device=s.device)
-        m = mask.to(dt)
-        n = m.sum(-1, keepdim=True).clamp(min=1)
-        a = torch.where(mask, s.abs(), zero).amax(-1, keepdim=True)
-        a = torch.where(a > 0, a, one)
-        x = torch.where(mask, s / a, zero)  # |x| <= 1
+        x, a, n = _normalised(s, mask)
+        zero = torch.zeros((), dtype=s.dtype, device=s.device)
         mean_abs = x.abs().sum(-1, keepdim=True) / n * a
         c = torch.where(mask, x - x.sum(-1, keepdim=True) / n, zero)  # |c| <= 2
         cmax = c.abs().amax(-1, keepdim=True)
-        cmax = torch.where(cmax > 0, cmax, one)
+        cmax = torch.where(cmax > 0, cmax, torch.ones_like(cmax))
         std = ((c / cmax) ** 2).sum(-1, keepdim=True).div(n).sqrt() * cmax * a
         scale = torch.maximum(std, rel_min_scale * mean_abs) if rel_min_scale > 0 else std
         return scale.clamp(min=min_scale)
@@ -189,11 +182,18 @@ def _check_block_elements(block_elements):
 def _list_mean(s: Tensor, mask: Tensor) -> Tensor:
     """``[B, 1]`` mean of the real scores of each list (detached; no overflow for any finite scores)."""
     with torch.no_grad():
-        zero = torch.zeros((), dtype=s.dtype, device=s.device)
-        a = torch.where(mask, s.abs(), zero).amax(-1, keepdim=True)
-        a = torch.where(a > 0, a, torch.ones_like(a))
-        n = mask.sum(-1, keepdim=True).clamp(min=1).to(s.dtype)
-        return torch.where(mask, s / a, zero).sum(-1, keepdim=True) / n * a
+        x, a, n = _normalised(s, mask)
+        return x.sum(-1, keepdim=True) / n * a
+
+
+def _normalised(s: Tensor, mask: Tensor):
+    """``(x, a, n)``: the real scores divided by their largest magnitude ``a [B, 1]`` (1 for an all-zero or empty
+    list), so that ``|x| <= 1`` and sums of ``x`` or ``x**2`` cannot overflow, and the count ``n >= 1``."""
+    zero = torch.zeros((), dtype=s.dtype, device=s.device)
+    a = torch.where(mask, s.abs(), zero).amax(-1, keepdim=True)
+    a = torch.where(a > 0, a, torch.ones_like(a))
+    n = mask.sum(-1, keepdim=True).clamp(min=1).to(s.dtype)
+    return torch.where(mask, s / a, zero), a, n
 
 
 def _check_iters(sinkhorn_iters) -> int:

@@ -240,9 +240,10 @@ class DoublyStochastic(Ordering):
     ``R`` is ``[B, N(position), N(item)]`` (or ``[N, N]``), non-negative; for every list with ``n`` real items the
     columns of real items and the first ``n`` rows must sum to 1 (a one-hot ``R`` is a single ranking).  Entries of
     padded items and of positions ``>= n`` are ignored.  Exposure is ``E[F(pos_i)] = sum_k R[k, i] F(k)`` (exact
-    for any policy with these marginals; Kuhlman et al., §3.1, instead plugs the expected rank into ``v``), expected positions
-    ``sum_k k R[k, i]``.  Only position-based browsing models are supported.  Pair quantities (``P(j above i)``) are
-    not determined by ``R``: pairwise measures raise ``ValueError``; use :class:`Sampled` for them.
+    for any policy with these marginals; Kuhlman et al., §3.1, instead plugs the expected rank into ``v``), expected
+    positions ``sum_k k R[k, i]``.  Only position-based browsing models are supported (a relevance-dependent one,
+    ``browsing.relevance_dependent``, raises ``ValueError``).  Pair quantities (``P(j above i)``) are not determined
+    by ``R``: pairwise measures raise ``ValueError``; use :class:`Sampled` for them.
     The scores passed by the measure are ignored (see :class:`Sampled`).  ``validate=False`` skips the checks.
 
     Example::
