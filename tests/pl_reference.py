@@ -147,7 +147,7 @@ def exp_rank_parity(logits, ids, G):
 
 
 def ideal_targets(rel, F):
-    """t_i = mean over j with r_j = r_i of F(ideal position of j) (000 eq. 15)."""
+    """t_i = mean over j with r_j = r_i of F(ideal position of j) (Fabris et al., WSDM 2023, eq. 15)."""
     n = len(rel)
     ideal = sorted(range(n), key=lambda i: -rel[i])
     pos = {i: k for k, i in enumerate(ideal)}
@@ -167,7 +167,7 @@ def _gsum(x, ids, G):
 
 
 def exp_misallocation(logits, rel, ids, G, F, target="ee"):
-    """delta_g = T_g / sum T - E_g / sum E with E from the PL expected exposure (000 eq. 12)."""
+    """delta_g = T_g / sum T - E_g / sum E with E from the PL expected exposure (Fabris et al., WSDM 2023, eq. 12)."""
     n = len(logits)
     e = expected_exposure_items(logits, F)
     if target == "ee":

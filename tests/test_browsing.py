@@ -116,7 +116,7 @@ def _cascade_loop(gamma, rel_sorted, phi):
 @pytest.mark.parametrize("gamma,max_grade", [(0.9, 1.0), (0.7, 3.0), (1.0, 2.0)])
 def test_cascade_item_exposure_matches_loop(gamma, max_grade):
     m = Cascade(gamma, max_grade=max_grade)
-    assert not m.position_based
+    assert m.relevance_dependent
     phi = lambda r: (2.0 ** r - 1.0) / 2.0 ** max_grade
     gen = torch.Generator().manual_seed(0)
     rel = torch.randint(0, int(max_grade) + 2, (3, 6), generator=gen).double()  # grades above max_grade too
@@ -137,9 +137,9 @@ def test_cascade_custom_stop_and_topk_of_cascade():
     expected = _cascade_loop(0.8, rel.tolist(), stop)
     assert m.item_exposure(rel).tolist() == pytest.approx(expected)
     t = TopK(m, k=3)
-    assert not t.position_based
+    assert t.relevance_dependent
     assert t.item_exposure(rel).tolist() == pytest.approx(expected[:3] + [0.0, 0.0])
-    assert TopK(RBP(0.5), k=2).position_based
+    assert not TopK(RBP(0.5), k=2).relevance_dependent
 
 
 def test_get_browsing_names_and_default():
@@ -168,6 +168,16 @@ def test_get_browsing_names_and_default():
     (lambda: TopK("rbp", k=3), "base"),
     (lambda: Custom([]), "weights"), (lambda: Custom([1.0, -0.5]), "weights"),
     (lambda: Custom([1.0, float("nan")]), "weights"), (lambda: Custom([float("inf")]), "weights"),
+    # NaN, inf and bools are refused everywhere (issue 8: `Cascade(max_grade=nan)` used to be accepted)
+    (lambda: Cascade(0.9, max_grade=float("nan")), "max_grade"), (lambda: Cascade(0.9, max_grade=float("inf")),
+                                                                   "max_grade"),
+    (lambda: Cascade(0.9, max_grade=True), "max_grade"), (lambda: Cascade(True), "gamma"),
+    (lambda: Cascade(float("nan")), "gamma"), (lambda: Cascade(0.9, stop=0.5), "stop"),
+    (lambda: RBP(True), "gamma"), (lambda: RBP(float("inf")), "gamma"), (lambda: Geometric(float("nan")), "p"),
+    (lambda: Geometric(False), "p"), (lambda: TopK(RBP(), k=True), "k"), (lambda: TopK(RBP(), k=3.0), "k"),
+    (lambda: TopK(RBP(), k=float("nan")), "k"), (lambda: Logarithmic(flat_top=1), "flat_top"),
+    (lambda: Logarithmic(flat_top="yes"), "flat_top"), (lambda: Custom("abc"), "weights"),
+    (lambda: Custom([[1.0, float("nan")]]), "weights"),
 ])
 def test_bad_parameters_raise(make, arg):
     with pytest.raises(ValueError, match=arg):
@@ -178,3 +188,69 @@ def test_models_on_device_dtype_follow_input():
     for m, _ in FORMULAS:
         assert m.weights(3, dtype=torch.float64).dtype == torch.float64
         assert isinstance(m, BrowsingModel)
+
+
+# --------------------------------------------------------------------------------- issue 8: robustness, interface
+def _erra_phi_exact(r: float, max_grade: float) -> float:
+    """ERR's stop probability in exact (big-number) arithmetic, clipped to [0, 1]."""
+    from fractions import Fraction
+    if float(r).is_integer() and float(max_grade).is_integer():
+        v = Fraction(2 ** int(r) - 1, 2 ** int(max_grade))
+        return float(min(Fraction(1), max(Fraction(0), v)))
+    return min(1.0, max(0.0, (2.0 ** r - 1.0) / 2.0 ** max_grade))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_cascade_large_grades_finite_gradient(dtype):
+    """Regression (issue 8): grades >= 128 overflowed ``2**r`` in float32 and made the gradient of the cascade
+    exposure NaN.  Values match ERR's formula in exact arithmetic (clipped to probability 1 above max_grade),
+    gradients are finite, and 0 for the clipped grades."""
+    m = Cascade(0.9, max_grade=4.0)
+    grades = [0.0, 1.0, 3.0, 4.0, 5.0, 127.0, 128.0, 200.0, 1000.0]
+    if dtype != torch.float16:
+        grades.append(1e4)
+    r = torch.tensor(grades, dtype=dtype, requires_grad=True)
+    phi = m.stop_probability(r)
+    for x, p in zip(grades, phi.tolist()):
+        assert p == pytest.approx(_erra_phi_exact(x, 4.0), rel=1e-3 if dtype == torch.float16 else 1e-6, abs=1e-7)
+    (g,) = torch.autograd.grad(phi.sum(), r)
+    assert torch.isfinite(g).all()
+    assert (g[4:] == 0).all() and (g[:4] > 0).all()  # clipped at 1 from just above max_grade on
+    rel = torch.tensor([[3.0, 200.0, 1.0, 1e3 if dtype == torch.float16 else 1e4, 0.0]], dtype=dtype,
+                       requires_grad=True)
+    e = m.item_exposure(rel)
+    expected = _cascade_loop(0.9, rel[0].tolist(), lambda x: _erra_phi_exact(x, 4.0))
+    assert e[0].tolist() == pytest.approx(expected, rel=1e-2 if dtype == torch.float16 else 1e-6, abs=1e-7)
+    (g,) = torch.autograd.grad(e.sum(), rel)
+    assert torch.isfinite(g).all()
+
+
+def test_cascade_custom_stop_is_clipped():
+    m = Cascade(0.9, stop=lambda r: 2.0 * r - 0.5)
+    torch.testing.assert_close(m.stop_probability(torch.tensor([0.0, 0.5, 2.0])), torch.tensor([0.0, 0.5, 1.0]))
+
+
+def test_item_exposure_is_the_browsing_interface():
+    """Every model answers ``item_exposure``: position-based models give F(k) broadcast (the relevance is not read),
+    relevance-dependent ones use it; ``relevance_dependent`` declares which."""
+    rel = torch.tensor([[3.0, 0.0, 1.0, 2.0], [0.0, 0.0, 5.0, 1.0]], dtype=torch.float64)
+    for m, formula in FORMULAS:
+        e = m.item_exposure(rel)
+        assert e.shape == rel.shape and e.dtype == rel.dtype
+        if m.relevance_dependent:
+            assert isinstance(m, Cascade)
+            continue
+        expected = torch.tensor([formula(k) for k in range(4)], dtype=torch.float64).expand(2, 4)
+        torch.testing.assert_close(e, expected)
+        torch.testing.assert_close(m.item_exposure(torch.full_like(rel, float("nan"))), expected)
+    assert Cascade().relevance_dependent and TopK(Cascade(), 2).relevance_dependent
+    assert not any(m.relevance_dependent for m in (RBP(), TopK(RBP(), 2), Custom([1.0]), Uniform()))
+
+
+def test_position_based_is_a_deprecated_alias():
+    with pytest.warns(DeprecationWarning, match="relevance_dependent"):
+        assert RBP().position_based
+    with pytest.warns(DeprecationWarning):
+        assert not Cascade().position_based
+    with pytest.warns(DeprecationWarning):
+        assert not TopK(Cascade(), 3).position_based

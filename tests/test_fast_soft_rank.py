@@ -333,3 +333,74 @@ def test_empty_and_single_item_lists():
     assert torch.equal(pos.detach(), torch.zeros(2, 2))
     pos.sum().backward()
     assert torch.equal(s.grad, torch.zeros(2, 2))
+
+
+# ------------------------------------------------------------------------------- issue 8: large and tied scores
+def exact_positions(theta, eps):
+    """Prop. 3 in exact rational arithmetic (no rounding anywhere): the reference for extreme magnitudes."""
+    from fractions import Fraction
+    n = len(theta)
+    z = [-Fraction(float(t)) / Fraction(float(eps)) for t in theta]
+    order = sorted(range(n), key=lambda i: -z[i])
+    s = [z[i] for i in order]
+    blocks = []
+    for k in range(n):
+        blocks.append([s[k] - (n - 1 - k), 1])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] <= blocks[-1][0] / blocks[-1][1]:
+            a, c = blocks.pop()
+            blocks[-1][0] += a
+            blocks[-1][1] += c
+    v = []
+    for a, c in blocks:
+        v += [a / c] * c
+    pos = [0.0] * n
+    for k, i in enumerate(order):
+        pos[i] = float(s[k] - v[k])
+    return pos
+
+
+LARGE_LISTS = [
+    [5e18] * 6,  # all tied at a large value: the mean of the ties was an ulp off (positions ~ -1e6)
+    [1e19, 1e19, -1e19, 0.0, 1.0, 1e19, -1e19],
+    [1e6, 1e6, 1e6, 0.0, 1e6],
+    [1e30, 1.0, 0.0, 1.0, -1e30, 5e29, 5e29],
+    [3e38, -3e38, 3e38, 2.0, 2.0],
+    [1e6 + 0.0625, 1e6, 1e6 + 0.125, 1e6, -1e6],  # near-ties: gaps of a few ulps
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("eps", [1e-3, 1.0, 1e3])
+@pytest.mark.parametrize("values", LARGE_LISTS, ids=range(len(LARGE_LISTS)))
+def test_large_and_tied_scores_match_exact_projection(backend, eps, values):
+    """Regression (issue 8): tied large scores gave soft positions far outside [0, n - 1].  Positions now match
+    the projection computed in exact rational arithmetic, lie in [0, n - 1] and sum to n (n - 1) / 2."""
+    theta = torch.tensor([values], dtype=torch.float32)
+    n = len(values)
+    ref = exact_positions(theta[0].tolist(), eps)
+    pos = soft_rank(theta, eps, backend=backend)
+    assert torch.allclose(pos[0].double(), torch.tensor(ref, dtype=torch.float64), atol=1e-5, rtol=0), (pos, ref)
+    assert pos.min() >= 0 and pos.max() <= n - 1
+    assert abs(pos.sum().item() - n * (n - 1) / 2) < 1e-4
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype,v", [(torch.float32, 1e6), (torch.float32, 1e19), (torch.float16, 6e4),
+                                     (torch.float16, 1.0), (torch.bfloat16, 1e19), (torch.float64, 1e300)])
+@pytest.mark.parametrize("kwargs", [dict(temperature=0.01), dict(temperature=1e-4, scale="none"),
+                                    dict(temperature=10.0, scale="none")])
+def test_ties_in_range_every_dtype(backend, dtype, v, kwargs):
+    """Ties at large magnitudes, in every dtype, with padding: real positions in [0, n_b - 1], tied items equal,
+    gradients finite and zero on padding."""
+    s = torch.tensor([[v, v, v, 0.0, v, -v], [v, -v, v, v, 0.0, 0.0], [v, v, 0.0, 0.0, 0.0, 0.0]], dtype=dtype)
+    mask = torch.tensor([[True] * 6, [True, True, True, True, False, False], [True, True, False, False, False,
+                                                                                False]])
+    s = s.requires_grad_(True)
+    pos = FastSoftRank(backend=backend, **kwargs)(s, mask).expected_positions()
+    n = mask.sum(-1, keepdim=True).to(pos.dtype)
+    assert torch.isfinite(pos).all()
+    assert ((pos >= 0) & (pos <= n - 1) | ~mask).all(), pos
+    assert pos[0, 0] == pos[0, 1] == pos[0, 2] == pos[0, 4] and pos[2, 0] == pos[2, 1]
+    torch.testing.assert_close(pos.sum(-1), (n * (n - 1) / 2).squeeze(-1))
+    (g,) = torch.autograd.grad((pos * torch.arange(6.0, dtype=pos.dtype)).sum(), s)
+    assert torch.isfinite(g).all() and (g[~mask] == 0).all()

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from torchfair.browsing import RBP, Cascade, Logarithmic, TopK
 from torchfair.metrics import dips, igi, pairwise_accuracy, rank_parity
 from torchfair.orderings import Hard
+from torchfair.orderings.fast_soft_rank import FastSoftRank as FastSoftRank_
 from torchfair.orderings.soft import NeuralSort, SoftRank, SoftSort
 
 ORDERINGS = [SoftRank, NeuralSort, SoftSort]
@@ -64,12 +65,13 @@ def test_converges_to_hard_absolute_tau(Ord, measure):
 
 @pytest.mark.parametrize("Ord", ORDERINGS)
 def test_converges_to_hard_std_scale_float32(Ord):
-    """Scores of tiny magnitude (gaps ~ 0.005), float32, default scale='std': error < 1e-3 at tau = 1e-2
-    (measured <= 7e-5) and < 1e-6 at tau = 1e-3 (measured 0), monotone along the sequence."""
+    """Scores of tiny magnitude (gaps ~ 0.005, std ~ 0.09), float32, scale='std' with the absolute floor lowered
+    below the std (the std rule is then scale-free): error < 1e-3 at tau = 1e-2 (measured <= 7e-5) and < 1e-6 at
+    tau = 1e-3 (measured 0), monotone along the sequence."""
     s, m, r, g = _batch(B=4, N=30, seed=1, dtype=torch.float32, gap=0.01)
     for f in (MEASURES["dips"], MEASURES["pairwise_accuracy"]):
         exact = f(s, m, r, g, Hard())
-        errs = [(f(s, m, r, g, Ord(t)) - exact).abs().max().item() for t in TAUS]
+        errs = [(f(s, m, r, g, Ord(t, min_scale=1e-6)) - exact).abs().max().item() for t in TAUS]
         assert all(b <= a + 1e-6 for a, b in zip(errs, errs[1:])), errs
         assert errs[TAUS.index(0.01)] < 1e-3, errs
         assert errs[-1] < 1e-6, errs
@@ -396,15 +398,146 @@ def test_single_item_and_empty_lists():
         assert torch.isfinite(g).all()
 
 
-@pytest.mark.parametrize("kwargs", [dict(temperature=0.0), dict(temperature=-1.0), dict(temperature=float("inf")),
-                                    dict(temperature=0.1, scale="max"), dict(temperature=0.1, min_scale=0.0)])
-@pytest.mark.parametrize("Ord", ORDERINGS)
-def test_invalid_arguments(Ord, kwargs):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize("kwargs,name", [
+    (dict(temperature=0.0), "temperature"), (dict(temperature=-1.0), "temperature"),
+    (dict(temperature=float("inf")), "temperature"), (dict(temperature=float("nan")), "temperature"),
+    (dict(temperature=True), "temperature"), (dict(temperature="0.1"), "temperature"),
+    (dict(temperature=0.1, scale="max"), "scale"), (dict(temperature=0.1, min_scale=0.0), "min_scale"),
+    (dict(min_scale=float("nan")), "min_scale"), (dict(min_scale=True), "min_scale"),
+    (dict(min_scale=float("inf")), "min_scale"), (dict(rel_min_scale=-0.1), "rel_min_scale"),
+    (dict(rel_min_scale=float("nan")), "rel_min_scale")])
+@pytest.mark.parametrize("Ord", ALL_SOFT_ORDERINGS := [SoftRank, NeuralSort, SoftSort, FastSoftRank_])
+def test_invalid_arguments(Ord, kwargs, name):
+    with pytest.raises(ValueError, match=name):
         Ord(**kwargs)
+
+
+@pytest.mark.parametrize("make,name", [
+    (lambda: SoftRank(sinkhorn_iters=2.0), "sinkhorn_iters"), (lambda: SoftRank(sinkhorn_iters=True), "sinkhorn_iters"),
+    (lambda: NeuralSort(sinkhorn_iters=-1), "sinkhorn_iters"),
+    (lambda: SoftSort(sinkhorn_iters=None), "sinkhorn_iters"),
+    (lambda: SoftRank(min_position_std=0.0), "min_position_std"),
+    (lambda: SoftRank(min_position_std=float("nan")), "min_position_std"),
+    (lambda: SoftRank(block_elements=0), "block_elements"), (lambda: SoftRank(block_elements=1.5), "block_elements"),
+    (lambda: FastSoftRank_(backend="cuda"), "backend"), (lambda: FastSoftRank_(window_budget=0), "window_budget"),
+    (lambda: FastSoftRank_(window_budget=True), "window_budget"),
+])
+def test_invalid_other_arguments(make, name):
+    with pytest.raises(ValueError, match=name):
+        make()
 
 
 def test_differentiable_flag_and_repr():
     for Ord in ORDERINGS:
         assert Ord().differentiable
         assert Ord.__name__ in repr(Ord())
+
+
+# ------------------------------------------------------------------------------- issue 8: temperature, large scores
+from torchfair.orderings import FastSoftRank, PlackettLuce  # noqa: E402
+from torchfair.orderings import fast_soft_rank as _fsr  # noqa: E402
+from torchfair.orderings import soft as _soft  # noqa: E402
+from torchfair.orderings.soft import MIN_SCALE, list_scale  # noqa: E402
+
+ALL_SOFT = [SoftRank, NeuralSort, SoftSort, FastSoftRank]
+
+
+def _std_ref(values):
+    """Population std in exact rational arithmetic (then rounded): the reference for extreme magnitudes."""
+    from fractions import Fraction
+    xs = [Fraction(float(v)) for v in values]
+    mean = sum(xs) / len(xs)
+    var = sum((x - mean) ** 2 for x in xs) / len(xs)
+    return math.sqrt(float(var)) if var < Fraction(10) ** 300 else math.sqrt(float(var / 10 ** 200)) * 1e100
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("scale", [1e-30, 1.0, 1e19, 1e30, 1e37])
+def test_list_scale_no_overflow(dtype, scale):
+    """Regression (issue 8): the per-list std overflowed in float32 from |s| ~ 1e19 on (tau = inf, every position
+    (n - 1) / 2).  ``list_scale`` matches the exact std at every magnitude (and the floor below it)."""
+    rows = [[3.0, -1.0, 2.0, 0.5, -2.5], [1.0, 1.0, 1.0, 1.0, 1.0], [7.0, -7.0, 0.0, 0.0, 0.0]]
+    s = torch.tensor(rows, dtype=torch.float64).mul(scale).to(dtype)
+    mask = torch.tensor([[True] * 5, [True] * 5, [True, True, False, False, False]])
+    got = list_scale(s, mask, min_scale=1e-300 if dtype == torch.float64 else 1e-38)[:, 0]
+    for b in range(3):
+        vals = [v for v, m in zip(s[b].tolist(), mask[b].tolist()) if m]
+        assert got[b].item() == pytest.approx(max(_std_ref(vals), 1e-300 if dtype == torch.float64 else 1e-38),
+                                              rel=1e-5)
+
+
+def test_list_scale_floors():
+    s = torch.tensor([[0.0, 0.0, 0.0], [5.0, 5.0, 5.0], [100.0, 100.1, 99.9], [1.0, 3.0, 2.0]], dtype=torch.float64)
+    mask = torch.ones(4, 3, dtype=torch.bool)
+    std2 = math.sqrt(0.02 / 3)
+    torch.testing.assert_close(list_scale(s, mask)[:, 0], torch.tensor([MIN_SCALE, MIN_SCALE, MIN_SCALE,
+                                                                        math.sqrt(2 / 3)], dtype=torch.float64))
+    torch.testing.assert_close(list_scale(s, mask, min_scale=1e-3)[:, 0],
+                               torch.tensor([1e-3, 1e-3, std2, math.sqrt(2 / 3)], dtype=torch.float64))
+    torch.testing.assert_close(list_scale(s, mask, min_scale=1e-3, rel_min_scale=0.01)[:, 0],
+                               torch.tensor([1e-3, 0.05, 1.0, math.sqrt(2 / 3)], dtype=torch.float64))
+    # the floors reach every soft ordering through the one definition
+    for Ord in ALL_SOFT:
+        o = Ord(0.5, min_scale=2.0, rel_min_scale=0.01)
+        torch.testing.assert_close(o._tau(s, mask)[:, 0], 0.5 * torch.tensor([2.0, 2.0, 2.0, 2.0],
+                                                                             dtype=torch.float64))
+    assert _fsr._temperature is _soft._temperature
+
+
+@pytest.mark.parametrize("Ord", ALL_SOFT)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_large_scores_do_not_collapse(Ord, dtype):
+    """Regression (issue 8): with |scores| >= 1e19 every soft ordering returned (n - 1) / 2 for every item.
+    Scaled copies of a well separated list give the same, nearly hard positions at any magnitude."""
+    base = torch.tensor([[1.0, -1.0, 3.0, 0.0, 2.0]], dtype=torch.float64)
+    mask = torch.ones(1, 5, dtype=torch.bool)
+    hard = torch.tensor([[2.0, 4.0, 0.0, 3.0, 1.0]], dtype=torch.float64)
+    scales = [1.0, 1e4] if dtype == torch.float16 else [1.0, 1e19, 1e30, 1e37]
+    for c in scales:
+        s = (base * c).to(dtype).requires_grad_(True)
+        ob = Ord(0.01)(s, mask)
+        pos = ob.expected_positions()
+        torch.testing.assert_close(pos.double(), hard, atol=1e-3, rtol=0)
+        out = pos.sum() + ob.exposure(RBP(0.8)).sum() + ob.position_matrix().sum()
+        (g,) = torch.autograd.grad(out, s)
+        assert torch.isfinite(g).all()
+
+
+def _dips_grad_norm(s0, r, g, ordering=None, dtype=torch.float32):
+    from torchfair.losses import dips_loss
+    s = s0.clone().to(dtype).requires_grad_(True)
+    loss = dips_loss(s, r, g, num_groups=2, ordering=ordering)
+    (grad,) = torch.autograd.grad(loss, s)
+    assert torch.isfinite(loss) and torch.isfinite(grad).all()
+    return grad.float().norm().item()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_tied_scores_give_gradients_of_ordinary_size(dtype):
+    """Regression (issue 8): on tied scores (a freshly initialised model) the temperature collapsed to its floor
+    1e-6 and the DIPS loss gradient reached ~1e5 (inf in float16).  With the floor ``min_scale`` its norm on
+    all-zero and on all-equal (5.0) scores is within 20x of its norm on N(0, 1) scores (measured ~10x)."""
+    gen = torch.Generator().manual_seed(0)
+    r = torch.rand(8, 50, generator=gen)
+    g = torch.randint(0, 2, (8, 50), generator=gen)
+    ref = min(_dips_grad_norm(torch.randn(8, 50, generator=gen), r, g, dtype=dtype) for _ in range(3))
+    for s0 in (torch.zeros(8, 50), torch.full((8, 50), 5.0)):
+        n = _dips_grad_norm(s0, r, g, dtype=dtype)
+        assert 0 < n < 20 * ref, (n, ref)
+    # autocast: the loss computed under float16 autocast from a float16 model output
+    with torch.autocast("cpu", dtype=torch.float16):
+        n = _dips_grad_norm(torch.zeros(8, 50), r, g, dtype=dtype)
+    assert 0 < n < 20 * ref
+
+
+@pytest.mark.parametrize("Ord", ALL_SOFT + [lambda: PlackettLuce(8, estimator="relaxed",
+                                                                 generator=torch.Generator().manual_seed(0))])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_tied_scores_every_soft_ordering(Ord, dtype):
+    """Every soft ordering on tied lists: finite gradients of moderate size (< 100; NeuralSort's are the largest,
+    ~40 at N = 50, from its (n - 1 - 2k) logit factors; SoftSort's are 0 on exact ties)."""
+    gen = torch.Generator().manual_seed(1)
+    r = torch.rand(8, 50, generator=gen)
+    g = torch.randint(0, 2, (8, 50), generator=gen)
+    for s0 in (torch.zeros(8, 50), torch.full((8, 50), 5.0), torch.full((8, 50), -3e4)):
+        assert _dips_grad_norm(s0, r, g, ordering=Ord(), dtype=dtype) < 100

@@ -211,3 +211,33 @@ def test_list_shape():
     assert Sampled(torch.zeros(3, 4, 2, dtype=torch.long) + torch.tensor([0, 1])).list_shape == (4, 2)
     assert DoublyStochastic(torch.eye(3)).list_shape == (3,)
     assert math.isclose(float(Sampled(torch.tensor([[0, 1], [1, 0]])).weights.sum()), 1.0)
+
+
+# ------------------------------------------------------------------------------------------------- issue 8
+@pytest.mark.parametrize("make,name", [
+    (lambda: DoublyStochastic(torch.eye(3), atol=float("nan")), "atol"),
+    (lambda: DoublyStochastic(torch.eye(3), atol=-1.0), "atol"),
+    (lambda: DoublyStochastic(torch.eye(3), validate="yes"), "validate"),
+    (lambda: Sampled(torch.tensor([[0, 1], [1, 0]]), weights=torch.tensor([True, False])), "weights"),
+    (lambda: Hard(ties="random"), "ties"), (lambda: Hard(ties=None), "ties"),
+])
+def test_arguments_checked(make, name):
+    with pytest.raises(ValueError, match=name):
+        make()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_placeholders_computed_in_float32(dtype):
+    """Sampled / DoublyStochastic / Hard given half-precision scores compute in float32 (library convention): a
+    bfloat16 placeholder used to give bfloat16 averages, e.g. expected positions summing to 6.01 instead of 6."""
+    N = 300
+    gen = torch.Generator().manual_seed(0)
+    rk = torch.stack([torch.randperm(N, generator=gen) for _ in range(3)]).unsqueeze(1)  # [3, 1, N]
+    mask = torch.ones(1, N, dtype=torch.bool)
+    ob = Sampled(rk)(torch.zeros(1, N, dtype=dtype), mask)
+    pos = ob.expected_positions()
+    assert pos.dtype == torch.float32
+    assert pos.double().sum().item() == pytest.approx(N * (N - 1) / 2, abs=1e-2)
+    hard = Hard()(torch.arange(N, dtype=torch.float32).flip(0).to(dtype)[None], mask)
+    assert hard.expected_positions().dtype == torch.float32
+    assert hard.expected_positions()[0, 299].item() == 299.0  # 299 is not representable in bfloat16

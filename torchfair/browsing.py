@@ -6,11 +6,20 @@ and for real-valued positions (soft orderings, which place an item at an *expect
 * ``weight(k)``: F at positions ``k`` (a tensor, integer- or real-valued);
 * ``weights(n)``: the vector ``[F(0), ..., F(n-1)]``;
 * ``cumulative(n, max_n)``: ``sum_{k < n} F(k)`` for a tensor of (possibly fractional) counts ``n``, the
-  normaliser sum DIPS needs (``000`` eq. 10).  A fractional count (soft group sizes) is interpolated linearly:
-  ``sum_{k < floor(n)} F(k) + (n - floor(n)) F(floor(n))``.
+  normaliser sum DIPS needs (Fabris et al., WSDM 2023, eq. 10).  A fractional count (soft group sizes) is
+  interpolated linearly: ``sum_{k < floor(n)} F(k) + (n - floor(n)) F(floor(n))``;
+* ``item_exposure(relevance_sorted)``: the exposure of every position of a ranked list ``[..., N]`` given the
+  relevance of the items in ranked order.  This is the one method orderings call to weigh positions.  For a
+  position-based model it is ``F(k)`` broadcast (the relevance is not read); a *relevance-dependent* model
+  (:class:`Cascade`, whose user stops after a relevant item) declares ``relevance_dependent = True`` and computes
+  it from the relevance.  Orderings ask ``relevance_dependent`` only to know whether they must sort the relevance
+  (and to refuse what they cannot express, e.g. a doubly stochastic matrix); they never special-case a class.
 
-Sources: ``000`` §3.1, §4.3 and §6.1 (RBP ``gamma**k``); ``002`` table 3 (geometric, logarithmic, RBP, cascade;
-its ranks are 1-based, ours 0-based, so ``002``'s RBP ``gamma**L(d)`` is ours times the constant ``gamma``).
+Sources: Fabris et al., WSDM 2023, §3.1, §4.3 and §6.1 (RBP ``gamma**k``); Raj & Ekstrand, SIGIR 2022, table 3
+(geometric, logarithmic, RBP, cascade; its ranks are 1-based, ours 0-based, so its RBP ``gamma**L(d)`` is ours
+times the constant ``gamma``).
+
+Every constructor argument is checked: a bad value (NaN, inf, a bool, out of range) raises ``ValueError`` naming it.
 
 Example::
 
@@ -19,24 +28,40 @@ Example::
 """
 from __future__ import annotations
 
+import numbers
+import warnings
 from typing import Callable, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
+
+from ._validation import check_number
 
 __all__ = ["BrowsingModel", "RBP", "Geometric", "Logarithmic", "ReciprocalRank", "Uniform", "Cascade", "TopK",
            "Custom", "get_browsing"]
 
 
 class BrowsingModel:
-    """Base class. Subclasses implement :meth:`weight` for real-valued, 0-based positions."""
+    """Base class. Subclasses implement :meth:`_weight` for real-valued, 0-based positions; a relevance-dependent
+    model also sets ``relevance_dependent = True`` and overrides :meth:`item_exposure`."""
 
-    #: True when F depends on the position only. :class:`Cascade` also depends on the relevance of the items
-    #: ranked above, so orderings compute its exposure from the sorted relevance.
-    position_based: bool = True
+    #: True when the exposure of a position also depends on the relevance of the items ranked above it
+    #: (:class:`Cascade`): orderings then pass the relevance in ranked order to :meth:`item_exposure`.
+    relevance_dependent: bool = False
+
+    @property
+    def position_based(self) -> bool:
+        """Deprecated alias of ``not relevance_dependent``."""
+        warnings.warn("`BrowsingModel.position_based` is deprecated: use `not browsing.relevance_dependent` (and "
+                      "`browsing.item_exposure(relevance_sorted)` for the exposure of ranked positions)",
+                      DeprecationWarning, stacklevel=2)
+        return not self.relevance_dependent
 
     def weight(self, k: Tensor) -> Tensor:
-        """F at 0-based positions ``k`` (integer positions are converted to the default float dtype)."""
+        """F at 0-based positions ``k`` (integer positions are converted to the default float dtype).
+
+        For a relevance-dependent model this is the position part only (the largest exposure the position can
+        get), used for normalisers."""
         if not k.is_floating_point():
             k = k.to(torch.get_default_dtype())
         return self._weight(k)
@@ -51,6 +76,16 @@ class BrowsingModel:
         """``[F(0), ..., F(n-1)]``."""
         return self.weight(torch.arange(n, dtype=dtype, device=device))
 
+    def item_exposure(self, relevance_sorted: Tensor) -> Tensor:
+        """Exposure of each position ``[..., N]`` of a ranked list, given the relevance of its items in ranked order
+        ``relevance_sorted [..., N]`` (position 0 first).
+
+        Position-based models return ``[F(0), ..., F(N-1)]`` broadcast to the shape of ``relevance_sorted``, whose
+        values are not read (only its shape, floating dtype and device)."""
+        dt = relevance_sorted.dtype if relevance_sorted.is_floating_point() else torch.get_default_dtype()
+        n = relevance_sorted.shape[-1]
+        return self.weights(n, dtype=dt, device=relevance_sorted.device).expand(relevance_sorted.shape)
+
     def cumulative(self, n: Tensor, max_n: int) -> Tensor:
         """``sum_{k < n} F(k)`` elementwise for counts ``0 <= n <= max_n``; fractional ``n`` interpolated."""
         w = self.weights(max_n + 1, dtype=n.dtype if n.is_floating_point() else torch.float32, device=n.device)
@@ -64,16 +99,32 @@ class BrowsingModel:
         return f"{type(self).__name__}({params})"
 
 
-def _check_prob(x: float, name: str, open_low: bool = True) -> float:
-    if not isinstance(x, (int, float)) or not (0 < x <= 1 if open_low else 0 <= x <= 1):
-        raise ValueError(f"`{name}` must be a probability in (0, 1]; got {x!r}")
-    return float(x)
+def _check_prob(x, name: str) -> float:
+    """A probability in (0, 1] (NaN, inf and bools rejected)."""
+    return check_number(x, name, low=0, high=1, low_open=True)
+
+
+def _check_int(x, name: str, low: Optional[int] = None, high: Optional[int] = None) -> int:
+    """An int (not a bool, not a float such as ``2.0``) in ``[low, high]``, else ``ValueError`` naming ``name``.
+    (Shared by the browsing models and the orderings; :func:`check_number` with ``integer=True`` accepts ``2.0``.)"""
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+        rng = " and ".join(s for s in ((f">= {low}" if low is not None else ""),
+                                       (f"<= {high}" if high is not None else "")) if s)
+        raise ValueError(f"`{name}` must be an int{' ' + rng if rng else ''}; got {x!r}")
+    return check_number(int(x), name, low=low, high=high, integer=True)
+
+
+def _check_bool(x, name: str) -> bool:
+    if not isinstance(x, bool):
+        raise ValueError(f"`{name}` must be a bool; got {x!r}")
+    return x
 
 
 class RBP(BrowsingModel):
-    """Rank-biased precision / exponential decay: ``F(k) = gamma**k`` (``000`` §6.1, ``002`` table 3).
+    """Rank-biased precision / exponential decay: ``F(k) = gamma**k`` (Fabris et al., WSDM 2023, §6.1; Raj &
+    Ekstrand, SIGIR 2022, table 3).
 
-    ``gamma`` is the patience (continuation probability); the DIPS paper's synthetic study uses 0.9.
+    ``gamma`` is the patience (continuation probability) in (0, 1]; the DIPS paper's synthetic study uses 0.9.
     """
 
     def __init__(self, gamma: float = 0.9):
@@ -84,7 +135,8 @@ class RBP(BrowsingModel):
 
 
 class Geometric(BrowsingModel):
-    """Geometric stopping: ``F(k) = p (1 - p)**k`` (``002`` table 3 with 0-based k; ``p`` = stopping probability)."""
+    """Geometric stopping: ``F(k) = p (1 - p)**k`` (Raj & Ekstrand, SIGIR 2022, table 3 with 0-based k; ``p`` in
+    (0, 1] is the stopping probability)."""
 
     def __init__(self, p: float = 0.5):
         self.p = _check_prob(p, "p")
@@ -96,11 +148,12 @@ class Geometric(BrowsingModel):
 class Logarithmic(BrowsingModel):
     """The DCG discount ``F(k) = 1 / log2(k + 2)``.
 
-    ``flat_top=True`` gives ``002`` table 3's variant ``1 / log2(max(k + 1, 2))`` (positions 0 and 1 weigh 1).
+    ``flat_top=True`` gives the variant of Raj & Ekstrand, SIGIR 2022, table 3, ``1 / log2(max(k + 1, 2))``
+    (positions 0 and 1 weigh 1).
     """
 
     def __init__(self, flat_top: bool = False):
-        self.flat_top = bool(flat_top)
+        self.flat_top = _check_bool(flat_top, "flat_top")
 
     def _weight(self, k: Tensor) -> Tensor:
         if self.flat_top:
@@ -116,36 +169,48 @@ class ReciprocalRank(BrowsingModel):
 
 
 class Uniform(BrowsingModel):
-    """``F(k) = 1`` for every position: the implicit model of IGI and REE (``000`` §3.1, eq. 4-5)."""
+    """``F(k) = 1`` for every position: the implicit model of IGI and REE (Fabris et al., WSDM 2023, §3.1,
+    eq. 4-5)."""
 
     def _weight(self, k: Tensor) -> Tensor:
         return torch.ones_like(k)
 
 
 class Cascade(BrowsingModel):
-    """Cascade browsing (``002`` table 3): ``F(k) = gamma**k * prod_{k' < k} (1 - phi(r_{sigma(k')}))``.
+    """Cascade browsing (Raj & Ekstrand, SIGIR 2022, table 3):
+    ``F(k) = gamma**k * prod_{k' < k} (1 - phi(r_{sigma(k')}))``.
 
     The user continues with patience ``gamma`` and stops after an item of relevance ``r`` with probability
-    ``phi(r)``.  ``stop`` is that function; the default is ERR's ``phi(r) = (2**r - 1) / 2**max_grade``.
-    Exposure depends on the relevance of the items ranked above, so it is not position-based: :meth:`weight`
-    gives the position part ``gamma**k`` only (used for normalisers, e.g. DIPS eq. 10, where it is the
-    largest exposure the position can get) and :meth:`item_exposure` the full weight along a sorted list.
+    ``phi(r)``.  ``stop`` is that function (its values are clipped to [0, 1]); the default is ERR's
+    ``phi(r) = (2**r - 1) / 2**max_grade``, computed as ``2**(r - max_grade) - 2**(-max_grade)`` so that no
+    grade overflows (the plain form is ``inf`` in float32 from ``r = 128`` on, and its gradient NaN).  Grades
+    above ``max_grade`` are allowed: ``phi`` keeps following ERR's formula and is clipped at probability 1
+    (reached at ``r = log2(2**max_grade + 1)``, just above ``max_grade``), so such an item always stops the
+    user; the gradient with respect to the relevance is 0 there.
+
+    Exposure depends on the relevance of the items ranked above (``relevance_dependent = True``): :meth:`weight`
+    gives the position part ``gamma**k`` only (used for normalisers, e.g. DIPS eq. 10, where it is the largest
+    exposure the position can get) and :meth:`item_exposure` the full weight along a sorted list.
     """
 
-    position_based = False
+    relevance_dependent = True
 
     def __init__(self, gamma: float = 0.9, max_grade: float = 1.0,
                  stop: Optional[Callable[[Tensor], Tensor]] = None):
         self.gamma = _check_prob(gamma, "gamma")
-        if max_grade <= 0:
-            raise ValueError(f"`max_grade` must be positive; got {max_grade}")
-        self.max_grade = float(max_grade)
+        self.max_grade = check_number(max_grade, "max_grade", low=0, low_open=True)
+        if stop is not None and not callable(stop):
+            raise ValueError(f"`stop` must be a callable relevance -> stop probability, or None; got {stop!r}")
         self.stop = stop
 
     def stop_probability(self, relevance: Tensor) -> Tensor:
+        """``phi(r)`` in [0, 1], elementwise."""
         if self.stop is not None:
-            return self.stop(relevance)
-        return (torch.pow(2.0, relevance) - 1.0) / (2.0 ** self.max_grade)
+            return self.stop(relevance).clamp(0, 1)
+        mg = self.max_grade
+        # 2**(r - mg) <= 2 after the clamp: nothing overflows, and phi is already clipped to 1 from r = mg + 1 on
+        x = torch.exp2(relevance.clamp(max=mg + 1) - mg)
+        return (x - 2.0 ** (-mg)).clamp(0, 1)
 
     def _weight(self, k: Tensor) -> Tensor:
         return torch.pow(torch.as_tensor(self.gamma, dtype=k.dtype, device=k.device), k)
@@ -153,7 +218,7 @@ class Cascade(BrowsingModel):
     def item_exposure(self, relevance_sorted: Tensor) -> Tensor:
         """Exposure of each position ``[..., N]`` given the relevance of the items in ranked order."""
         n = relevance_sorted.shape[-1]
-        cont = (1.0 - self.stop_probability(relevance_sorted)).clamp(0, 1)
+        cont = 1.0 - self.stop_probability(relevance_sorted)
         survive = torch.cumprod(torch.cat([torch.ones_like(cont[..., :1]), cont[..., :-1]], -1), -1)
         return survive * self.weights(n, dtype=relevance_sorted.dtype, device=relevance_sorted.device)
 
@@ -162,22 +227,24 @@ class TopK(BrowsingModel):
     """A cut-off of another model: ``F(k) = base(k)`` for ``k < K``, 0 below.
 
     On real positions (soft orderings) the cut-off is a linear ramp ``clamp(K - k, 0, 1)``, exact at integers.
+    Relevance-dependent when ``base`` is.
     """
 
     def __init__(self, base: Optional[BrowsingModel] = None, k: int = 10):
-        if not isinstance(k, int) or k < 1:
-            raise ValueError(f"`k` must be a positive int; got {k!r}")
+        self.k = _check_int(k, "k", low=1)
         self.base = base if base is not None else Uniform()
         if not isinstance(self.base, BrowsingModel):
             raise ValueError(f"`base` must be a BrowsingModel; got {type(base).__name__}")
-        self.k = k
-        self.position_based = self.base.position_based
+
+    @property
+    def relevance_dependent(self) -> bool:  # type: ignore[override]
+        return self.base.relevance_dependent
 
     def _weight(self, k: Tensor) -> Tensor:
         return self.base.weight(k) * torch.clamp(self.k - k, 0.0, 1.0)
 
     def item_exposure(self, relevance_sorted: Tensor) -> Tensor:
-        e = self.base.item_exposure(relevance_sorted)  # only reached for a non-position-based base
+        e = self.base.item_exposure(relevance_sorted)
         n = relevance_sorted.shape[-1]
         return e * (torch.arange(n, device=e.device) < self.k).to(e.dtype)
 
@@ -189,7 +256,11 @@ class Custom(BrowsingModel):
     """
 
     def __init__(self, weights: Union[Sequence[float], Tensor]):
-        w = torch.as_tensor(weights, dtype=torch.float64).flatten()
+        try:
+            w = torch.as_tensor(weights, dtype=torch.float64).flatten()
+        except (TypeError, ValueError, RuntimeError):
+            raise ValueError("`weights` must be a non-empty vector of finite, non-negative numbers; got "
+                             f"{weights!r}") from None
         if w.numel() == 0 or not torch.isfinite(w).all() or (w < 0).any():
             raise ValueError("`weights` must be a non-empty vector of finite, non-negative numbers")
         self._w = w

@@ -9,7 +9,7 @@ from .fast_soft_rank import FastSoftRank, FastSoftRankOrderedBatch, soft_rank
 from .hard import Hard, HardOrderedBatch, scores_from_ranking
 from .mixture import MixtureOrderedBatch
 from .plackett_luce import PlackettLuce, all_rankings, log_probability, pair_probability, sample_rankings, top1_probability
-from .soft import NeuralSort, PermutationOrderedBatch, SoftRank, SoftRankOrderedBatch, SoftSort
+from .soft import NeuralSort, PermutationOrderedBatch, SoftRank, SoftRankOrderedBatch, SoftSort, list_scale
 from .stochastic import DoublyStochastic, DoublyStochasticOrderedBatch, Sampled, SampledOrderedBatch
 
 __all__ = ["Ordering", "OrderedBatch", "OrderingLike", "PairBlock", "PAIR_BLOCK_ELEMENTS", "row_blocks", "Hard",
@@ -17,4 +17,4 @@ __all__ = ["Ordering", "OrderedBatch", "OrderingLike", "PairBlock", "PAIR_BLOCK_
            "DoublyStochastic", "DoublyStochasticOrderedBatch", "SoftRank", "SoftRankOrderedBatch", "NeuralSort",
            "SoftSort", "PermutationOrderedBatch", "PlackettLuce", "sample_rankings", "log_probability",
            "all_rankings", "pair_probability", "top1_probability", "FastSoftRank", "FastSoftRankOrderedBatch",
-           "soft_rank"]
+           "soft_rank", "list_scale"]

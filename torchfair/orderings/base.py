@@ -4,14 +4,17 @@ An :class:`Ordering` turns scores ``[B, N]`` (and a mask) into an :class:`Ordere
 questions the measures ask about a ranking:
 
 * ``expected_positions()``: the (expected) 0-based position of every item, ``[B, N]``;
-* ``exposure(browsing, relevance)``: ``E[F(pos_i)]`` for every item, ``[B, N]`` (0 for padded items);
+* ``exposure(browsing, relevance)``: ``E[F(pos_i)]`` for every item, ``[B, N]`` (0 for padded items).  Orderings
+  weigh positions through the browsing interface only (:func:`ranked_exposure`, which calls
+  :meth:`~torchfair.browsing.BrowsingModel.item_exposure` with the relevance in ranked order when the model
+  declares ``relevance_dependent``, e.g. Cascade); ``relevance`` is needed only by such models;
 * pair quantities, for every ordered pair ``(i, j)``:
 
   - ``above[i, j] = P(j is ranked above i)``,
   - ``joint[i, j] = E[F(pos_j) * 1(pos_j < pos_i)]`` (the browsing-weighted "j above i" DIPS needs);
 
 * ``position_matrix()``: ``R[k, i] = P(item i at position k)``, a doubly stochastic matrix over the real items
-  (Kuhlman et al. ``001`` eq. 10), for prefix measures.
+  (Kuhlman et al., AIES 2021, eq. 10), for prefix measures.
 
 A hard ordering (sorting) answers them exactly, so a measure evaluated on it is the exact evaluator; soft orderings
 and Plackett-Luce policies answer them with differentiable or expected values, so the same measure becomes a loss.
@@ -39,7 +42,8 @@ from torch.utils.checkpoint import checkpoint
 
 from ..browsing import BrowsingModel
 
-__all__ = ["Ordering", "OrderedBatch", "OrderingLike", "PairBlock", "PAIR_BLOCK_ELEMENTS", "row_blocks"]
+__all__ = ["Ordering", "OrderedBatch", "OrderingLike", "PairBlock", "PAIR_BLOCK_ELEMENTS", "row_blocks",
+           "ranked_exposure"]
 
 #: pair entries (B * rows * N) computed at once by :meth:`OrderedBatch.contract`
 PAIR_BLOCK_ELEMENTS = 2 ** 18
@@ -51,6 +55,43 @@ def row_blocks(B: int, N: int, budget: Optional[int] = None) -> Iterator[Tuple[i
     rows = max(1, min(N, budget // max(1, B * N)))
     for start in range(0, N, rows):
         yield start, min(N, start + rows)
+
+
+def _promote(x: Tensor) -> Tensor:
+    """Half-precision (and integer) tensors computed in float32, float32 / float64 kept (library convention)."""
+    return x if x.dtype in (torch.float32, torch.float64) else x.to(torch.float32)
+
+
+def work_scores(scores: Tensor, mask: Tensor) -> Tuple[Tensor, Tensor]:
+    """Check ``scores [B, N]`` (floating) and ``mask [B, N]`` (bool), promote half types to float32 and blank
+    padded entries (whatever they hold, NaN included: they get exactly zero gradient).  Shared by the orderings."""
+    if not isinstance(scores, Tensor) or scores.dim() != 2 or not scores.is_floating_point():
+        raise ValueError(f"`scores` must be a floating tensor [B, N]; got {getattr(scores, 'shape', scores)!r}")
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.shape != scores.shape:
+        raise ValueError(f"`mask` must be a bool tensor with the shape of `scores` {tuple(scores.shape)}")
+    s = _promote(scores)
+    return torch.where(mask, s, torch.zeros((), dtype=s.dtype, device=s.device)), mask
+
+
+def ranked_exposure(browsing: BrowsingModel, relevance: Optional[Tensor], mask: Tensor, dtype: torch.dtype,
+                    rank_relevance: Optional[Callable[[Tensor], Tensor]]) -> Tensor:
+    """``[B, N]`` exposure of every position ``k`` of the lists (0 for ``k >= n_b``): the one place where orderings
+    weigh positions with a browsing model, through :meth:`~torchfair.browsing.BrowsingModel.item_exposure`.
+
+    A relevance-dependent model (``browsing.relevance_dependent``) needs ``relevance [B, N]`` (padded entries may
+    hold anything) and gets it in ranked order from ``rank_relevance(relevance) -> [B, N]`` (exact for a sorted
+    list, ``P @ r`` for a relaxed permutation matrix ``P``); for a position-based model neither is used.
+    """
+    B, N = mask.shape
+    row_real = (torch.arange(N, device=mask.device)[None, :] < mask.sum(-1, keepdim=True)).to(dtype)
+    if browsing.relevance_dependent:
+        if relevance is None:
+            raise ValueError(f"`relevance` is required by the relevance-dependent browsing model {browsing!r}")
+        rel = torch.where(mask, relevance.to(dtype), torch.zeros((), dtype=dtype, device=mask.device))
+        ranked = rank_relevance(rel) * row_real
+    else:
+        ranked = row_real  # only its shape, dtype and device are read
+    return browsing.item_exposure(ranked) * row_real
 
 
 @dataclass

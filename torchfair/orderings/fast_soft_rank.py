@@ -56,12 +56,22 @@ Temperature
 -----------
 ``epsilon`` is in score units: a pair is treated as tied-ish when its score gap is below ``epsilon`` (the soft
 positions of two items differ by ``min(1, gap / epsilon)`` when they pool alone).  :class:`FastSoftRank` uses
-``epsilon = temperature * std(real scores of the list)`` by default (``scale="std"``, std detached and clamped
-below by ``min_scale``), like :class:`~torchfair.orderings.SoftRank`; with ``scale="none"`` ``temperature`` is
+``epsilon = temperature * max(std, rel_min_scale * mean|s|, min_scale)`` by default (``scale="std"``, detached),
+the one temperature rule of :mod:`torchfair.orderings.soft` (see its section Temperature: ``min_scale``, default
+0.25 score units, keeps tied lists at gradients of ordinary size); with ``scale="none"`` ``temperature`` is
 ``epsilon`` itself.  For the functional :func:`soft_rank` the default is ``scale="none"`` (``temperature`` is then
 the paper's ``epsilon``, torchsort's ``regularization_strength``).  Adjacent scores of ``N`` roughly evenly spread
 items differ by about ``3.5 / N`` std, so with ``scale="std"`` a ``temperature`` well below ``1 / N`` is nearly
 hard and ``temperature`` around ``1 / N .. 10 / N`` is smooth for neighbouring items.
+
+Numerics
+--------
+``z = -theta / epsilon`` can be huge (``|theta| = 1e19`` with ``epsilon = 1e-3``), and then ``z - w`` loses ``w``
+and the mean of tied values differs from them by an ulp, which put soft positions far outside ``[0, n - 1]``.
+Before the isotonic regression the sorted ``z`` are therefore rewritten as ``t`` with every gap larger than ``n``
+replaced by ``n + 1``: the regression never pools across a gap larger than ``n - 1``, and within the runs between
+such gaps ``t`` is ``z`` shifted by a constant, so the positions are unchanged while every number stays of order
+``n**2``.  The positions are finally clipped to ``[0, n - 1]`` (rounding only).
 
 Dtypes: the projection is computed in float64 and returned in the scores' dtype (float16 / bfloat16 -> float32).
 """
@@ -72,9 +82,10 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..browsing import BrowsingModel
-from .soft import _check_common, _temperature  # one definition of the temperature rules
-from .base import OrderedBatch, Ordering, PairBlock
+from ..browsing import BrowsingModel, _check_int
+from .._validation import check_choice
+from .soft import MIN_SCALE, REL_MIN_SCALE, _check_common, _Tempered, _temperature  # one temperature rule
+from .base import OrderedBatch, PairBlock, ranked_exposure, work_scores
 
 __all__ = ["soft_rank", "FastSoftRank", "FastSoftRankOrderedBatch", "isotonic_nonincreasing", "numba_available"]
 
@@ -222,9 +233,12 @@ def _solve_torch(s: Tensor, n: Tensor, window_budget: Optional[int]) -> Tuple[Te
 
 
 # ------------------------------------------------------------------------------------------- autograd op
+def _check_window_budget(window_budget):
+    return None if window_budget is None else _check_int(window_budget, "window_budget", low=1)
+
+
 def _pick_backend(backend: str, device: torch.device) -> str:
-    if backend not in _BACKENDS:
-        raise ValueError(f"`backend` must be one of {_BACKENDS}; got {backend!r}")
+    check_choice(backend, "backend", _BACKENDS)
     if backend == "auto":
         return "numba" if device.type == "cpu" and numba_available() else "torch"
     if backend == "numba":
@@ -233,6 +247,29 @@ def _pick_backend(backend: str, device: torch.device) -> str:
         if not numba_available():
             raise ValueError("backend='numba' needs numba (pip install numba); backend='torch' needs nothing")
     return backend
+
+
+def _compress_gaps(s: Tensor, n: Tensor) -> Tensor:
+    """Sorted (descending) ``z [B, N]`` (first ``n[b]`` entries real) mapped to ``t`` with the same projection but
+    values of order ``n**2`` only, so that no precision is lost (module docstring, Numerics).
+
+    Gaps ``z_k - z_{k+1}`` larger than ``n`` are replaced by ``n + 1``: the isotonic regression never pools across a
+    gap larger than ``n - 1`` (every ``z - w`` on its left exceeds every one on its right), and within the runs
+    between such gaps ``t`` is ``z`` shifted by a constant, which the positions ``t - blockmean(t) + blockmean(w)``
+    do not see.  Adjacent sorted values that are close are subtracted exactly (Sterbenz), so ties and small gaps
+    survive even for ``|z| ~ 1e40``; the padded tail is 0."""
+    B, N = s.shape
+    if N == 1:
+        return torch.zeros_like(s)
+    cap = (n.to(s.dtype) + 1)[:, None]
+    d = s[:, :-1] - s[:, 1:]
+    d = torch.where(torch.isnan(d), torch.zeros_like(d), d)  # inf - inf: two items tied at infinity
+    d = torch.minimum(d.clamp(min=0), cap)
+    pair_real = torch.arange(1, N, device=s.device)[None, :] < n[:, None]
+    d = torch.where(pair_real, d, torch.zeros_like(d))
+    t = -torch.cat([torch.zeros_like(s[:, :1]), torch.cumsum(d, 1)], 1)
+    real = torch.arange(N, device=s.device)[None, :] < n[:, None]
+    return torch.where(real, t, torch.zeros_like(t))
 
 
 class _ProjectPermutahedron(torch.autograd.Function):
@@ -244,12 +281,14 @@ class _ProjectPermutahedron(torch.autograd.Function):
         z = -theta.detach().to(torch.float64) / eps.to(torch.float64)
         key = torch.where(mask, z, torch.full((), float("-inf"), dtype=z.dtype, device=z.device))
         s, order = torch.sort(key, dim=1, descending=True, stable=True)
-        s = torch.where(torch.isfinite(s), s, torch.zeros((), dtype=s.dtype, device=s.device))
         n = mask.sum(1)
+        s = _compress_gaps(s, n)
         if backend == "numba":
             pos_sorted, blk = _solve_numba(s, n)
         else:
             pos_sorted, blk = _solve_torch(s, n, window_budget)
+        # the projection lies in [0, n - 1]; the clamp only removes rounding (the backward uses the blocks)
+        pos_sorted = torch.minimum(pos_sorted.clamp(min=0), (n[:, None] - 1).clamp(min=0).to(pos_sorted.dtype))
         pos = torch.empty_like(pos_sorted).scatter_(1, order, pos_sorted)
         pos = torch.where(mask, pos, torch.zeros((), dtype=pos.dtype, device=pos.device))
         ctx.save_for_backward(order, blk, mask, eps)
@@ -271,26 +310,20 @@ class _ProjectPermutahedron(torch.autograd.Function):
 
 # ------------------------------------------------------------------------------------------- public API
 def _work(scores: Tensor, mask: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
-    if not isinstance(scores, Tensor) or scores.dim() != 2 or not scores.is_floating_point():
-        raise ValueError(f"`scores` must be a floating tensor [B, N]; got {getattr(scores, 'shape', scores)!r}")
-    if mask is None:
+    if mask is None and isinstance(scores, Tensor):
         mask = torch.ones(scores.shape, dtype=torch.bool, device=scores.device)
-    if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.shape != scores.shape:
-        raise ValueError("`mask` must be a bool tensor with the shape of `scores`")
-    dt = torch.float64 if scores.dtype == torch.float64 else torch.float32
-    s = scores.to(dt)
-    s = torch.where(mask, s, torch.zeros((), dtype=dt, device=s.device))
-    return s, mask
+    return work_scores(scores, mask)
 
 
 def soft_rank(scores: Tensor, temperature: float = 1.0, mask: Optional[Tensor] = None, *, scale: str = "none",
-              min_scale: float = 1e-6, regularization: str = "l2", backend: str = "auto",
-              window_budget: Optional[int] = None) -> Tensor:
+              min_scale: float = MIN_SCALE, rel_min_scale: float = REL_MIN_SCALE, regularization: str = "l2",
+              backend: str = "auto", window_budget: Optional[int] = None) -> Tensor:
     """Fast soft ranks (Blondel et al., 2020): 0-based soft positions, **0 = highest score** (descending).
 
     ``scores``: ``[B, N]`` or ``[N]`` floating.  ``temperature``: the regularisation strength ``epsilon`` in score
     units with ``scale="none"`` (default here; torchsort's ``regularization_strength``), or relative to each
-    list's detached score std with ``scale="std"``.  ``mask``: ``[B, N]`` bool, True for real items (padded
+    list's detached score scale with ``scale="std"`` (``max(std, rel_min_scale * mean|s|, min_scale)``, see
+    :class:`FastSoftRank`).  ``mask``: ``[B, N]`` bool, True for real items (padded
     items get position 0 and zero gradient).  ``regularization``: ``"l2"`` (quadratic; the only one
     implemented).  ``backend``: ``"auto"`` (numba on CPU when installed, else torch), ``"numba"`` or ``"torch"``.
     Forward and backward are O(N log N) (sort) + O(N).  See the module docstring.
@@ -302,15 +335,15 @@ def soft_rank(scores: Tensor, temperature: float = 1.0, mask: Optional[Tensor] =
         >>> soft_rank(torch.tensor([3., 1., 2.]), 10.0)  # strong regularisation: all positions tend to (n-1)/2
         tensor([0.9000, 1.1000, 1.0000])
     """
-    if regularization != "l2":
-        raise ValueError(f"`regularization` must be 'l2' (quadratic); got {regularization!r}")
-    _check_common(temperature, scale, min_scale)
+    check_choice(regularization, "regularization", ("l2",))
+    _check_common(temperature, scale, min_scale, rel_min_scale)
+    _check_window_budget(window_budget)
     squeeze = isinstance(scores, Tensor) and scores.dim() == 1
     if squeeze:
         scores = scores.unsqueeze(0)
         mask = None if mask is None else mask.unsqueeze(0)
     s, mask = _work(scores, mask)
-    eps = _temperature(s, mask, temperature, scale, min_scale)
+    eps = _temperature(s, mask, temperature, scale, min_scale, rel_min_scale)
     be = _pick_backend(backend, s.device)
     pos = _ProjectPermutahedron.apply(s, eps, mask, be, window_budget)
     return pos.squeeze(0) if squeeze else pos
@@ -327,16 +360,11 @@ class FastSoftRankOrderedBatch(OrderedBatch):
 
     def exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor] = None) -> Tensor:
         mf = self.mask.to(self.positions.dtype)
-        if browsing.position_based:
+        if not browsing.relevance_dependent:  # F at the soft position
             return browsing.weight(self.positions) * mf
-        if relevance is None:
-            raise ValueError(f"`relevance` is required by the relevance-dependent browsing model {browsing!r}")
-        R = self.position_matrix()  # [B, K, N]
-        rel = torch.where(self.mask, relevance.to(R.dtype), torch.zeros((), dtype=R.dtype, device=R.device))
-        N = self.mask.shape[1]
-        row_real = (torch.arange(N, device=R.device)[None, :] < self.mask.sum(-1, keepdim=True)).to(R.dtype)
-        rel_sorted = torch.bmm(R, rel.unsqueeze(-1)).squeeze(-1) * row_real  # softly sorted relevance
-        f = browsing.item_exposure(rel_sorted) * row_real
+        R = self.position_matrix()  # [B, K, N]: a relevance-dependent model sees the softly sorted relevance R @ r
+        f = ranked_exposure(browsing, relevance, self.mask, R.dtype,
+                            lambda rel: torch.bmm(R, rel.unsqueeze(-1)).squeeze(-1))
         return torch.einsum("bk,bki->bi", f, R) * mf
 
     def pair_context(self, browsing, relevance) -> Optional[Tensor]:
@@ -362,12 +390,15 @@ class FastSoftRankOrderedBatch(OrderedBatch):
         return R * self.mask[:, None, :].to(dt)
 
 
-class FastSoftRank(Ordering):
+class FastSoftRank(_Tempered):
     """Soft positions by projection onto the permutahedron (Blondel et al., 2020), O(N log N) forward/backward.
 
-    ``temperature``: ``epsilon`` relative to each list's score std with ``scale="std"`` (default), absolute with
-    ``scale="none"``; smaller is closer to the hard ranking, which is reached exactly once ``epsilon`` is below
-    every score gap.  ``backend``: ``"auto"`` / ``"numba"`` / ``"torch"`` (see :func:`soft_rank`).  Pair
+    ``temperature``: ``epsilon`` relative to each list's score scale with ``scale="std"`` (default:
+    ``epsilon = temperature * max(std, rel_min_scale * mean|s|, min_scale)``, the rule of
+    :class:`~torchfair.orderings.SoftRank`, module docstring of :mod:`torchfair.orderings.soft`, Temperature),
+    absolute with ``scale="none"``; smaller is closer to the hard ranking, which is reached exactly once
+    ``epsilon`` is below every score gap.  ``backend``: ``"auto"`` / ``"numba"`` / ``"torch"`` (see
+    :func:`soft_rank`).  Pair
     quantities use ``above[i, j] = clamp(p_i - p_j + 1/2, 0, 1)`` (module docstring).
 
     Example::
@@ -377,19 +408,15 @@ class FastSoftRank(Ordering):
         tensor([[0., 2., 1.]])
     """
 
-    differentiable = True
-
-    def __init__(self, temperature: float = 0.01, scale: str = "std", *, min_scale: float = 1e-6,
-                 backend: str = "auto", window_budget: Optional[int] = None):
-        _check_common(temperature, scale, min_scale)
-        if backend not in _BACKENDS:
-            raise ValueError(f"`backend` must be one of {_BACKENDS}; got {backend!r}")
-        self.temperature, self.scale, self.min_scale = float(temperature), scale, float(min_scale)
-        self.backend, self.window_budget = backend, window_budget
+    def __init__(self, temperature: float = 0.01, scale: str = "std", *, min_scale: float = MIN_SCALE,
+                 rel_min_scale: float = REL_MIN_SCALE, backend: str = "auto", window_budget: Optional[int] = None):
+        self._init_temperature(temperature, scale, min_scale, rel_min_scale)
+        self.backend = check_choice(backend, "backend", _BACKENDS)
+        self.window_budget = _check_window_budget(window_budget)
 
     def __call__(self, scores: Tensor, mask: Tensor) -> FastSoftRankOrderedBatch:
         s, mask = _work(scores, mask)
-        eps = _temperature(s, mask, self.temperature, self.scale, self.min_scale)
+        eps = self._tau(s, mask)
         pos = _ProjectPermutahedron.apply(s, eps, mask, _pick_backend(self.backend, s.device), self.window_budget)
         return FastSoftRankOrderedBatch(s, mask, pos)
 

@@ -20,34 +20,40 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from .._validation import check_choice
 from ..browsing import BrowsingModel
-from .base import OrderedBatch, Ordering, PairBlock
+from .base import OrderedBatch, Ordering, PairBlock, ranked_exposure, _promote
 
 __all__ = ["Hard", "HardOrderedBatch", "scores_from_ranking"]
 
 
-def scores_from_ranking(ranking: Tensor, mask: Optional[Tensor] = None) -> Tensor:
+def scores_from_ranking(ranking: Tensor, mask: Optional[Tensor] = None, *, dtype: torch.dtype = torch.float32
+                        ) -> Tensor:
     """Scores whose descending sort reproduces an explicit ranking.
 
     ``ranking[b, k]`` is the index of the item at 0-based position ``k`` of list ``b`` (a permutation of
     ``0..N-1`` per list; padded items, if any, may sit anywhere and are ignored by the measures).
-    Returns float scores ``[B, N]`` (``[N]`` for 1-D input) with ``scores[ranking[k]] = N - k``.
+    Returns scores ``[B, N]`` (``[N]`` for 1-D input) of floating ``dtype`` (float32 by default, whatever the
+    default dtype) with ``scores[ranking[k]] = N - k``.  ``mask`` is accepted for symmetry and not used.
 
     Example::
 
         >>> scores_from_ranking(torch.tensor([2, 0, 1]))
         tensor([2., 1., 3.])
     """
-    if not isinstance(ranking, Tensor) or ranking.dim() not in (1, 2) or ranking.is_floating_point():
+    if not isinstance(ranking, Tensor) or ranking.dim() not in (1, 2) or ranking.is_floating_point() or \
+            ranking.dtype == torch.bool:
         raise ValueError("`ranking` must be an integer tensor [B, N] or [N] of item indices by position")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"`dtype` must be a floating torch.dtype; got {dtype!r}")
     r = ranking.unsqueeze(0) if ranking.dim() == 1 else ranking
     B, N = r.shape
     r = r.long()
     if (r < 0).any() or (r >= N).any() or not torch.equal(torch.sort(r, -1).values,
                                                           torch.arange(N, device=r.device).expand(B, N)):
         raise ValueError("`ranking` rows must be permutations of 0..N-1")
-    vals = (N - torch.arange(N, device=r.device, dtype=torch.float32)).expand(B, N)
-    scores = torch.empty(B, N, device=r.device).scatter_(-1, r, vals)
+    vals = (N - torch.arange(N, device=r.device, dtype=dtype)).expand(B, N)
+    scores = torch.empty(B, N, device=r.device, dtype=dtype).scatter_(-1, r, vals)
     return scores.squeeze(0) if ranking.dim() == 1 else scores
 
 
@@ -95,17 +101,10 @@ class HardOrderedBatch(OrderedBatch):
         return a + (t - 1) / 2
 
     def _sorted_exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor]) -> Tensor:
-        B, N = self.mask.shape
-        sorted_real = torch.arange(N, device=self.mask.device)[None, :] < self.n_items[:, None]
-        if browsing.position_based:
-            f = browsing.weights(N, dtype=self.scores.dtype, device=self.scores.device).expand(B, N)
-        else:
-            if relevance is None:
-                raise ValueError(f"`relevance` is required by the relevance-dependent browsing model {browsing!r}")
-            if self.ties == "average":
-                raise ValueError("relevance-dependent browsing (Cascade) needs a strict order: use Hard(ties='first')")
-            f = browsing.item_exposure(relevance.to(self.scores.dtype).gather(-1, self.order) * sorted_real)
-        return f * sorted_real.to(f.dtype)
+        if browsing.relevance_dependent and self.ties == "average":
+            raise ValueError("relevance-dependent browsing (Cascade) needs a strict order: use Hard(ties='first')")
+        return ranked_exposure(browsing, relevance, self.mask, self.scores.dtype,
+                               lambda rel: rel.gather(-1, self.order))
 
     def _block_mean(self, per_position: Tensor) -> Tensor:
         s = torch.zeros_like(per_position).scatter_add_(-1, self.block_sorted, per_position)
@@ -177,12 +176,10 @@ class Hard(Ordering):
     differentiable = False
 
     def __init__(self, ties: str = "first"):
-        if ties not in ("first", "average"):
-            raise ValueError(f"`ties` must be 'first' or 'average'; got {ties!r}")
-        self.ties = ties
+        self.ties = check_choice(ties, "ties", ("first", "average"))
 
     def __call__(self, scores: Tensor, mask: Tensor) -> HardOrderedBatch:
-        return HardOrderedBatch(scores.detach(), mask, self.ties)
+        return HardOrderedBatch(_promote(scores.detach()), mask, self.ties)
 
     def __repr__(self) -> str:
         return f"Hard(ties={self.ties!r})"

@@ -33,6 +33,13 @@ expectations, exact gradients by autograd.  It is the reference the tests compar
 Closed forms: :func:`pair_probability` ``P(j above i) = e^{m_j} / (e^{m_i} + e^{m_j})`` and
 :func:`top1_probability` (softmax).
 
+Numerics: every path works in log space.  The logits of each list are shifted by their largest real value
+(detached; PL is shift-invariant), probabilities are formed as ``exp(m_d - log Z_k)`` with ``log Z_k`` from
+``logcumsumexp`` (never ``e^{m_d}`` and ``1 / Z_k`` apart, which overflow in float32 once a list's logits span more
+than ~88), the PL-Rank sums over steps are taken with ``logcumsumexp`` as well, and the exact enumeration
+normalises its probabilities per list with ``logsumexp``.  Half-precision scores are computed in float32.  Values
+and gradients are finite for logits spanning ``1e4`` and more.
+
 Masks: padded items are never sampled into real positions and receive exactly zero gradient.
 Memory: the PL-Rank backward of pair quantities builds ``[B, N, N]`` reward matrices: fine for lists of a few
 hundred items; use the score-function estimator beyond.
@@ -45,19 +52,42 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..browsing import BrowsingModel, Uniform
-from .base import OrderedBatch, Ordering, row_blocks
+from .._validation import check_choice, check_number
+from ..browsing import BrowsingModel, Uniform, _check_int
+from .base import OrderedBatch, Ordering, _promote, row_blocks, work_scores
 from .mixture import MixtureOrderedBatch
 from .stochastic import SampledOrderedBatch
 
 __all__ = ["PlackettLuce", "sample_rankings", "log_probability", "all_rankings", "pair_probability",
            "top1_probability"]
 
-_NEG = -1e30  # finite stand-in for -inf logits of padded items (exp underflows to exactly 0)
+_ESTIMATORS = ("pl_rank", "score_function", "relaxed")
 
 
-def _masked_logits(logits: Tensor, mask: Tensor) -> Tensor:
-    return torch.where(mask, logits, torch.full_like(logits, _NEG))
+def _centred(logits: Tensor, mask: Tensor) -> Tensor:
+    """Logits minus each list's largest real logit (detached: PL probabilities are invariant to the shift, and
+    every ``m_d - log Z_k`` is then computed from numbers of the order of the logit span, not of their offset).
+
+    Padded items get a finite stand-in below every real logit of their list by more than the list's span and
+    ``1e4`` (``exp`` of it relative to any real logit underflows to exactly 0; a fixed constant such as ``-1e30``
+    is not below real logits of magnitude ``1e200``), and exactly zero gradient whatever they held."""
+    m = _promote(logits)
+    dt = m.dtype
+    with torch.no_grad():
+        top = torch.where(mask, m, torch.full((), float("-inf"), dtype=dt, device=m.device)).amax(-1, keepdim=True)
+        low = torch.where(mask, m, torch.full((), float("inf"), dtype=dt, device=m.device)).amin(-1, keepdim=True)
+        any_real = mask.any(-1, keepdim=True)
+        top = torch.where(any_real, top, torch.zeros_like(top))
+        low = torch.where(any_real, low, torch.zeros_like(low))
+        pad = (2 * (low - top) - 1e4).clamp(min=torch.finfo(dt).min)
+    return torch.where(mask, m - top, pad)
+
+
+def _check_mask(logits, mask, name: str = "logits") -> None:
+    if not isinstance(logits, Tensor) or logits.dim() != 2 or not logits.is_floating_point():
+        raise ValueError(f"`{name}` must be a floating tensor [B, N]; got {getattr(logits, 'shape', logits)!r}")
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.shape != logits.shape:
+        raise ValueError(f"`mask` must be a bool tensor with the shape of `{name}` {tuple(logits.shape)}")
 
 
 def sample_rankings(logits: Tensor, mask: Tensor, samples: int, generator: Optional[torch.Generator] = None,
@@ -75,23 +105,37 @@ def sample_rankings(logits: Tensor, mask: Tensor, samples: int, generator: Optio
         ...                 torch.Generator().manual_seed(0)).shape
         torch.Size([2, 1, 3])
     """
+    _check_mask(logits, mask)
     B, N = logits.shape
-    if not isinstance(samples, int) or samples < 1:
-        raise ValueError(f"`samples` must be a positive int; got {samples!r}")
-    u = torch.rand((samples, B, N), generator=generator, device=logits.device, dtype=logits.dtype)
-    gumbel = -torch.log(-torch.log(u.clamp(min=1e-20, max=1 - 1e-7)))
-    key = torch.where(mask, logits.detach() + gumbel, torch.full_like(gumbel, float("-inf")))
+    samples = _check_int(samples, "samples", low=1)
     if top_k is not None:
-        if not isinstance(top_k, int) or not 1 <= top_k <= N:
-            raise ValueError(f"`top_k` must be an int in [1, N={N}]; got {top_k!r}")
+        top_k = _check_int(top_k, "top_k", low=1, high=N)
+    m = _centred(logits.detach(), mask)
+    gumbel = _gumbel((samples, B, N), generator, m)
+    key = torch.where(mask, m + gumbel, torch.full_like(gumbel, float("-inf")))
+    if top_k is not None:
         return torch.topk(key, top_k, dim=-1, largest=True, sorted=True).indices
     return torch.sort(key, dim=-1, descending=True, stable=True).indices
 
 
+def _gumbel(shape, generator: Optional[torch.Generator], like: Tensor) -> Tensor:
+    """Standard Gumbel noise in ``like``'s dtype (float32 or float64) and device."""
+    u = torch.rand(shape, generator=generator, device=like.device, dtype=like.dtype)
+    tiny = torch.finfo(like.dtype).tiny
+    return -torch.log(-torch.log(u.clamp(min=tiny, max=1 - torch.finfo(like.dtype).eps)))
+
+
 def log_probability(logits: Tensor, rankings: Tensor, mask: Tensor) -> Tensor:
-    """``log pi(y)`` of rankings ``[S, B, N]`` under PL with ``logits [B, N]`` (real positions only): ``[S, B]``."""
+    """``log pi(y)`` of rankings ``[S, B, N]`` under PL with ``logits [B, N]`` (real positions only): ``[S, B]``.
+
+    Computed in log space (``logcumsumexp`` of the logits shifted by each list's largest one), in float32 for
+    half-precision logits: finite, with finite gradients, for any finite logits (e.g. spanning ``1e4``)."""
+    _check_mask(logits, mask)
+    if not isinstance(rankings, Tensor) or rankings.dim() != 3 or rankings.shape[1:] != logits.shape:
+        raise ValueError(f"`rankings` must be [S, B, N] item indices with [B, N] = {tuple(logits.shape)}; got "
+                         f"{getattr(rankings, 'shape', rankings)!r}")
     S, B, N = rankings.shape
-    m = _masked_logits(logits, mask).unsqueeze(0).expand(S, B, N)
+    m = _centred(logits, mask).unsqueeze(0).expand(S, B, N)
     ms = m.gather(-1, rankings)
     logz = torch.flip(torch.logcumsumexp(torch.flip(ms, [-1]), -1), [-1])
     real = (torch.arange(N, device=mask.device)[None, None, :] < mask.sum(-1)[None, :, None])
@@ -107,23 +151,24 @@ def all_rankings(N: int, device=None) -> Tensor:
 
 def pair_probability(scores: Tensor, temperature: float = 1.0) -> Tensor:
     """Closed form ``P(j above i) = e^{m_j} / (e^{m_i} + e^{m_j}) = sigmoid(m_j - m_i)``: ``[..., N, N]`` (``[i, j]``)."""
-    m = scores / temperature
+    m = _promote(scores) / check_number(temperature, "temperature", low=0, low_open=True)
     return torch.sigmoid(m.unsqueeze(-2) - m.unsqueeze(-1))
 
 
 def top1_probability(scores: Tensor, temperature: float = 1.0, mask: Optional[Tensor] = None) -> Tensor:
     """``P(item i ranked first) = softmax(m)_i`` over real items: ``[..., N]``."""
-    m = scores / temperature
+    m = _promote(scores) / check_number(temperature, "temperature", low=0, low_open=True)
     if mask is not None:
-        m = _masked_logits(m, mask)
-    return torch.softmax(m, -1)
+        m = _centred(m, mask)
+    p = torch.softmax(m, -1)
+    return p if mask is None else p * mask.to(p.dtype)  # a fully padded list: all 0
 
 
 # --------------------------------------------------------------------------------------------- PL-Rank-2
 def _pl_rank_terms(logits: Tensor, rankings: Tensor, mask: Tensor):
     """Per sample: ``pi_k(d) / e^{m_d} = 1 / Z_k`` for steps k, rank of every item, real-step mask."""
     S, B, N = rankings.shape
-    m = _masked_logits(logits.detach(), mask)
+    m = _centred(logits.detach(), mask)
     ms = m.unsqueeze(0).expand(S, B, N).gather(-1, rankings)
     logz = torch.flip(torch.logcumsumexp(torch.flip(ms, [-1]), -1), [-1])  # [S, B, N] log Z_k
     real_step = (torch.arange(N, device=mask.device)[None, None, :] < mask.sum(-1)[None, :, None]).expand(S, B, N)
@@ -148,17 +193,28 @@ def _pl_rank_exposure_grad(logits, rankings, mask, fk, w, baseline: bool = True)
     ws = w.unsqueeze(0).expand_as(rankings).gather(-1, rankings)  # reward weight of the item at step k
     r = fk * ws * real_step  # realised reward per step
     G = torch.flip(torch.cumsum(torch.flip(r, [-1]), -1), [-1])  # reward-to-go G_k
-    # pi_k(d) = e^{m_d} / Z_k, computed as e^{m_d - shift} * e^{shift - log Z_k} with shift = the list's max logit
-    # (stable while the logits of a list span less than ~80 in float32)
-    shift = m.max(-1, keepdim=True).values
-    inv_z = torch.where(real_step, torch.exp(shift.unsqueeze(0) - logz), torch.zeros_like(logz))
-    a = torch.cumsum(fk * inv_z, -1)  # sum_{k' <= k} F(k') / Z_k'
-    c = torch.cumsum(G * inv_z, -1)  # sum_{k' <= k} G_k' / Z_k'
-    a_d, c_d = a.gather(-1, ranks), c.gather(-1, ranks)
+    # pi_k(d) = exp(m_d - log Z_k) <= 1 for k <= rank(d).  The sums over k <= rank(d) are taken in log space
+    # (logcumsumexp of log|x_k| - log Z_k, positive and negative parts apart) and only then multiplied by e^{m_d}:
+    # finite for any span of the logits (the plain e^{m_d} / Z_k overflows in float32 beyond a span of ~88)
+    md = m.unsqueeze(0)
+    a = _exp_cumsum_over_z(fk, logz, real_step, ranks, md)  # sum_{k <= rank(d)} F(k) pi_k(d)
+    c = _exp_cumsum_over_z(G, logz, real_step, ranks, md)  # sum_{k <= rank(d)} G_k pi_k(d)
     G_next = torch.cat([G[..., 1:], torch.zeros_like(G[..., :1])], -1).gather(-1, ranks)
-    em = torch.exp(m - shift) * mask  # [B, N]
-    g = G_next + em.unsqueeze(0) * (w.unsqueeze(0) * a_d - c_d)
+    g = G_next + w.unsqueeze(0) * a - c
     return (g * mask).mean(0)
+
+
+def _exp_cumsum_over_z(x: Tensor, logz: Tensor, real_step: Tensor, ranks: Tensor, md: Tensor) -> Tensor:
+    """``sum_{k <= rank(d)} x_k exp(m_d - log Z_k)`` for every item ``d``, ``[S, B, N]``, in log space."""
+    out = torch.zeros_like(md.expand_as(x))
+    for sign in (1.0, -1.0):
+        v = (sign * x).clamp(min=0)
+        keep = real_step & (v > 0)
+        lv = torch.where(keep, torch.log(torch.where(keep, v, torch.ones_like(v))) - logz,
+                         torch.full_like(v, float("-inf")))
+        lc = torch.logcumsumexp(lv, -1).gather(-1, ranks)
+        out = out + sign * torch.exp(md + lc)
+    return out
 
 
 class _PLRankExposure(torch.autograd.Function):
@@ -185,9 +241,7 @@ def _pl_rank_pair_grad(logits, rankings, mask, fk, C):
     m, logz, real_step, ranks = _pl_rank_terms(logits, rankings, mask)
     C = C * (1 - torch.eye(N, dtype=C.dtype, device=C.device))
     col = C.sum(1)  # [B, N]: sum_i C[i, d]
-    out = torch.zeros_like(logits)
-    shift = m.max(-1, keepdim=True).values
-    em = torch.exp(m - shift) * mask
+    out = torch.zeros(B, N, dtype=C.dtype, device=C.device)
     for s in range(S):  # one [B, N, N] at a time
         y, lz, rs, rk, f = rankings[s], logz[s], real_step[s].to(C.dtype), ranks[s], fk[s]
         Cy = C.gather(1, y.unsqueeze(-1).expand(B, N, N))  # rows in rank order: Cy[k, d] = C[y_k, d]
@@ -196,10 +250,12 @@ def _pl_rank_pair_grad(logits, rankings, mask, fk, C):
         r_real = rew.gather(2, y.unsqueeze(-1)).squeeze(-1) * rs  # realised r_k(y_k)
         G = torch.flip(torch.cumsum(torch.flip(r_real, [-1]), -1), [-1])
         G_next = torch.cat([G[..., 1:], torch.zeros_like(G[..., :1])], -1).gather(-1, rk)
-        inv_z = torch.where(rs > 0, torch.exp(shift - lz), torch.zeros_like(lz))  # exp(shift) / Z_k
-        upto = (torch.arange(N, device=C.device)[None, :, None] <= rk[:, None, :]).to(C.dtype)  # k <= rank(d)
-        term = ((rew - G.unsqueeze(-1)) * inv_z.unsqueeze(-1) * upto).sum(1)  # [B, N(d)]
-        out = out + (G_next + em * term) * mask
+        # pi_k(d) = exp(m_d - log Z_k) for real steps k <= rank(d) (<= 1 there: no overflow for any logit span)
+        upto = (torch.arange(N, device=C.device)[None, :, None] <= rk[:, None, :]) & (rs[:, :, None] > 0)
+        pi = torch.where(upto, torch.exp((m[:, None, :] - lz[:, :, None]).clamp(max=0)), torch.zeros((), dtype=C.dtype,
+                                                                                                    device=C.device))
+        term = ((rew - G.unsqueeze(-1)) * pi).sum(1)  # [B, N(d)]
+        out = out + (G_next + term) * mask
     return out / S
 
 
@@ -262,21 +318,15 @@ class PlackettLuceOrderedBatch(SampledOrderedBatch):
         return self._mean(self.inner.expected_positions(), self.sf_weights)
 
     def position_matrix(self) -> Tensor:
-        if self.sf_weights is None:
-            return super().position_matrix()
-        w = self.weights
-        try:  # positions and prefixes are not per-position rewards: score-function gradient for them
-            self.weights = self.sf_weights
-            return super().position_matrix()
-        finally:
-            self.weights = w
+        # positions and prefixes are not per-position rewards: score-function gradient for them
+        return self._position_matrix(self.weights if self.sf_weights is None else self.sf_weights)
 
     def exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor] = None) -> Tensor:
         value = super().exposure(browsing, relevance)
         if self.estimator != "pl_rank" or not torch.is_grad_enabled() or not self.logits.requires_grad:
             return value
         return _PLRankExposure.apply(self.logits, value.detach(), self.rankings, self.mask,
-                                     self._fk(browsing, relevance), browsing.position_based)
+                                     self._fk(browsing, relevance), not browsing.relevance_dependent)
 
     def contract(self, right: Tensor, *, which: str = "above", pair_weight=None, browsing=None, relevance=None,
                  block_elements=None) -> Tensor:
@@ -292,7 +342,8 @@ class PlackettLuceOrderedBatch(SampledOrderedBatch):
             wfull = torch.cat([pair_weight(a, b) for a, b in row_blocks(B, N)], 1).to(right.dtype)
         F = browsing if which == "joint" else Uniform()
         return _PLRankPairContract.apply(self.logits, value.detach(), self.rankings, self.mask,
-                                         self._fk(F, relevance), right.detach(), wfull.detach(), F.position_based)
+                                         self._fk(F, relevance), right.detach(), wfull.detach(),
+                                         not F.relevance_dependent)
 
 
 class PlackettLuce(Ordering):
@@ -303,8 +354,10 @@ class PlackettLuce(Ordering):
     samples : rankings drawn per list (Monte Carlo estimators).
     estimator : ``"pl_rank"`` (default), ``"score_function"`` or ``"relaxed"``.
     temperature : PL temperature; logits are ``scores / temperature``.
-    relaxation : for ``"relaxed"``: the soft ordering applied to the Gumbel-perturbed scores
-        (default ``SoftRank(temperature=0.1)``).
+    relaxation : for ``"relaxed"``: the soft ordering applied to the Gumbel-perturbed logits
+        (default ``SoftRank(temperature=0.1)``, whose temperature follows the one rule of
+        :mod:`torchfair.orderings.soft`, section Temperature: relative to the perturbed logits' std, at least
+        ``0.1 * min_scale``).
     exact : enumerate all ``N!`` rankings with their probabilities (``N <= 8``) instead of sampling.
     generator : a ``torch.Generator`` on the scores' device, for reproducible samples.
 
@@ -323,16 +376,18 @@ class PlackettLuce(Ordering):
     def __init__(self, samples: int = 100, estimator: str = "pl_rank", temperature: float = 1.0,
                  relaxation: Optional[Ordering] = None, exact: bool = False,
                  generator: Optional[torch.Generator] = None):
-        if estimator not in ("pl_rank", "score_function", "relaxed"):
-            raise ValueError(f"`estimator` must be 'pl_rank', 'score_function' or 'relaxed'; got {estimator!r}")
-        if not isinstance(samples, int) or samples < 1 or (estimator == "score_function" and samples < 2
-                                                           and not exact):
-            raise ValueError(f"`samples` must be a positive int (>= 2 for the score-function baseline); got {samples!r}")
-        if not (isinstance(temperature, (int, float)) and temperature > 0):
-            raise ValueError(f"`temperature` must be positive; got {temperature!r}")
-        self.samples = samples
-        self.estimator = estimator
-        self.temperature = float(temperature)
+        self.estimator = check_choice(estimator, "estimator", _ESTIMATORS)
+        if not isinstance(exact, bool):
+            raise ValueError(f"`exact` must be a bool; got {exact!r}")
+        self.samples = _check_int(samples, "samples", low=1)
+        if estimator == "score_function" and self.samples < 2 and not exact:
+            raise ValueError(f"`samples` must be >= 2 for the score-function estimator (leave-one-out baseline); "
+                             f"got {samples!r}")
+        self.temperature = check_number(temperature, "temperature", low=0, low_open=True)
+        if relaxation is not None and not isinstance(relaxation, Ordering):
+            raise ValueError(f"`relaxation` must be an Ordering (e.g. SoftRank(0.1)) or None; got {relaxation!r}")
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise ValueError(f"`generator` must be a torch.Generator or None; got {generator!r}")
         self.relaxation = relaxation
         self.exact = exact
         self.generator = generator
@@ -342,10 +397,11 @@ class PlackettLuce(Ordering):
                 f"temperature={self.temperature}, exact={self.exact})")
 
     def __call__(self, scores: Tensor, mask: Tensor) -> OrderedBatch:
-        B, N = scores.shape
-        logits = scores / self.temperature
+        s, mask = work_scores(scores, mask)  # float32 for half types; padding blanked: zero gradient
+        B, N = s.shape
+        logits = _centred(s / self.temperature, mask)
         if self.exact:
-            return self._exact(logits, scores, mask)
+            return self._exact(logits, s, mask)
         S = self.samples
         rankings = sample_rankings(logits, mask, S, self.generator)  # [S, B, N]
         if self.estimator == "relaxed":
@@ -353,19 +409,18 @@ class PlackettLuce(Ordering):
             if relax is None:
                 from .soft import SoftRank
                 relax = SoftRank(temperature=0.1)
-            u = torch.rand((S, B, N), generator=self.generator, device=scores.device, dtype=scores.dtype)
-            gumbel = -torch.log(-torch.log(u.clamp(min=1e-20, max=1 - 1e-7)))
-            pert = (logits.unsqueeze(0) + gumbel).reshape(S * B, N)
+            pert = (logits.unsqueeze(0) + _gumbel((S, B, N), self.generator, logits)).reshape(S * B, N)
+            pert = torch.where(mask.repeat(S, 1), pert, torch.zeros((), dtype=pert.dtype, device=pert.device))
             inner = relax(pert, mask.repeat(S, 1))
-            w = torch.full((S, B), 1.0 / S, dtype=scores.dtype, device=scores.device)
-            return MixtureOrderedBatch(inner, w, scores, mask)
-        sf = _score_function_weights(log_probability(logits, rankings, mask)) if scores.requires_grad else None
+            w = torch.full((S, B), 1.0 / S, dtype=s.dtype, device=s.device)
+            return MixtureOrderedBatch(inner, w, s, mask)
+        sf = _score_function_weights(log_probability(logits, rankings, mask)) if logits.requires_grad else None
         if self.estimator == "score_function":
             return PlackettLuceOrderedBatch(rankings, sf if sf is not None else
-                                            torch.full((S, B), 1.0 / S, dtype=scores.dtype, device=scores.device),
-                                            scores, mask, logits=logits, estimator=self.estimator)
-        w = torch.full((S, B), 1.0 / S, dtype=scores.dtype, device=scores.device)
-        return PlackettLuceOrderedBatch(rankings, w, scores, mask, logits=logits, estimator=self.estimator,
+                                            torch.full((S, B), 1.0 / S, dtype=s.dtype, device=s.device),
+                                            s, mask, logits=logits, estimator=self.estimator)
+        w = torch.full((S, B), 1.0 / S, dtype=s.dtype, device=s.device)
+        return PlackettLuceOrderedBatch(rankings, w, s, mask, logits=logits, estimator=self.estimator,
                                         sf_weights=sf)
 
     def _exact(self, logits: Tensor, scores: Tensor, mask: Tensor) -> OrderedBatch:
@@ -381,5 +436,8 @@ class PlackettLuce(Ordering):
         pads_sorted = (pad_pos[..., 1:] >= pad_pos[..., :-1]) | (pad_pos[..., 1:] < 0) | (pad_pos[..., :-1] < 0)
         keep = first_real & pads_sorted.all(-1)
         lp = log_probability(logits, rk, mask)
-        w = torch.where(keep, torch.exp(lp), torch.zeros_like(lp))  # sums to 1 over kept rankings
+        # normalised per list in log space: the kept probabilities sum to 1 exactly, not only up to the rounding of
+        # each log-probability (which, for logits of magnitude 1e4 in float32, is of order 1e-3 each)
+        lp = torch.where(keep, lp, torch.full_like(lp, float("-inf")))
+        w = torch.exp(lp - torch.logsumexp(lp, 0, keepdim=True))
         return SampledOrderedBatch(rk, w, scores, mask)

@@ -60,12 +60,39 @@ permutation relaxations they are excluded from the softmax (they "sort last": th
 
 Temperature
 -----------
-All three relaxations compare score *differences* with ``tau`` (for NeuralSort, too: the logit gap between the
-item at a position and its neighbour equals their score gap divided by ``tau``).  An absolute ``tau`` therefore
-means something different for every score range, so by default (``scale="std"``) the temperature of a list is
-``temperature * std(real scores of that list)`` (population std, detached -- the temperature is a constant of
-the loss, not a function of the scores -- and clamped below by ``min_scale``).  With ``scale="none"``
-``temperature`` is absolute, in score units.
+All relaxations compare score *differences* with ``tau`` (for NeuralSort, too: the logit gap between the item at
+a position and its neighbour equals their score gap divided by ``tau``).  An absolute ``tau`` therefore means
+something different for every score range, so by default (``scale="std"``) the temperature of list ``b`` is::
+
+    tau_b = temperature * max(std_b, rel_min_scale * mean_b|s|, min_scale)
+
+with ``std_b`` the population std of the real scores of the list.  ``tau_b`` is detached: it is a constant of the
+loss, not a function of the scores.  With ``scale="none"`` ``temperature`` is absolute, in score units (no floors).
+This one rule (:func:`list_scale`, :func:`_temperature`) serves :class:`SoftRank`, :class:`NeuralSort`,
+:class:`SoftSort`, :class:`~torchfair.orderings.FastSoftRank` (its ``epsilon``) and the relaxed Plackett-Luce
+estimator (through the soft ordering it applies).
+
+*Floors: tied lists.*  A list whose scores are all equal (every freshly initialised model: zero weights, a
+constant bias) or nearly so has ``std`` 0: scaling by it alone gives ``tau = 0`` and gradients of size
+``1 / tau`` (the former floor ``1e-6`` gave ~1e6 in float32 and ``inf`` in float16).  A tied list carries no
+scale, so the floor must be a number: ``min_scale`` (score units, default ``0.25``) is the spread a list is
+assumed to have at least.  Lists whose std is at least ``min_scale`` keep the scale-free rule ``temperature * std``
+-- in particular a layer with PyTorch's default initialisation on unit-variance features (output std ~ 0.5) --
+while a tied list is relaxed with the absolute temperature ``temperature * min_scale``.  Measured with the default
+DIPS loss (``SoftRank(0.1)``, B = 8, N = 50): the gradient norm on all-zero or all-equal scores is ~10x its norm
+on N(0, 1) scores in float32 and float16 (~1e6x with the former floor); a floor of 1 would bring it to ~2.5x at
+the price of a 4x smoother relaxation for lists of std below 1.  NeuralSort's logits carry a factor
+``n - 1 - 2k``, so its gradients on ties are larger (~40 at N = 50, ~165x); SoftSort's are exactly 0 on ties
+(``|x|`` has a zero subgradient at 0).  ``rel_min_scale`` (default 0, off) bounds the scale below by a fraction of
+the mean absolute score, for scores whose differences are below their own resolution (e.g. ``1e-3`` for
+half-precision scores: differences below ``2**-10 |s|`` are rounding); it is off by default because the
+relaxations are shift-invariant and scores trained with shift-invariant utility losses drift, and a floor
+relative to their offset would smooth them more the further they drift.
+
+*Large scores.*  ``std`` is computed after dividing the list by its largest absolute score (then by its largest
+centred value), so it neither overflows nor underflows: a plain ``sum(s**2)`` is ``inf`` in float32 from
+``|s| ~ 1e19`` on, which made ``tau`` infinite and every position ``(n - 1) / 2``.  The permutation relaxations
+centre the scores and divide them by ``tau`` before forming their logits.
 
 Choosing ``temperature`` (with ``scale="std"``): a pair whose scores differ by ``d`` standard deviations is
 ordered with probability ``sigmoid(d / temperature)``.  Adjacent items of a list of ``N`` roughly evenly spread
@@ -79,60 +106,112 @@ on the scores' device and nothing synchronises with the host.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Optional
 
 import torch
 from torch import Tensor
 
-from ..browsing import BrowsingModel
-from .base import OrderedBatch, Ordering, PairBlock, row_blocks
+from .._validation import check_choice, check_number
+from ..browsing import BrowsingModel, _check_int
+from .base import OrderedBatch, Ordering, PairBlock, ranked_exposure, row_blocks, work_scores
 
-__all__ = ["SoftRank", "SoftRankOrderedBatch", "NeuralSort", "SoftSort", "PermutationOrderedBatch"]
+__all__ = ["SoftRank", "SoftRankOrderedBatch", "NeuralSort", "SoftSort", "PermutationOrderedBatch", "list_scale",
+           "MIN_SCALE", "REL_MIN_SCALE"]
 
 _SCALES = ("std", "none")
 
 
 # --------------------------------------------------------------------------------------------------- helpers
-def _work(scores: Tensor, mask: Tensor):
-    """Validate shapes, promote half types to float32 and blank padded entries (zero gradient to them)."""
-    if not isinstance(scores, Tensor) or scores.dim() != 2 or not scores.is_floating_point():
-        raise ValueError(f"`scores` must be a floating tensor [B, N]; got {getattr(scores, 'shape', scores)!r}")
-    if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.shape != scores.shape:
-        raise ValueError("`mask` must be a bool tensor with the shape of `scores`")
-    dt = torch.float64 if scores.dtype == torch.float64 else torch.float32
-    s = scores.to(dt)
-    s = torch.where(mask, s, torch.zeros((), dtype=dt, device=s.device))
-    return s, mask
+_work = work_scores
 
 
-def _temperature(s: Tensor, mask: Tensor, temperature: float, scale: str, min_scale: float) -> Tensor:
-    """``[B, 1]`` per-list temperature (no gradient)."""
+#: default absolute floor of the per-list scale (``min_scale``), in score units (module docstring, Temperature)
+MIN_SCALE = 0.25
+#: default floor of the per-list scale relative to the mean absolute score (``rel_min_scale``): off
+REL_MIN_SCALE = 0.0
+
+
+def list_scale(s: Tensor, mask: Tensor, min_scale: float = MIN_SCALE, rel_min_scale: float = REL_MIN_SCALE
+               ) -> Tensor:
+    """``[B, 1]`` per-list scale ``max(std, rel_min_scale * mean|s|, min_scale)`` over the real items (detached).
+
+    ``std`` is the population standard deviation.  It is computed without overflow or underflow for any finite
+    scores: the list is divided by its largest absolute score before the mean, centred, and divided by its largest
+    centred value before squaring (a plain ``sum(s**2)`` is ``inf`` in float32 from ``|s| ~ 1e19`` on).  A list
+    without real items gets ``min_scale``.
+    """
+    with torch.no_grad():
+        x, a, n = _normalised(s, mask)
+        zero = torch.zeros((), dtype=s.dtype, device=s.device)
+        mean_abs = x.abs().sum(-1, keepdim=True) / n * a
+        c = torch.where(mask, x - x.sum(-1, keepdim=True) / n, zero)  # |c| <= 2
+        cmax = c.abs().amax(-1, keepdim=True)
+        cmax = torch.where(cmax > 0, cmax, torch.ones_like(cmax))
+        std = ((c / cmax) ** 2).sum(-1, keepdim=True).div(n).sqrt() * cmax * a
+        scale = torch.maximum(std, rel_min_scale * mean_abs) if rel_min_scale > 0 else std
+        return scale.clamp(min=min_scale)
+
+
+def _temperature(s: Tensor, mask: Tensor, temperature: float, scale: str, min_scale: float = MIN_SCALE,
+                 rel_min_scale: float = REL_MIN_SCALE) -> Tensor:
+    """``[B, 1]`` per-list temperature (no gradient): ``temperature * list_scale(...)`` with ``scale="std"``,
+    ``temperature`` with ``scale="none"``.  The one definition of the temperature of every soft ordering
+    (:class:`SoftRank`, :class:`NeuralSort`, :class:`SoftSort`, :class:`~torchfair.orderings.FastSoftRank` and the
+    relaxed Plackett-Luce estimator, which applies one of them)."""
     B = s.shape[0]
     if scale == "none":
         return torch.full((B, 1), temperature, dtype=s.dtype, device=s.device)
+    return temperature * list_scale(s, mask, min_scale, rel_min_scale)
+
+
+def _check_common(temperature, scale, min_scale, rel_min_scale=0.0):
+    """Validate the temperature arguments shared by the soft orderings (``ValueError`` naming the argument)."""
+    check_number(temperature, "temperature", low=0, low_open=True)
+    check_choice(scale, "scale", _SCALES)
+    check_number(min_scale, "min_scale", low=0, low_open=True)
+    check_number(rel_min_scale, "rel_min_scale", low=0)
+
+
+def _check_block_elements(block_elements):
+    if block_elements is None:
+        return None
+    return _check_int(block_elements, "block_elements", low=1)
+
+
+def _list_mean(s: Tensor, mask: Tensor) -> Tensor:
+    """``[B, 1]`` mean of the real scores of each list (detached; no overflow for any finite scores)."""
     with torch.no_grad():
-        m = mask.to(s.dtype)
-        n = m.sum(-1, keepdim=True).clamp(min=1)
-        mean = (s * m).sum(-1, keepdim=True) / n
-        var = (((s - mean) * m) ** 2).sum(-1, keepdim=True) / n
-        return temperature * var.sqrt().clamp(min=min_scale)
+        x, a, n = _normalised(s, mask)
+        return x.sum(-1, keepdim=True) / n * a
 
 
-def _check_common(temperature, scale, min_scale):
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not (
-            math.isfinite(temperature) and temperature > 0):
-        raise ValueError(f"`temperature` must be a positive finite number; got {temperature!r}")
-    if scale not in _SCALES:
-        raise ValueError(f"`scale` must be one of {_SCALES}; got {scale!r}")
-    if isinstance(min_scale, bool) or not isinstance(min_scale, (int, float)) or not (min_scale > 0):
-        raise ValueError(f"`min_scale` must be positive; got {min_scale!r}")
+def _normalised(s: Tensor, mask: Tensor):
+    """``(x, a, n)``: the real scores divided by their largest magnitude ``a [B, 1]`` (1 for an all-zero or empty
+    list), so that ``|x| <= 1`` and sums of ``x`` or ``x**2`` cannot overflow, and the count ``n >= 1``."""
+    zero = torch.zeros((), dtype=s.dtype, device=s.device)
+    a = torch.where(mask, s.abs(), zero).amax(-1, keepdim=True)
+    a = torch.where(a > 0, a, torch.ones_like(a))
+    n = mask.sum(-1, keepdim=True).clamp(min=1).to(s.dtype)
+    return torch.where(mask, s / a, zero), a, n
 
 
-def _check_iters(sinkhorn_iters):
-    if isinstance(sinkhorn_iters, bool) or not isinstance(sinkhorn_iters, int) or sinkhorn_iters < 0:
-        raise ValueError(f"`sinkhorn_iters` must be a non-negative int; got {sinkhorn_iters!r}")
+def _check_iters(sinkhorn_iters) -> int:
+    return _check_int(sinkhorn_iters, "sinkhorn_iters", low=0)
+
+
+class _Tempered(Ordering):
+    """The temperature arguments shared by the soft orderings (module docstring, Temperature)."""
+
+    differentiable = True
+
+    def _init_temperature(self, temperature, scale, min_scale, rel_min_scale) -> None:
+        _check_common(temperature, scale, min_scale, rel_min_scale)
+        self.temperature, self.scale = float(temperature), scale
+        self.min_scale, self.rel_min_scale = float(min_scale), float(rel_min_scale)
+
+    def _tau(self, s: Tensor, mask: Tensor) -> Tensor:
+        return _temperature(s, mask, self.temperature, self.scale, self.min_scale, self.rel_min_scale)
 
 
 def _row_real(mask: Tensor) -> Tensor:
@@ -159,16 +238,10 @@ def _offdiag(start: int, stop: int, N: int, device) -> Tensor:
 
 
 def _soft_sorted_exposure(P: Tensor, mask: Tensor, browsing: BrowsingModel, relevance: Optional[Tensor]) -> Tensor:
-    """``[B, N]`` exposure of every position of a relaxed permutation ``P [B, K, N]`` (0 for rows ``k >= n_b``)."""
-    B, N = mask.shape
-    row_real = _row_real(mask).to(P.dtype)
-    if browsing.position_based:
-        return browsing.weights(N, dtype=P.dtype, device=P.device).expand(B, N) * row_real
-    if relevance is None:
-        raise ValueError(f"`relevance` is required by the relevance-dependent browsing model {browsing!r}")
-    rel = torch.where(mask, relevance.to(P.dtype), torch.zeros((), dtype=P.dtype, device=P.device))
-    rel_sorted = torch.bmm(P, rel.unsqueeze(-1)).squeeze(-1)  # softly sorted relevance
-    return browsing.item_exposure(rel_sorted * row_real) * row_real
+    """``[B, N]`` exposure of every position of a relaxed permutation ``P [B, K, N]`` (0 for rows ``k >= n_b``);
+    a relevance-dependent model sees the softly sorted relevance ``P @ r``."""
+    return ranked_exposure(browsing, relevance, mask, P.dtype,
+                           lambda rel: torch.bmm(P, rel.unsqueeze(-1)).squeeze(-1))
 
 
 # ------------------------------------------------------------------------------------------------- SoftRank
@@ -243,7 +316,7 @@ class SoftRankOrderedBatch(OrderedBatch):
 
     def exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor] = None) -> Tensor:
         mf = self.mask.to(self.scores.dtype)
-        if browsing.position_based:
+        if not browsing.relevance_dependent:  # F at the expected position (module docstring)
             return browsing.weight(self.expected_positions()) * mf
         R = self.position_matrix()
         f = _soft_sorted_exposure(R, self.mask, browsing, relevance)
@@ -272,12 +345,15 @@ class SoftRankOrderedBatch(OrderedBatch):
         return _sinkhorn(R, self.sinkhorn_iters)
 
 
-class SoftRank(Ordering):
+class SoftRank(_Tempered):
     """Pairwise-sigmoid relaxation (ApproxRank / SmoothRank): ``P(j above i) = sigmoid((s_j - s_i) / tau)``.
 
-    ``temperature``: relative to each list's score std with ``scale="std"`` (default), absolute with
-    ``scale="none"`` (see the module docstring for guidance; smaller is closer to the hard ranking).
-    ``min_scale``: lower clamp of the std.  ``min_position_std`` and ``sinkhorn_iters`` only concern the
+    ``temperature``: relative to each list's score scale with ``scale="std"`` (default), absolute with
+    ``scale="none"`` (smaller is closer to the hard ranking).  With ``scale="std"`` the temperature of a list is
+    ``temperature * max(std, rel_min_scale * mean|s|, min_scale)``: ``min_scale`` (score units, default 0.25)
+    is the floor that keeps tied lists (a freshly initialised model) at gradients of ordinary size,
+    ``rel_min_scale`` (default 0, off) a floor relative to the score magnitude; see the module docstring,
+    section Temperature.  ``min_position_std`` and ``sinkhorn_iters`` only concern the
     approximate :meth:`~SoftRankOrderedBatch.position_matrix`.  ``block_elements``: pair entries per row block
     of the expected-position reduction (default :data:`~torchfair.orderings.base.PAIR_BLOCK_ELEMENTS`).
 
@@ -288,21 +364,17 @@ class SoftRank(Ordering):
         tensor([[0., 2., 1.]])
     """
 
-    differentiable = True
-
-    def __init__(self, temperature: float = 0.1, scale: str = "std", *, min_scale: float = 1e-6,
-                 min_position_std: float = 0.1, sinkhorn_iters: int = 0, block_elements: Optional[int] = None):
-        _check_common(temperature, scale, min_scale)
-        _check_iters(sinkhorn_iters)
-        if not isinstance(min_position_std, (int, float)) or not (min_position_std > 0):
-            raise ValueError(f"`min_position_std` must be positive; got {min_position_std!r}")
-        self.temperature, self.scale, self.min_scale = float(temperature), scale, float(min_scale)
-        self.min_position_std, self.sinkhorn_iters = float(min_position_std), sinkhorn_iters
-        self.block_elements = block_elements
+    def __init__(self, temperature: float = 0.1, scale: str = "std", *, min_scale: float = MIN_SCALE,
+                 rel_min_scale: float = REL_MIN_SCALE, min_position_std: float = 0.1, sinkhorn_iters: int = 0,
+                 block_elements: Optional[int] = None):
+        self._init_temperature(temperature, scale, min_scale, rel_min_scale)
+        self.min_position_std = check_number(min_position_std, "min_position_std", low=0, low_open=True)
+        self.sinkhorn_iters = _check_iters(sinkhorn_iters)
+        self.block_elements = _check_block_elements(block_elements)
 
     def __call__(self, scores: Tensor, mask: Tensor) -> SoftRankOrderedBatch:
         s, mask = _work(scores, mask)
-        tau = _temperature(s, mask, self.temperature, self.scale, self.min_scale)
+        tau = self._tau(s, mask)
         return SoftRankOrderedBatch(s, mask, tau, self.min_position_std, self.sinkhorn_iters, self.block_elements)
 
     def __repr__(self) -> str:
@@ -361,15 +433,11 @@ class PermutationOrderedBatch(OrderedBatch):
         return self.P
 
 
-class _PermutationOrdering(Ordering):
-    differentiable = True
-
-    def __init__(self, temperature: float = 0.1, scale: str = "std", *, min_scale: float = 1e-6,
-                 sinkhorn_iters: int = 0):
-        _check_common(temperature, scale, min_scale)
-        _check_iters(sinkhorn_iters)
-        self.temperature, self.scale, self.min_scale = float(temperature), scale, float(min_scale)
-        self.sinkhorn_iters = sinkhorn_iters
+class _PermutationOrdering(_Tempered):
+    def __init__(self, temperature: float = 0.1, scale: str = "std", *, min_scale: float = MIN_SCALE,
+                 rel_min_scale: float = REL_MIN_SCALE, sinkhorn_iters: int = 0):
+        self._init_temperature(temperature, scale, min_scale, rel_min_scale)
+        self.sinkhorn_iters = _check_iters(sinkhorn_iters)
 
     def _logits(self, s: Tensor, mask: Tensor) -> Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -381,13 +449,11 @@ class _PermutationOrdering(Ordering):
         return self._P(s, mask)
 
     def _P(self, s: Tensor, mask: Tensor) -> Tensor:
-        tau = _temperature(s, mask, self.temperature, self.scale, self.min_scale)
-        # both relaxations are invariant to a per-list shift of the scores: centre them (detached mean) so that
-        # NeuralSort's (n - 1 - 2k) s terms do not cancel catastrophically for large score offsets
-        with torch.no_grad():
-            mf = mask.to(s.dtype)
-            mean = (s * mf).sum(-1, keepdim=True) / mf.sum(-1, keepdim=True).clamp(min=1)
-        logits = self._logits(s - mean, mask) / tau[:, :, None]  # [B, K, N]
+        tau = self._tau(s, mask)
+        # both relaxations are invariant to a per-list shift of the scores and their logits are homogeneous of
+        # degree 1 in the scores: centre (detached mean, so that NeuralSort's (n - 1 - 2k) s terms do not cancel
+        # catastrophically for large score offsets) and divide by tau first, so that nothing overflows
+        logits = self._logits((s - _list_mean(s, mask)) / tau, mask)  # [B, K, N]
         logits = torch.where(mask[:, None, :], logits,
                              torch.full((), torch.finfo(s.dtype).min, dtype=s.dtype, device=s.device))
         P = torch.softmax(logits, dim=-1)
@@ -405,8 +471,10 @@ class _PermutationOrdering(Ordering):
 
 class NeuralSort(_PermutationOrdering):
     """NeuralSort (Grover et al., 2019): ``P_hat[k, :] = softmax(((n - 1 - 2k) s - A_s 1) / tau)`` over the
-    ``n`` real items of each list (0-based k).  ``temperature`` / ``scale`` / ``min_scale`` as in
-    :class:`SoftRank`; ``sinkhorn_iters`` balances the columns (module docstring).  O(N^2) memory per list."""
+    ``n`` real items of each list (0-based k).  ``temperature`` / ``scale`` / ``min_scale`` / ``rel_min_scale``
+    as in :class:`SoftRank` (``tau = temperature * max(std, rel_min_scale * mean|s|, min_scale)`` with
+    ``scale="std"``; module docstring, Temperature); ``sinkhorn_iters`` balances the columns.  O(N^2) memory per
+    list."""
 
     def _logits(self, s: Tensor, mask: Tensor) -> Tensor:
         N = s.shape[1]
@@ -419,7 +487,8 @@ class NeuralSort(_PermutationOrdering):
 
 class SoftSort(_PermutationOrdering):
     """SoftSort (Prillo & Eisenschlos, 2020): ``P_hat[k, :] = softmax(-|sort(s)_k - s| / tau)`` over the real
-    items of each list (``sort`` descending, real items only).  Arguments as in :class:`NeuralSort`."""
+    items of each list (``sort`` descending, real items only).  Arguments as in :class:`NeuralSort` (the same
+    temperature rule, module docstring, Temperature).  On exactly tied scores its gradient is 0."""
 
     def _logits(self, s: Tensor, mask: Tensor) -> Tensor:
         key = torch.where(mask, s, torch.full((), float("-inf"), dtype=s.dtype, device=s.device))

@@ -1,8 +1,8 @@
 """Orderings for stochastic rankings: explicit samples of rankings, and doubly stochastic matrices.
 
 A ranking *policy* (a distribution over rankings for each list) is the object of the exposure measures over
-sequences of rankings (Raj & Ekstrand ``002`` §2.3: ``eps(q) = E_pi[eps_L]``) and of the doubly stochastic
-framework of Kuhlman et al. (``001`` eq. 10, ``R[k, i] = P(item i at position k)``).  Two orderings describe one:
+sequences of rankings (Raj & Ekstrand, SIGIR 2022, §2.3: ``eps(q) = E_pi[eps_L]``) and of the doubly stochastic
+framework of Kuhlman et al. (AIES 2021, eq. 10, ``R[k, i] = P(item i at position k)``).  Two orderings describe one:
 
 * :class:`Sampled`: ``S`` rankings per list (samples of the policy, a sequence of rankings of the same items, or
   all the rankings of a finite policy with ``weights``).  Every quantity of the :class:`OrderedBatch` is the
@@ -33,8 +33,9 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from .._validation import check_number
 from ..browsing import BrowsingModel
-from .base import PAIR_BLOCK_ELEMENTS, OrderedBatch, Ordering, PairBlock
+from .base import PAIR_BLOCK_ELEMENTS, OrderedBatch, Ordering, PairBlock, ranked_exposure, _promote
 from .hard import HardOrderedBatch
 from .mixture import MixtureOrderedBatch
 
@@ -115,6 +116,10 @@ class SampledOrderedBatch(MixtureOrderedBatch):
         return PairBlock(above=above, joint=joint)
 
     def position_matrix(self) -> Tensor:
+        return self._position_matrix(self.weights)
+
+    def _position_matrix(self, weights: Tensor) -> Tensor:
+        """``sum_s weights[s] onehot(positions of sample s)``, ``[B, N, N]``."""
         S = self.num_samples
         B, N = self.mask.shape
         dt = self.dtype
@@ -122,7 +127,7 @@ class SampledOrderedBatch(MixtureOrderedBatch):
         k = torch.arange(N, device=self.mask.device)[None, :, None]
         R = torch.zeros(B, N, N, dtype=dt, device=self.mask.device)
         for s in range(S):  # one [B, N, N] one-hot at a time
-            R += (k == pos[s][:, None, :]).to(dt) * self.weights[s][:, None, None]
+            R = R + (k == pos[s][:, None, :]).to(dt) * weights[s][:, None, None]
         return R * self.mask[:, None, :].to(dt)
 
 
@@ -156,7 +161,7 @@ class Sampled(Ordering):
         if weights is None:
             w = torch.full((S, B), 1.0 / S, dtype=torch.float64, device=self.rankings.device)
         else:
-            if not isinstance(weights, Tensor) or weights.shape not in ((S,), (S, B)):
+            if not isinstance(weights, Tensor) or weights.shape not in ((S,), (S, B)) or weights.dtype == torch.bool:
                 raise ValueError(f"`weights` must be a tensor of shape [S] = [{S}] or [S, B] = [{S}, {B}]; got "
                                  f"{tuple(weights.shape) if isinstance(weights, Tensor) else type(weights).__name__}")
             w = weights.to(torch.float64)
@@ -182,7 +187,7 @@ class Sampled(Ordering):
             raise ValueError(f"`rankings` describe lists of shape [B, N] = [{B}, {N}] but the inputs have shape "
                              f"{tuple(mask.shape)}")
         r = self.rankings.to(mask.device)
-        return SampledOrderedBatch(r, self.weights.to(mask.device), scores.detach(), mask)
+        return SampledOrderedBatch(r, self.weights.to(mask.device), _promote(scores.detach()), mask)
 
     def __repr__(self) -> str:
         return f"Sampled(rankings=<{list(self.rankings.shape)}>)"
@@ -206,12 +211,11 @@ class DoublyStochasticOrderedBatch(OrderedBatch):
         return torch.einsum("bki,k->bi", self.R, k)
 
     def exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor] = None) -> Tensor:
-        if not browsing.position_based:
+        if browsing.relevance_dependent:
             raise ValueError(f"the browsing model {browsing!r} depends on the relevance of the items ranked above, "
                              "which a doubly stochastic matrix does not determine: use Sampled(rankings)")
-        N = self.mask.shape[1]
-        f = browsing.weights(N, dtype=self.dtype, device=self.mask.device)
-        return torch.einsum("bki,k->bi", self.R, f) * self.mask.to(self.dtype)
+        f = ranked_exposure(browsing, relevance, self.mask, self.dtype, None)  # [B, K]
+        return torch.einsum("bki,bk->bi", self.R, f) * self.mask.to(self.dtype)
 
     def pair_context(self, browsing, relevance):
         raise ValueError("pairwise measures need rankings: a doubly stochastic matrix R (DoublyStochastic) gives "
@@ -231,14 +235,15 @@ class DoublyStochasticOrderedBatch(OrderedBatch):
 
 
 class DoublyStochastic(Ordering):
-    """An ordering given by the marginals ``R[b, k, i] = P(item i at position k)`` (Kuhlman et al. ``001`` eq. 10).
+    """An ordering given by the marginals ``R[b, k, i] = P(item i at position k)`` (Kuhlman et al., AIES 2021, eq. 10).
 
     ``R`` is ``[B, N(position), N(item)]`` (or ``[N, N]``), non-negative; for every list with ``n`` real items the
     columns of real items and the first ``n`` rows must sum to 1 (a one-hot ``R`` is a single ranking).  Entries of
     padded items and of positions ``>= n`` are ignored.  Exposure is ``E[F(pos_i)] = sum_k R[k, i] F(k)`` (exact
-    for any policy with these marginals; ``001`` §3.1 instead plugs the expected rank into ``v``), expected positions
-    ``sum_k k R[k, i]``.  Only position-based browsing models are supported.  Pair quantities (``P(j above i)``) are
-    not determined by ``R``: pairwise measures raise ``ValueError``; use :class:`Sampled` for them.
+    for any policy with these marginals; Kuhlman et al., §3.1, instead plugs the expected rank into ``v``), expected
+    positions ``sum_k k R[k, i]``.  Only position-based browsing models are supported (a relevance-dependent one,
+    ``browsing.relevance_dependent``, raises ``ValueError``).  Pair quantities (``P(j above i)``) are not determined
+    by ``R``: pairwise measures raise ``ValueError``; use :class:`Sampled` for them.
     The scores passed by the measure are ignored (see :class:`Sampled`).  ``validate=False`` skips the checks.
 
     Example::
@@ -256,10 +261,12 @@ class DoublyStochastic(Ordering):
             raise ValueError("`R` must be a floating tensor [B, N, N] (or [N, N]) with R[b, k, i] = "
                              f"P(item i at position k); got "
                              f"{tuple(R.shape) if isinstance(R, Tensor) else type(R).__name__}")
+        if not isinstance(validate, bool):
+            raise ValueError(f"`validate` must be a bool; got {validate!r}")
         self._squeeze = R.dim() == 2
         self.R = R.unsqueeze(0) if self._squeeze else R
         self.validate = validate
-        self.atol = atol
+        self.atol = check_number(atol, "atol", low=0)
 
     @property
     def list_shape(self) -> Tuple[int, ...]:
@@ -286,7 +293,7 @@ class DoublyStochastic(Ordering):
                                  "(R[b, k, i] = P(item i at position k))")
             if not (torch.isclose(rows, one, atol=self.atol) | ~pos_real).all():
                 raise ValueError("`R` rows of the first n positions must sum to 1 over the real items")
-        return DoublyStochasticOrderedBatch(R, scores.detach(), mask)
+        return DoublyStochasticOrderedBatch(R, _promote(scores.detach()), mask)
 
     def __repr__(self) -> str:
         return f"DoublyStochastic(R=<{list(self.R.shape)}>)"
