@@ -91,7 +91,7 @@ def test_permuting_items_changes_nothing_average_ties(data, soft):
     G = data.draw(st.sampled_from([2, 3]))
     s, r, g = data.draw(ranked_list(G=G, distinct=False, soft=soft))
     perm = data.draw(st.permutations(range(len(s))))
-    browsing = data.draw(st.sampled_from([b for b in MONOTONE if b.position_based]))
+    browsing = data.draw(st.sampled_from([b for b in MONOTONE if not b.relevance_dependent]))
     _check_permutation(s, r, g, perm, G, Hard("average"), browsing)
 
 
@@ -129,7 +129,7 @@ def test_padding_changes_nothing(data, soft, ties):
     pg = torch.tensor(pg, dtype=torch.float64 if soft else torch.long)
     mask = torch.tensor(mask)
     real = torch.nonzero(mask).flatten()
-    browsing = data.draw(st.sampled_from(MONOTONE if ties == "first" else [b for b in MONOTONE if b.position_based]))
+    browsing = data.draw(st.sampled_from(MONOTONE if ties == "first" else [b for b in MONOTONE if not b.relevance_dependent]))
     m1, v1, s1, i1 = measures(s, r, g, G, ordering=Hard(ties), browsing=browsing)
     m2, v2, s2, i2 = measures(ps, pr, pg, G, mask=mask, ordering=Hard(ties), browsing=browsing)
     for key in m1:
@@ -177,7 +177,7 @@ def test_bounds_and_finiteness(data, soft, ct):
     G = data.draw(st.sampled_from([2, 3]))
     s, r, g = data.draw(ranked_list(G=G, soft=soft, distinct=data.draw(st.booleans()), min_n=1))
     i = data.draw(st.integers(0, len(MONOTONE) - 1))
-    ties = data.draw(st.sampled_from(["first", "average"])) if MONOTONE[i].position_based else "first"
+    ties = data.draw(st.sampled_from(["first", "average"])) if not MONOTONE[i].relevance_dependent else "first"
     mats, vecs, scal, items = measures(s, r, g, G, ordering=Hard(ties), browsing=MONOTONE[i], ct=ct)
     for d in (mats, vecs, scal, items):
         for key, x in d.items():
