@@ -14,6 +14,7 @@ paths call the functions with ``validate_args=False``.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Optional
 
@@ -21,7 +22,7 @@ import torch
 from torch import Tensor
 
 __all__ = ["Batch", "prepare", "work_dtype", "as_membership", "check_choice", "check_number", "check_group_id",
-           "check_reduction", "REDUCTIONS"]
+           "check_reduction", "check_int", "check_bool", "REDUCTIONS"]
 
 
 REDUCTIONS = ("none", "mean", "sum")
@@ -67,6 +68,22 @@ def check_number(value, name: str, *, low: Optional[float] = None, high: Optiona
         kind = "an int" if integer else "a finite number"
         raise ValueError(f"`{name}` must be {kind}{' ' + rng if rng else ''}; got {value!r}")
     return int(value) if integer else float(value)
+
+
+def check_int(value, name: str, low: Optional[int] = None, high: Optional[int] = None) -> int:
+    """An int (not a bool, not a float such as ``2.0``) in ``[low, high]``, else ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        rng = " and ".join(s for s in ((f">= {low}" if low is not None else ""),
+                                       (f"<= {high}" if high is not None else "")) if s)
+        raise ValueError(f"`{name}` must be an int{' ' + rng if rng else ''}; got {value!r}")
+    return check_number(int(value), name, low=low, high=high, integer=True)
+
+
+def check_bool(value, name: str) -> bool:
+    """A bool, else ``ValueError`` naming ``name``."""
+    if not isinstance(value, bool):
+        raise ValueError(f"`{name}` must be a bool; got {value!r}")
+    return value
 
 
 def check_group_id(value, name: str, num_groups: Optional[int] = None) -> int:

@@ -28,14 +28,13 @@ Example::
 """
 from __future__ import annotations
 
-import numbers
 import warnings
 from typing import Callable, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
 
-from ._validation import check_number
+from ._validation import check_bool, check_int, check_number
 
 __all__ = ["BrowsingModel", "RBP", "Geometric", "Logarithmic", "ReciprocalRank", "Uniform", "Cascade", "TopK",
            "Custom", "get_browsing"]
@@ -104,20 +103,7 @@ def _check_prob(x, name: str) -> float:
     return check_number(x, name, low=0, high=1, low_open=True)
 
 
-def _check_int(x, name: str, low: Optional[int] = None, high: Optional[int] = None) -> int:
-    """An int (not a bool, not a float such as ``2.0``) in ``[low, high]``, else ``ValueError`` naming ``name``.
-    (Shared by the browsing models and the orderings; :func:`check_number` with ``integer=True`` accepts ``2.0``.)"""
-    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
-        rng = " and ".join(s for s in ((f">= {low}" if low is not None else ""),
-                                       (f"<= {high}" if high is not None else "")) if s)
-        raise ValueError(f"`{name}` must be an int{' ' + rng if rng else ''}; got {x!r}")
-    return check_number(int(x), name, low=low, high=high, integer=True)
 
-
-def _check_bool(x, name: str) -> bool:
-    if not isinstance(x, bool):
-        raise ValueError(f"`{name}` must be a bool; got {x!r}")
-    return x
 
 
 class RBP(BrowsingModel):
@@ -153,7 +139,7 @@ class Logarithmic(BrowsingModel):
     """
 
     def __init__(self, flat_top: bool = False):
-        self.flat_top = _check_bool(flat_top, "flat_top")
+        self.flat_top = check_bool(flat_top, "flat_top")
 
     def _weight(self, k: Tensor) -> Tensor:
         if self.flat_top:
@@ -231,7 +217,7 @@ class TopK(BrowsingModel):
     """
 
     def __init__(self, base: Optional[BrowsingModel] = None, k: int = 10):
-        self.k = _check_int(k, "k", low=1)
+        self.k = check_int(k, "k", low=1)
         self.base = base if base is not None else Uniform()
         if not isinstance(self.base, BrowsingModel):
             raise ValueError(f"`base` must be a BrowsingModel; got {type(base).__name__}")

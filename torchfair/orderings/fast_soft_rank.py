@@ -82,7 +82,8 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..browsing import BrowsingModel, _check_int
+from ..browsing import BrowsingModel
+from .._validation import check_int as _check_int
 from .._validation import check_choice
 from .soft import MIN_SCALE, REL_MIN_SCALE, _check_common, _Tempered, _temperature  # one temperature rule
 from .base import OrderedBatch, PairBlock, ranked_exposure, work_scores

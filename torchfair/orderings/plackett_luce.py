@@ -53,7 +53,8 @@ import torch
 from torch import Tensor
 
 from .._validation import check_choice, check_number
-from ..browsing import BrowsingModel, Uniform, _check_int
+from ..browsing import BrowsingModel, Uniform
+from .._validation import check_int as _check_int
 from .base import OrderedBatch, Ordering, _promote, row_blocks, work_scores
 from .mixture import MixtureOrderedBatch
 from .stochastic import SampledOrderedBatch

@@ -113,7 +113,8 @@ import torch
 from torch import Tensor
 
 from .._validation import check_choice, check_number
-from ..browsing import BrowsingModel, _check_int
+from ..browsing import BrowsingModel
+from .._validation import check_int as _check_int
 from .base import OrderedBatch, Ordering, PairBlock, ranked_exposure, row_blocks, work_scores
 
 __all__ = ["SoftRank", "SoftRankOrderedBatch", "NeuralSort", "SoftSort", "PermutationOrderedBatch", "list_scale",
