@@ -9,6 +9,10 @@ import math
 from typing import Dict, List, Optional, Sequence
 
 
+#: a maximum this small is 0 up to the rounding of the float sums (the value is then undefined)
+Z_ROUNDING = 1e-12
+
+
 def disc(i: int) -> float:
     """Cut-off discount 1/log2(i), with log2(max(i, 2)) so that a cut-off at 1 weighs 1."""
     return 1.0 / math.log2(max(i, 2))
@@ -82,7 +86,7 @@ def brute_max(ranking, delta, step, **kw):
 
 def pref_ref(ranking, delta, step, **kw):
     Z = brute_max(ranking, delta, step, **kw)
-    return pref_raw(ranking, delta, step, **kw) / Z if Z > 0 else 0.0
+    return pref_raw(ranking, delta, step, **kw) / Z if Z > Z_ROUNDING else 0.0
 
 
 def skew_ref(ranking, g, k, target=None):

@@ -47,19 +47,27 @@ from typing import Callable, Dict, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
-from .._validation import Batch, prepare
+from .._validation import Batch, check_choice, check_group_id, check_number, check_reduction, prepare
 from ..orderings.base import OrderingLike
-from ..orderings import OrderedBatch, Ordering
-from ._common import finish, order, safe_div
+from ..orderings import OrderedBatch
+from ._common import (check_bool, check_k, check_target_string, clamp_rounding, finish, order, safe_div,
+                      safe_log)
 
 __all__ = ["rnd", "rrd", "rkl", "pref", "skew", "ndkl", "fair", "prefix_mass", "MAX_NORMALISER_STATES"]
 
-TargetLike = Union[float, Tensor, None]
+TargetLike = Union[float, Tensor, str, None]
 
 #: largest DP state space (number of prefix count vectors) the exact normaliser accepts
 MAX_NORMALISER_STATES = 2 ** 22
 
 _DELTAS = ("nd", "rd", "kl")
+
+#: accepted target strings: ``"list"`` the list's own group composition (the default), ``"equal"`` equal shares
+_TARGET_STRINGS = ("list", "equal")
+
+#: a normaliser ``Z <= Z_TOLERANCE * eps * (sum of the cut-off discounts)`` (``eps`` of the working dtype, in which
+#: the target is given) is 0 up to rounding: the value is undefined
+Z_TOLERANCE = 64.0
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
@@ -73,9 +81,9 @@ def prefix_mass(ordered: OrderedBatch, membership: Tensor) -> Tensor:
 
 
 def _check_int(x, name: str, minimum: int = 1) -> int:
-    if isinstance(x, bool) or not isinstance(x, int) or x < minimum:
+    if isinstance(x, float):
         raise ValueError(f"`{name}` must be an int >= {minimum}; got {x!r}")
-    return x
+    return check_number(x, name, low=minimum, integer=True)
 
 
 def _cutoff_discount(lengths: Tensor) -> Tensor:
@@ -86,8 +94,7 @@ def _cutoff_discount(lengths: Tensor) -> Tensor:
 def _binary_columns(b: Batch, protected: int, name: str, validate: bool) -> Tensor:
     """``[B, N, 2]``: (protected, non-protected) membership; unknown items count as non-protected."""
     G = b.num_groups
-    if isinstance(protected, bool) or not isinstance(protected, int) or not (0 <= protected < G):
-        raise ValueError(f"`protected` must be a group id in [0, {G}); got {protected!r}")
+    check_group_id(protected, "protected", G)
     p = b.membership[..., protected]
     rest = b.mask.to(p.dtype) - p
     return torch.stack([p, rest], dim=-1)
@@ -104,8 +111,14 @@ def _binary_target(target: TargetLike, b: Batch, default: Tensor, name: str, ope
                    validate: bool) -> Tensor:
     """Scalar protected-group probability per list, ``[B]``."""
     B = b.mask.shape[0]
-    if target is None:
+    check_target_string(target, _TARGET_STRINGS)
+    if target is None or target == "list":
         return default
+    if target == "equal":  # the protected group's share when every group is equally represented
+        return torch.full((B,), 1.0 / b.num_groups, dtype=b.scores.dtype, device=b.scores.device)
+    if not isinstance(target, (Tensor, int, float)) or isinstance(target, bool):
+        raise ValueError(f"`{name}` must be a float, a tensor [B] = [{B}] of protected-group probabilities, "
+                         f"'list' or 'equal'; got {target!r}")
     t = torch.as_tensor(target, dtype=b.scores.dtype, device=b.scores.device)
     if t.dim() == 0:
         t = t.expand(B)
@@ -118,14 +131,20 @@ def _binary_target(target: TargetLike, b: Batch, default: Tensor, name: str, ope
         if not (torch.isfinite(t).all() and lo_ok.all() and hi_ok.all()):
             rng = "(0, 1)" if open_interval else "[0, 1]"
             raise ValueError(f"`{name}` must be a probability in {rng}; got {target!r}")
-    return t
+    return t.detach()
 
 
 def _multinomial_target(target: TargetLike, b: Batch, default: Tensor, name: str, validate: bool) -> Tensor:
     """Target distribution over groups per list, ``[B, G]`` (strictly positive where given, sums to 1)."""
     B, G = b.mask.shape[0], default.shape[-1]
-    if target is None:
+    check_target_string(target, _TARGET_STRINGS)
+    if target is None or target == "list":
         return default
+    if target == "equal":
+        return torch.full((B, G), 1.0 / G, dtype=b.scores.dtype, device=b.scores.device)
+    if not isinstance(target, Tensor) and not isinstance(target, (list, tuple)):
+        raise ValueError(f"`{name}` must be a distribution over the {G} groups ([G] or [B, G]), 'list' or "
+                         f"'equal'; got {target!r}")
     t = torch.as_tensor(target, dtype=b.scores.dtype, device=b.scores.device)
     if t.dim() == 1 and t.shape[0] == G:
         t = t.expand(B, G)
@@ -137,7 +156,7 @@ def _multinomial_target(target: TargetLike, b: Batch, default: Tensor, name: str
                 t.sum(-1), torch.ones((), dtype=t.dtype, device=t.device), atol=1e-4):
             raise ValueError(f"`{name}` must hold strictly positive probabilities summing to 1 (KL to a zero target "
                              f"probability is infinite); got {target!r}")
-    return t
+    return t.detach()
 
 
 # ---------------------------------------------------------------------------------------------------- distances
@@ -152,7 +171,8 @@ def _delta_nd(m: Tensor, i: Tensor, t: Tensor) -> Tensor:
 def _delta_rd(m: Tensor, i: Tensor, t: Tensor) -> Tensor:
     """``| |G+| / |G-| - p / (1 - p) |`` (``002`` table 4, ``001`` eq. 3); ratio := 0 when ``|G-(L<=i)| = 0``."""
     ratio, _ = safe_div(m[..., 0], i - m[..., 0])
-    return (ratio - t / (1 - t)).abs()
+    odds, _ = safe_div(t, 1 - t)  # t = 1 (no non-protected item) is flagged invalid by the caller
+    return (ratio - odds).abs()
 
 
 def _delta_kl(m: Tensor, i: Tensor, t: Tensor) -> Tensor:
@@ -160,7 +180,11 @@ def _delta_kl(m: Tensor, i: Tensor, t: Tensor) -> Tensor:
     tot = m.sum(-1, keepdim=True)
     P, _ = safe_div(m, tot.expand_as(m))
     t = t.expand_as(P)
-    kl = (torch.xlogy(P, P) - torch.xlogy(P, torch.where(P > 0, t, torch.ones_like(t)))).sum(-1)
+    # 0 log 0 = 0 with a zero (not NaN) gradient: both logs see 1 where P = 0 (torch.xlogy's gradient is NaN there)
+    pos = P > 0
+    one = torch.ones_like(P)
+    logratio = torch.log(torch.where(pos, P, one)) - torch.log(torch.where(pos & (t > 0), t, one))
+    kl = torch.where(pos, P * logratio, torch.zeros_like(P)).sum(-1)
     return torch.where(tot[..., 0] > 0, kl, torch.zeros_like(kl)).clamp(min=0)
 
 
@@ -173,13 +197,15 @@ _Z_CACHE: Dict[tuple, float] = {}
 _Z_CACHE_SIZE = 4096
 
 
-def _max_over_rankings(types: Tensor, counts: Tuple[int, ...], step: int, delta: str, target: Tensor) -> float:
-    """Exact ``max over arrangements of sum_{i = step, 2 step, ...} delta(prefix_i) / log2(max(i, 2))``.
+def _max_over_rankings(types: Tensor, counts: Tuple[int, ...], step: int, delta: str, target: Tensor,
+                       last: Optional[int] = None) -> float:
+    """Exact ``max over arrangements of sum_{i = step, 2 step, ... <= last} delta(prefix_i) / log2(max(i, 2))``.
 
     ``types [T, G']`` are the distinct membership rows of the list (float64, CPU), ``counts`` their multiplicities.
     Dynamic programme over count vectors ``c`` (how many items of each type the prefix holds): a ranking is a
     monotone lattice path from 0 to ``counts`` and the sum only depends on the states at the cut-off layers, so
     ``V(c) = term(c) + max_t V(c - e_t)`` and ``Z = V(counts)``.  Exact, ``O(T prod_t (n_t + 1))``.
+    ``last`` (default: the list length) is the largest cut-off that counts (the measures' ``k``).
     """
     shape = [c + 1 for c in counts]
     size = math.prod(shape)
@@ -187,6 +213,7 @@ def _max_over_rankings(types: Tensor, counts: Tuple[int, ...], step: int, delta:
         raise ValueError(f"the exact normaliser needs {size} states (> MAX_NORMALISER_STATES = "
                          f"{MAX_NORMALISER_STATES}) for this group composition; pass normalize=False")
     n = sum(counts)
+    last = n if last is None else min(last, n)
     fn = _DELTA_FN[delta]
     T = len(counts)
     axes = [torch.arange(s, dtype=torch.int32) for s in shape]
@@ -206,7 +233,7 @@ def _max_over_rankings(types: Tensor, counts: Tuple[int, ...], step: int, delta:
             ok = c[:, t] >= 1
             prev = torch.where(ok, idx - strides[t], torch.zeros_like(idx))
             best = torch.maximum(best, torch.where(ok, V[prev], neg_inf))
-        if s % step == 0:
+        if s % step == 0 and s <= last:
             m = c.to(torch.float64) @ types
             i = torch.full((idx.numel(),), float(s), dtype=torch.float64)
             best = best + fn(m, i, target) / math.log2(max(s, 2))
@@ -214,21 +241,31 @@ def _max_over_rankings(types: Tensor, counts: Tuple[int, ...], step: int, delta:
     return float(V[size - 1])
 
 
-def _exact_normaliser(cols: Tensor, mask: Tensor, step: int, delta: str, target: Tensor) -> Tensor:
-    """``Z [B]``: exact maximum over all rankings of each list's items (same length and composition)."""
+def _exact_normaliser(cols: Tensor, mask: Tensor, step: int, delta: str, target: Tensor,
+                      need: Optional[Tensor] = None, last: Optional[int] = None) -> Tensor:
+    """``Z [B]``: exact maximum over all rankings of each list's items (same length and composition).
+
+    Lists where ``need`` is False (no cut-off inside the list, or a fully padded list) get ``Z = 0``."""
     B = cols.shape[0]
     cols64 = cols.detach().to("cpu", torch.float64)
     mask_c = mask.to("cpu")
+    need_c = mask_c.any(-1) if need is None else (need.to("cpu") & mask_c.any(-1))
     tgt = target.detach().to("cpu", torch.float64)
     out = []
     for b in range(B):
+        if not bool(need_c[b]):
+            out.append(0.0)
+            continue
         rows = cols64[b][mask_c[b]]
         types, counts = torch.unique(rows, dim=0, return_counts=True)
         counts_t = tuple(int(c) for c in counts.tolist())
-        key = (delta, step, tuple(types.flatten().tolist()), types.shape[1], counts_t, tuple(tgt[b].flatten().tolist()))
+        n_b = sum(counts_t)
+        last_b = n_b if last is None else min(last, n_b)
+        key = (delta, step, last_b, tuple(types.flatten().tolist()), types.shape[1], counts_t,
+               tuple(tgt[b].flatten().tolist()))
         z = _Z_CACHE.get(key)
         if z is None:
-            z = _max_over_rankings(types, counts_t, step, delta, tgt[b])
+            z = _max_over_rankings(types, counts_t, step, delta, tgt[b], last_b)
             if len(_Z_CACHE) >= _Z_CACHE_SIZE:
                 _Z_CACHE.pop(next(iter(_Z_CACHE)))
             _Z_CACHE[key] = z
@@ -238,11 +275,18 @@ def _exact_normaliser(cols: Tensor, mask: Tensor, step: int, delta: str, target:
 
 # ---------------------------------------------------------------------------------------------------- core
 def _prefix_sum(b: Batch, ordering: OrderingLike, cols: Tensor, delta: str, target: Tensor, step: int,
-                normalize: bool) -> Tuple[Tensor, Tensor]:
-    """``(1/Z) sum_{i = step, 2 step, ... <= n} delta(L<=i, target) / log2(i)`` and its validity, ``[B]``."""
+                normalize: bool, k: Optional[int] = None) -> Tuple[Tensor, Tensor]:
+    """``(1/Z) sum_{i = step, 2 step, ... <= min(n, k)} delta(L<=i, target) / log2(i)`` and its validity, ``[B]``.
+
+    The value is undefined (0, invalid) for a list without a cut-off and, normalised, when ``Z`` is 0 up to
+    rounding (``Z <= Z_TOLERANCE * eps * sum of the discounts``: e.g. the only cut-off is the whole list, whose
+    composition is the target).  Valid normalised values are in ``[0, 1]``: ``Z`` is the exact maximum, and the
+    value of any ordering is at most ``Z`` (a doubly stochastic ordering is a mixture of rankings and every
+    distance is convex in the prefix composition), so only rounding is clamped."""
     ob = order(b, ordering)
     B, N = b.mask.shape
     n = b.mask.sum(-1)
+    last = n if k is None else n.clamp(max=k)
     J = N // step
     if J == 0:
         z = torch.zeros(B, dtype=cols.dtype, device=cols.device)
@@ -253,14 +297,16 @@ def _prefix_sum(b: Batch, ordering: OrderingLike, cols: Tensor, delta: str, targ
     lf = lengths.to(cols.dtype)
     tgt = target[:, None] if target.dim() == 1 else target[:, None, :]
     d = _DELTA_FN[delta](Cj, lf[None, :].expand(B, J), tgt)
-    inside = lengths[None, :] <= n[:, None]
-    raw = (d * _cutoff_discount(lf)[None, :] * inside.to(d.dtype)).sum(-1)
+    inside = lengths[None, :] <= last[:, None]
+    disc = _cutoff_discount(lf)[None, :] * inside.to(d.dtype)
+    raw = (d * disc).sum(-1)
     has_cut = inside.any(-1)
     if not normalize:
         return torch.where(has_cut, raw, torch.zeros_like(raw)), has_cut
-    Z = _exact_normaliser(cols, b.mask, step, delta, target)
-    value, valid = safe_div(raw, Z)
-    valid = valid & has_cut
+    Z = _exact_normaliser(cols, b.mask, step, delta, target, need=has_cut, last=k)
+    valid = has_cut & (Z > Z_TOLERANCE * torch.finfo(Z.dtype).eps * disc.sum(-1))
+    value, _ = safe_div(raw, torch.where(valid, Z, torch.zeros_like(Z)))
+    value = clamp_rounding(value, 0.0, 1.0)
     return torch.where(valid, value, torch.zeros_like(value)), valid
 
 
@@ -277,9 +323,9 @@ def _default_multinomial_target(memb: Tensor) -> Tensor:
 
 # ---------------------------------------------------------------------------------------------------- public
 def pref(scores: Tensor, groups: Tensor, *, delta: str = "kl", protected: int = 1, target: TargetLike = None,
-         step: int = 10, normalize: bool = True, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
-         ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
-         validate_args: bool = True):
+         step: int = 10, k: Optional[int] = None, normalize: bool = True, mask: Optional[Tensor] = None,
+         num_groups: Optional[int] = None, ordering: OrderingLike = None, reduction: str = "none",
+         return_valid: bool = False, validate_args: bool = True):
     r"""Prefix fairness PreF_Delta (``002`` eq. 1 with the distances of table 4; Yang & Stoyanovich 2017).
 
     .. math:: \mathrm{PreF}_\Delta(L) = \frac{1}{Z} \sum_{i = 10, 20, 30, \ldots}^{N} \frac{\Delta(L_{\le i}, \hat p)}{\log_2 i},
@@ -290,9 +336,13 @@ def pref(scores: Tensor, groups: Tensor, *, delta: str = "kl", protected: int = 
     without non-protected item) -- both binomial, ``protected`` vs the rest, ``target`` a probability (float or
     ``[B]``) -- or ``"kl"`` ``D_KL(p(L<=i) || p_hat)``, multinomial over all groups, soft membership allowed,
     ``target`` a distribution ``[G]`` or ``[B, G]``; items of unknown group (-1) take positions but are left out of
-    the prefix distribution.  ``target`` defaults to the full ranking's composition (Yang & Stoyanovich).
-    Range [0, 1], 0 = fair.  Shape ``[...]``.  Undefined (list shorter than ``step``, or ``Z = 0``: a single group):
-    0, flagged in ``valid``.  :func:`rnd`, :func:`rrd` are ``pref`` with ``delta="nd"``, ``"rd"``.
+    the prefix distribution.  ``target`` defaults to the full ranking's composition (``"list"``, Yang &
+    Stoyanovich); ``"equal"`` gives every group the same share (``1/G``; for ``"nd"``/``"rd"`` the protected
+    group's share ``1/G``).  ``k`` keeps the cut-offs ``<= k`` (in the value and in ``Z``).  Range [0, 1], 0 = fair.
+    Shape ``[B]`` (``[]``); with ``return_valid`` the pair ``(value, valid)``.  Undefined (no cut-off inside the
+    list: shorter than ``step``, fully padded; or ``Z = 0`` up to rounding: a single group, or the only cut-off is
+    the whole list with the default target): 0, flagged in ``valid``.  :func:`rnd`, :func:`rrd` are ``pref`` with
+    ``delta="nd"``, ``"rd"``.
 
     Example (20 items, 5 protected (id 1); cut-offs 10 and 20, where Delta = 0; Z = |5/10 - 1/4| / log2 10)::
 
@@ -305,10 +355,14 @@ def pref(scores: Tensor, groups: Tensor, *, delta: str = "kl", protected: int = 
         >>> pref(s, torch.tensor([1, 0] * 10), delta="nd", step=2)   # alternating groups: every even prefix at 1/2
         tensor(0.)
     """
-    if delta not in _DELTAS:
-        raise ValueError(f"`delta` must be one of {_DELTAS}; got {delta!r}")
-    _check_int(step, "step")
+    check_choice(delta, "delta", _DELTAS)
+    step = _check_int(step, "step")
+    k = check_k(k)
+    check_bool(normalize, "normalize")
+    check_reduction(reduction)
+    check_target_string(target, _TARGET_STRINGS)
     if delta != "kl":
+        check_group_id(protected, "protected", num_groups)
         _require_hard(groups, f"pref(delta={delta!r})")
     b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
     if delta == "kl":
@@ -317,16 +371,17 @@ def pref(scores: Tensor, groups: Tensor, *, delta: str = "kl", protected: int = 
     else:
         cols = _binary_columns(b, protected, "groups", validate_args)
         t = _binary_target(target, b, _default_binary_target(cols, b.mask), "target", delta == "rd", validate_args)
-    value, valid = _prefix_sum(b, ordering, cols, delta, t, step, normalize)
+    value, valid = _prefix_sum(b, ordering, cols, delta, t, step, normalize, k)
     if delta == "rd":  # the full list's p/(1-p) is infinite when no item is non-protected
         valid = valid & (t < 1)
         value = torch.where(valid, value, torch.zeros_like(value))
     return finish(b, value, valid, reduction, return_valid)
 
 
-def rnd(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, normalize: bool = True,
-        mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
-        reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
+def rnd(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, k: Optional[int] = None,
+        normalize: bool = True, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
+        ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
+        validate_args: bool = True):
     r"""Normalised discounted difference rND (Yang & Stoyanovich 2017; ``001`` eq. 1-2, ``002`` eq. 1 with ND).
 
     .. math:: \mathrm{rND} = \frac{1}{Z} \sum_{i=10,20,\ldots}^{N} \frac{1}{\log_2 i}
@@ -342,14 +397,15 @@ def rnd(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, n
         tensor(0.3333)
     """
     _require_hard(groups, "rnd")
-    return pref(scores, groups, delta="nd", protected=protected, step=step, normalize=normalize, mask=mask,
+    return pref(scores, groups, delta="nd", protected=protected, step=step, k=k, normalize=normalize, mask=mask,
                 num_groups=num_groups, ordering=ordering, reduction=reduction, return_valid=return_valid,
                 validate_args=validate_args)
 
 
-def rrd(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, normalize: bool = True,
-        mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
-        reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
+def rrd(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, k: Optional[int] = None,
+        normalize: bool = True, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
+        ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
+        validate_args: bool = True):
     r"""Normalised discounted ratio rRD (Yang & Stoyanovich 2017; ``001`` eq. 1, 3, ``002`` eq. 1 with RD).
 
     .. math:: \mathrm{rRD} = \frac{1}{Z} \sum_{i=10,20,\ldots}^{N} \frac{1}{\log_2 i}
@@ -368,14 +424,15 @@ def rrd(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, n
         tensor(0.2222)
     """
     _require_hard(groups, "rrd")
-    return pref(scores, groups, delta="rd", protected=protected, step=step, normalize=normalize, mask=mask,
+    return pref(scores, groups, delta="rd", protected=protected, step=step, k=k, normalize=normalize, mask=mask,
                 num_groups=num_groups, ordering=ordering, reduction=reduction, return_valid=return_valid,
                 validate_args=validate_args)
 
 
-def rkl(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, normalize: bool = True,
-        mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
-        reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
+def rkl(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, k: Optional[int] = None,
+        normalize: bool = True, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
+        ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
+        validate_args: bool = True):
     r"""Normalised discounted KL divergence rKL (Yang & Stoyanovich 2017; ``001`` eq. 1, 5, 17).
 
     .. math:: \mathrm{rKL} = \frac{1}{Z} \sum_{i=10,20,\ldots}^{N} \frac{1}{\log_2 i}\, D_{KL}(P_i \,\|\, Q),
@@ -395,12 +452,16 @@ def rkl(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, n
         >>> rkl(torch.tensor([4., 2., 3., 1.]), g, step=2)   # a fair one: P_2 = Q
         tensor(0.)
     """
-    _check_int(step, "step")
+    step = _check_int(step, "step")
+    k = check_k(k)
+    check_bool(normalize, "normalize")
+    check_reduction(reduction)
+    check_group_id(protected, "protected", num_groups)
     b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
     cols = _binary_columns(b, protected, "groups", validate_args)
     t = _default_binary_target(cols, b.mask)
     t2 = torch.stack([t, 1 - t], -1)
-    value, valid = _prefix_sum(b, ordering, cols, "kl", t2, step, normalize)
+    value, valid = _prefix_sum(b, ordering, cols, "kl", t2, step, normalize, k)
     return finish(b, value, valid, reduction, return_valid)
 
 
@@ -422,7 +483,9 @@ def skew(scores: Tensor, groups: Tensor, *, k: int = 10, target: TargetLike = No
         >>> skew(torch.tensor([4., 3., 2., 1.]), torch.tensor([0, 1, 1, 1]), k=2)   # ln((1/2)/(1/4)), ln((1/2)/(3/4))
         tensor([ 0.6931, -0.4055])
     """
-    _check_int(k, "k")
+    k = _check_int(k, "k")
+    check_reduction(reduction)
+    check_target_string(target, _TARGET_STRINGS)
     b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
     ob = order(b, ordering)
     memb = b.membership
@@ -432,13 +495,13 @@ def skew(scores: Tensor, groups: Tensor, *, k: int = 10, target: TargetLike = No
     C = prefix_mass(ob, memb)
     top = C.gather(1, (kk - 1).clamp(min=0)[:, None, None].expand(B, 1, memb.shape[-1]))[:, 0]  # [B, G]
     P = top / kk[:, None].to(top.dtype).clamp(min=1)
-    if target is None:
+    if target is None or target == "list":
         Q = memb.sum(1) / n[:, None].to(top.dtype).clamp(min=1)
     else:
         Q = _multinomial_target(target, b, memb.sum(1), "target", validate_args)
     valid = (top > 0) & (Q > 0) & (kk[:, None] > 0)
-    ratio = torch.where(valid, P, torch.ones_like(P)) / torch.where(valid, Q, torch.ones_like(Q))
-    value = torch.where(valid, torch.log(ratio), torch.zeros_like(ratio))
+    value = torch.where(valid, safe_log(torch.where(valid, P, torch.ones_like(P))) -
+                        safe_log(torch.where(valid, Q, torch.ones_like(Q))), torch.zeros_like(P))
     return finish(b, value, valid, reduction, return_valid)
 
 
@@ -462,8 +525,9 @@ def ndkl(scores: Tensor, groups: Tensor, *, k: Optional[int] = None, target: Tar
         >>> ndkl(torch.tensor([2., 1.]), torch.tensor([0, 1]))   # ln 2 / (1 + 1/log2 3)
         tensor(0.4250)
     """
-    if k is not None:
-        _check_int(k, "k")
+    k = check_k(k)
+    check_reduction(reduction)
+    check_target_string(target, _TARGET_STRINGS)
     b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
     ob = order(b, ordering)
     memb = b.membership
@@ -510,7 +574,7 @@ def _binomial_cdf(x: Tensor, p: Tensor, N: int) -> Tensor:
 
 
 def fair(scores: Tensor, groups: Tensor, *, protected: int = 1, target: TargetLike = None,
-         mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
+         k: Optional[int] = None, mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
          reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
     r"""FAIR: the FA*IR binomial prefix test of Zehlike et al. as a metric (``002`` eq. 2).
 
@@ -529,6 +593,10 @@ def fair(scores: Tensor, groups: Tensor, *, protected: int = 1, target: TargetLi
         >>> fair(torch.tensor([2., 1.]), torch.tensor([0, 1]))
         tensor(0.6250)
     """
+    k = check_k(k)
+    check_reduction(reduction)
+    check_target_string(target, _TARGET_STRINGS)
+    check_group_id(protected, "protected", num_groups)
     _require_hard(groups, "fair")
     b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
     cols = _binary_columns(b, protected, "groups", validate_args)
@@ -536,8 +604,10 @@ def fair(scores: Tensor, groups: Tensor, *, protected: int = 1, target: TargetLi
     ob = order(b, ordering)
     B, N = b.mask.shape
     n = b.mask.sum(-1)
+    last = n if k is None else n.clamp(max=k)
     x = prefix_mass(ob, cols[..., :1])[..., 0]  # [B, N] protected mass in the first k positions
     cdf = _binomial_cdf(x, p, N)
-    inside = (torch.arange(1, N + 1, device=x.device)[None, :] <= n[:, None]).to(cdf.dtype)
-    value, valid = safe_div((cdf * inside).sum(-1), n.to(cdf.dtype))
+    inside = (torch.arange(1, N + 1, device=x.device)[None, :] <= last[:, None]).to(cdf.dtype)
+    value, valid = safe_div((cdf * inside).sum(-1), last.to(cdf.dtype))
+    value = clamp_rounding(value, 0.0, 1.0)
     return finish(b, value, valid, reduction, return_valid)
