@@ -13,10 +13,24 @@ Common arguments
 scores : ``[B, N]`` or ``[N]`` float, or ``None`` with :class:`~torchfair.orderings.Sampled` /
     :class:`~torchfair.orderings.DoublyStochastic`.
 relevance : ``[B, N]`` or ``[N]``, ``>= 0`` (graded or binary; for IAA the system's estimated utility).
-groups : ``[B, N]`` int ids in ``[0, G)`` or ``[B, N, G]`` soft membership (rows sum to 1; ``002`` §2.1's
-    alignment matrix).  Group sums are ``sum_i a_ig x_i``; group sizes ``N_g = sum_i a_ig``.
-browsing : a :class:`~torchfair.browsing.BrowsingModel` or name; defaults follow ``002`` table 1 (see each measure).
+groups : ``[B, N]`` int ids in ``[0, G)`` or ``[B, N, G]`` soft membership (rows sum to at most 1; ``002``
+    §2.1's alignment matrix; a row summing to less than 1 is partly of unknown group).  Group sums are
+    ``sum_i a_ig x_i``; group sizes ``N_g = sum_i a_ig``.
+browsing : a :class:`~torchfair.browsing.BrowsingModel` or a spec string (``"rbp:0.9"``, ``"geometric:0.5"``,
+    ``"topk:10:rbp:0.8"``, read by :func:`torchfair.browsing.get_browsing`); defaults follow ``002`` table 1 (see
+    each measure).
+k : cut-off: the browsing model truncated at ``k`` (:class:`~torchfair.browsing.TopK`), for the ranking's
+    exposure and for the ideal (target) exposure alike.  ``None`` (default) = the whole list.
 mask, num_groups, ordering, reduction, return_valid, validate_args : as in :mod:`torchfair.metrics.pairwise`.
+
+Stochastic orderings.  Every measure here is a function of the *expected* exposure ``e_i = E[F(pos_i)]`` (the
+policy-level exposure ``eps_pi = E_pi[eps_L]`` of ``002`` §2.3 and of Diaz et al.'s expected exposure): on a
+mixture of rankings (``Sampled``, ``PlackettLuce``) or a ``DoublyStochastic`` matrix the value is the measure of
+the expected exposure, as the sources define it for policies.  Where the measure is linear in the exposure
+(the misallocation ``delta``, individual misallocation and EE-R, under a position-based browsing model: the
+total exposure of a ranking is then fixed) this equals the mean of the per-ranking values; where it is not
+(EE-L, EE-D, AWRF, IAA, DP / EUR / RUR and their logs, expRR, any Cascade browsing) it does not: for the mean of
+per-ranking values evaluate each ranking with ``Hard()`` and average.
 
 Unknown group (id ``-1``): the item is ranked (it takes a position and pushes the others down) and its exposure is
 counted in the list's *total* exposure, but it belongs to no group (``002`` §2.6: "include unlabeled items when

@@ -9,14 +9,25 @@ with ``R = ordering.position_matrix()`` (one-hot for a hard ranking, doubly stoc
 ordering, ``001`` eq. 10-13) and ``a`` the group membership.  With the default ``ordering=Hard()`` the values are
 exact; a relaxed ordering gives the expectation forms of ``001`` eq. 12-17 from the same code.
 
+Stochastic orderings.  On a mixture of rankings (``Sampled``, ``PlackettLuce``) every prefix measure is the measure
+of the *expected prefix composition* ``C`` (``001`` eq. 12-17), not the mean of the per-ranking values: the
+distances are non-linear in ``C`` (absolute values, KL divergences, logarithms, the binomial CDF).  For the
+convex ones (rND, rRD, rKL, PreF, NDKL) it is at most the mean of the per-ranking values, and 0 when every ranking
+is fair.  For the mean of per-ranking values evaluate each ranking with ``Hard()`` and average.
+
 Common arguments
 ----------------
 scores : ``[B, N]`` or ``[N]`` float.
 groups : ``[B, N]`` int ids in ``[0, G)`` (``-1`` = unknown: it takes a position but belongs to no group) or, where
-    the measure allows it (rKL, PreF_KL, NDKL, skew), ``[B, N, G]`` soft membership whose rows sum to 1.
+    the measure allows it (rKL, PreF_KL, NDKL, skew), ``[B, N, G]`` soft membership whose rows sum to at most 1.
 protected : the protected group id of the binomial measures (rND, rRD, rKL, PreF_ND/RD, FAIR); every other item,
     unknown ones included, is "non-protected" (``002`` §2.1: ``G-(L)`` is the remaining documents).
 step : cut-offs ``i = step, 2 step, ...  <= n`` (Yang & Stoyanovich use 10, 20, 30, ...).
+k : the largest cut-off that counts (top-k evaluation: only prefixes of length ``<= k``; for the normalised measures
+    ``Z`` is the maximum of the same truncated sum); ``None`` (default) = the whole list.  skew@k's ``k`` is the
+    length of the one prefix it looks at.
+target : the group distribution a prefix is compared with: ``None`` or ``"list"`` (the list's own composition, the
+    default), ``"equal"`` (every group the same share), or numbers (see each measure).
 mask, num_groups, ordering, reduction, return_valid, validate_args : as in :mod:`torchfair.metrics.pairwise`.
 
 Conventions
