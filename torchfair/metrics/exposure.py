@@ -4,8 +4,8 @@ DP / EUR / RUR and their logs, expRR.
 Every measure is written once against an ordering (:mod:`torchfair.orderings`): it only uses the expected exposure
 ``e_i = E[F(pos_i)]`` of every item, summed into groups.  ``ordering=Hard()`` (default) evaluates the ranking given
 by ``scores``; ``ordering=Sampled(rankings)`` averages over several rankings per list (a stochastic policy or a
-sequence of rankings, Raj & Ekstrand ``002`` §2.3: ``eps(q) = E_pi[eps_L]``); ``ordering=DoublyStochastic(R)``
-uses a doubly stochastic position matrix (Kuhlman et al. ``001`` eq. 10).  With these two orderings ``scores`` may
+sequence of rankings, Raj & Ekstrand, SIGIR 2022, §2.3: ``eps(q) = E_pi[eps_L]``); ``ordering=DoublyStochastic(R)``
+uses a doubly stochastic position matrix (Kuhlman et al., AIES 2021, eq. 10).  With these two orderings ``scores`` may
 be ``None`` (the ranking comes from the ordering).
 
 Common arguments
@@ -13,18 +13,18 @@ Common arguments
 scores : ``[B, N]`` or ``[N]`` float, or ``None`` with :class:`~torchfair.orderings.Sampled` /
     :class:`~torchfair.orderings.DoublyStochastic`.
 relevance : ``[B, N]`` or ``[N]``, ``>= 0`` (graded or binary; for IAA the system's estimated utility).
-groups : ``[B, N]`` int ids in ``[0, G)`` or ``[B, N, G]`` soft membership (rows sum to at most 1; ``002``
+groups : ``[B, N]`` int ids in ``[0, G)`` or ``[B, N, G]`` soft membership (rows sum to at most 1; Raj & Ekstrand, SIGIR 2022
     §2.1's alignment matrix; a row summing to less than 1 is partly of unknown group).  Group sums are
     ``sum_i a_ig x_i``; group sizes ``N_g = sum_i a_ig``.
 browsing : a :class:`~torchfair.browsing.BrowsingModel` or a spec string (``"rbp:0.9"``, ``"geometric:0.5"``,
-    ``"topk:10:rbp:0.8"``, read by :func:`torchfair.browsing.get_browsing`); defaults follow ``002`` table 1 (see
+    ``"topk:10:rbp:0.8"``, read by :func:`torchfair.browsing.get_browsing`); defaults follow Raj & Ekstrand, SIGIR 2022, table 1 (see
     each measure).
 k : cut-off: the browsing model truncated at ``k`` (:class:`~torchfair.browsing.TopK`), for the ranking's
     exposure and for the ideal (target) exposure alike.  ``None`` (default) = the whole list.
 mask, num_groups, ordering, reduction, return_valid, validate_args : as in :mod:`torchfair.metrics.pairwise`.
 
 Stochastic orderings.  Every measure here is a function of the *expected* exposure ``e_i = E[F(pos_i)]`` (the
-policy-level exposure ``eps_pi = E_pi[eps_L]`` of ``002`` §2.3 and of Diaz et al.'s expected exposure): on a
+policy-level exposure ``eps_pi = E_pi[eps_L]`` of Raj & Ekstrand, SIGIR 2022, §2.3 and of Diaz et al.'s expected exposure): on a
 mixture of rankings (``Sampled``, ``PlackettLuce``) or a ``DoublyStochastic`` matrix the value is the measure of
 the expected exposure, as the sources define it for policies.  Where the measure is linear in the exposure
 (the misallocation ``delta``, individual misallocation and EE-R, under a position-based browsing model: the
@@ -33,10 +33,10 @@ total exposure of a ranking is then fixed) this equals the mean of the per-ranki
 per-ranking values evaluate each ranking with ``Hard()`` and average.
 
 Unknown group (id ``-1``): the item is ranked (it takes a position and pushes the others down) and its exposure is
-counted in the list's *total* exposure, but it belongs to no group (``002`` §2.6: "include unlabeled items when
+counted in the list's *total* exposure, but it belongs to no group (Raj & Ekstrand, SIGIR 2022, §2.6: "include unlabeled items when
 computing attention weights but exclude them from further analysis").  Hence in :func:`exposure_misallocation` the
 group shares of the total need not sum to 1, while measures that compare *distributions over groups* (AWRF) use the
-exposure of the known groups only.  To treat "unknown" as a group of its own (as ``002`` §3.2 does for IAA and EE),
+exposure of the known groups only.  To treat "unknown" as a group of its own (as Raj & Ekstrand, SIGIR 2022, §3.2 does for IAA and EE),
 map ``-1`` to an extra id.
 
 Undefined values (a zero denominator, an absent group) are 0 and flagged ``False`` in the validity mask; nothing
@@ -103,7 +103,7 @@ def _gsum(memb: Tensor, x: Tensor) -> Tensor:
 
 def ideal_exposure(relevance: Tensor, *, browsing: BrowsingLike = None, k: Optional[int] = None,
                    mask: Optional[Tensor] = None, validate_args: bool = True) -> Tensor:
-    r"""Target exposure of every item under the ideal policy (``000`` eq. 15, ``002`` §2.4's ``eps*``).
+    r"""Target exposure of every item under the ideal policy (Fabris et al., WSDM 2023, eq. 15, Raj & Ekstrand, SIGIR 2022, §2.4's ``eps*``).
 
     .. math:: t_i = \operatorname{mean}_{j: r_j = r_i} F(\sigma^{*-1}(j))
 
@@ -157,7 +157,7 @@ _TARGETS = ("ee", "ea", "ea-dp")
 
 
 def _item_targets(b: Batch, F: BrowsingModel, target: str) -> Tensor:
-    """Per-item target quota (unnormalised) of ``000`` eq. 13-16."""
+    """Per-item target quota (unnormalised) of Fabris et al., WSDM 2023, eq. 13-16."""
     check_choice(target, "target", _TARGETS)
     if target == "ea-dp":
         return b.mask.to(b.scores.dtype)
@@ -174,18 +174,18 @@ def exposure_misallocation(scores: Optional[Tensor], relevance: Optional[Tensor]
                            mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
                            ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
                            validate_args: bool = True):
-    r"""Normalised group exposure misallocation ``delta`` (``000`` eq. 12, generalised to G groups).
+    r"""Normalised group exposure misallocation ``delta`` (Fabris et al., WSDM 2023, eq. 12, generalised to G groups).
 
     .. math:: \delta_g = \frac{T_g}{\sum_h T_h} - \frac{E_g}{\sum_h E_h}, \qquad E_g = \sum_{i \in g} F(\sigma^{-1}(i))
 
-    with the targets ``T_g`` of ``000``: ``"ee"`` expected exposure, ``T_g = sum_{i in g} t_i`` with ``t_i`` the
+    with the targets ``T_g`` of Fabris et al., WSDM 2023: ``"ee"`` expected exposure, ``T_g = sum_{i in g} t_i`` with ``t_i`` the
     ideal-ranking exposure averaged over relevance ties (eq. 15-16, :func:`ideal_exposure`); ``"ea"`` equity of
     attention, ``T_g = sum_{i in g} r_i`` (eq. 13); ``"ea-dp"`` demographic parity, ``T_g = N_g`` (eq. 14).
-    Positive ``delta_g``: g is under-exposed.  ``[B, G]`` (``[G]``), in ``[-1, 1]``; the unfairness of ``000`` §6
+    Positive ``delta_g``: g is under-exposed.  ``[B, G]`` (``[G]``), in ``[-1, 1]``; the unfairness of Fabris et al., WSDM 2023, §6
     is the l1 norm
     :func:`misallocation_norm` ``= delta.abs().sum(-1)``.  The sums ``sum_h`` run over *all* real items (items
     of unknown group, id -1, included), so with unknown items the shares of the groups sum to less than 1.
-    ``relevance`` may be ``None`` for ``"ea-dp"``.  ``browsing`` defaults to ``RBP(0.9)`` (``000`` §6.1); ``k``
+    ``relevance`` may be ``None`` for ``"ea-dp"``.  ``browsing`` defaults to ``RBP(0.9)`` (Fabris et al., WSDM 2023, §6.1); ``k``
     truncates it (both the ranking's and the ideal exposure).  Undefined (no exposure, or zero total target e.g.
     all relevance 0 under ``"ea"``): 0, invalid.
 
@@ -209,7 +209,7 @@ def exposure_misallocation(scores: Optional[Tensor], relevance: Optional[Tensor]
 
 
 def misallocation_norm(delta: Tensor, p: float = 1.0) -> Tensor:
-    r"""The ``p``-norm of the misallocation vector over its last dimension (``000`` §6 reports ``p = 1``).
+    r"""The ``p``-norm of the misallocation vector over its last dimension (Fabris et al., WSDM 2023, §6 reports ``p = 1``).
 
     .. math:: \|\delta\|_p = \Big(\sum_g |\delta_g|^p\Big)^{1/p}
 
@@ -233,12 +233,12 @@ def misallocation_norm(delta: Tensor, p: float = 1.0) -> Tensor:
 def individual_misallocation(scores: Optional[Tensor], relevance: Optional[Tensor], *, target: str = "ea",
                              browsing: BrowsingLike = None, k: Optional[int] = None, mask: Optional[Tensor] = None,
                              ordering: OrderingLike = None, return_valid: bool = False, validate_args: bool = True):
-    r"""Individual exposure misallocation (``000`` §5.2).
+    r"""Individual exposure misallocation (Fabris et al., WSDM 2023, §5.2).
 
     .. math:: M_i^{EA} = c_i \sum_{i'} F(\sigma^{-1}(i')) - F(\sigma^{-1}(i)), \qquad c_i = r_i / \sum_{i'} r_{i'}
 
     the item's target share of the list's total exposure minus its exposure (positive: under-exposed).
-    ``target="ea"`` (default) is ``000``'s ``M_i^EA``; ``"ee"`` and ``"ea-dp"`` use the quotas of eq. 15 and
+    ``target="ea"`` (default) is Fabris et al.'s ``M_i^EA``; ``"ee"`` and ``"ea-dp"`` use the quotas of eq. 15 and
     eq. 14 instead of ``r_i`` (``c_i = t_i / sum t`` and ``1 / n``).  Summing over a group gives the unnormalised
     group misallocation.  ``browsing`` defaults to ``RBP(0.9)``; ``k`` truncates it.  Returns ``M [B, N]``
     (``[N]``; padded items 0), or ``(M, valid [B])`` with ``return_valid``; undefined lists (zero total target):
@@ -265,11 +265,11 @@ def individual_misallocation(scores: Optional[Tensor], relevance: Optional[Tenso
 class ExpectedExposure(NamedTuple):
     """Result of :func:`expected_exposure`, each ``[...]`` (per list, or reduced)."""
 
-    #: EE-L ``||eps - eps*||^2`` (``002`` eq. 9): 0 is ideal
+    #: EE-L ``||eps - eps*||^2`` (Raj & Ekstrand, SIGIR 2022, eq. 9): 0 is ideal
     loss: Tensor
-    #: EE-D ``||eps||^2`` (``002`` eq. 5): inequality of exposure, lower is more equal
+    #: EE-D ``||eps||^2`` (Raj & Ekstrand, SIGIR 2022, eq. 5): inequality of exposure, lower is more equal
     disparity: Tensor
-    #: EE-R ``eps . eps*`` (Diaz et al. / expeval convention; ``002`` eq. 10 doubles it): higher is better
+    #: EE-R ``eps . eps*`` (Diaz et al. / expeval convention; Raj & Ekstrand, SIGIR 2022, eq. 10 doubles it): higher is better
     relevance: Tensor
     #: ``||eps*||^2``, so that ``loss == disparity - 2 * relevance + target_norm``
     target_norm: Tensor
@@ -279,19 +279,19 @@ def expected_exposure(scores: Optional[Tensor], relevance: Tensor, groups: Optio
                       browsing: BrowsingLike = None, k: Optional[int] = None, mask: Optional[Tensor] = None,
                       num_groups: Optional[int] = None, ordering: OrderingLike = None, reduction: str = "none",
                       validate_args: bool = True) -> ExpectedExposure:
-    r"""Expected exposure metrics (Diaz et al.; ``002`` eq. 5, 9, 10).
+    r"""Expected exposure metrics (Diaz et al.; Raj & Ekstrand, SIGIR 2022, eq. 5, 9, 10).
 
     .. math:: \mathrm{EE\text{-}L} = \|\epsilon - \epsilon^*\|_2^2, \quad \mathrm{EE\text{-}D} = \|\epsilon\|_2^2,
               \quad \mathrm{EE\text{-}R} = \epsilon^\top \epsilon^*, \quad
               \mathrm{EE\text{-}L} = \mathrm{EE\text{-}D} - 2\,\mathrm{EE\text{-}R} + \|\epsilon^*\|_2^2
 
     ``eps`` is the expected exposure of the ordering (use ``ordering=Sampled(rankings)`` for a stochastic policy,
-    ``002`` §2.3) and ``eps*`` the expected exposure under the ideal policy (all relevance-sorted rankings equally
+    Raj & Ekstrand, SIGIR 2022, §2.3) and ``eps*`` the expected exposure under the ideal policy (all relevance-sorted rankings equally
     likely, :func:`ideal_exposure`).  Without ``groups`` both are item vectors (Diaz et al.'s individual
-    version); with ``groups`` they are group vectors ``G(L)^T a_L`` (``002`` §2.3-2.4; items of unknown group
+    version); with ``groups`` they are group vectors ``G(L)^T a_L`` (Raj & Ekstrand, SIGIR 2022, §2.3-2.4; items of unknown group
     are ranked but in no group).  Exposure is not normalised.  **EE-R convention**: ``eps . eps*`` as in Diaz et
-    al. and expeval; Raj & Ekstrand (``002`` eq. 10 and their code) report ``2 eps . eps*``.  ``browsing``
-    defaults to ``RBP(0.9)`` (``002`` table 1: RBP or cascade); ``k`` truncates it.  Returns an
+    al. and expeval; Raj & Ekstrand (SIGIR 2022, eq. 10 and their code) report ``2 eps . eps*``.  ``browsing``
+    defaults to ``RBP(0.9)`` (Raj & Ekstrand, SIGIR 2022, table 1: RBP or cascade); ``k`` truncates it.  Returns an
     :class:`ExpectedExposure` of four ``[B]`` (``[]``) tensors.  All values are always defined.
 
     Example (expeval's convention, see :mod:`torchfair.compat.expeval`)::
@@ -321,7 +321,7 @@ def iaa(scores: Optional[Tensor], relevance: Tensor, groups: Optional[Tensor] = 
         browsing: BrowsingLike = None, k: Optional[int] = None, amortize: bool = True,
         mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
         reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
-    r"""Inequity of Amortized Attention (Biega et al.; ``002`` eq. 8).
+    r"""Inequity of Amortized Attention (Biega et al.; Raj & Ekstrand, SIGIR 2022, eq. 8).
 
     .. math:: \mathrm{IAA} = \big\| \bar\epsilon - \bar\Upsilon \big\|_1, \qquad
               \bar\epsilon = \frac{1}{L} \sum_{l} G(L_l)^\top \frac{a_{L_l}}{\sum_d a_{L_l}(d)}, \quad
@@ -334,7 +334,7 @@ def iaa(scores: Optional[Tensor], relevance: Tensor, groups: Optional[Tensor] = 
     ``reduction``.  With ``return_valid`` the pair ``(value, valid)`` of that shape.  In ``[0, 2]``.  Without
     ``groups`` the comparison is per item, so column ``i`` must be the same item in every list.  Lists with no
     utility or no exposure are skipped (invalid).  Items of unknown group count in the normalisation but in no
-    group.  ``browsing`` defaults to ``Geometric(0.5)`` (``002`` table 1); ``k`` truncates it.
+    group.  ``browsing`` defaults to ``Geometric(0.5)`` (Raj & Ekstrand, SIGIR 2022, table 1); ``k`` truncates it.
 
     Example::
 
@@ -393,12 +393,12 @@ def awrf(scores: Optional[Tensor], groups: Tensor, *, target: Union[str, Tensor,
          distance: str = "nd", protected: Optional[int] = None, browsing: BrowsingLike = None,
          k: Optional[int] = None, mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
          reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
-    r"""Attention-Weighted Rank Fairness (Sapiezynski et al.; ``002`` eq. 3 with the distances of table 4).
+    r"""Attention-Weighted Rank Fairness (Sapiezynski et al.; Raj & Ekstrand, SIGIR 2022, eq. 3 with the distances of table 4).
 
     .. math:: \mathrm{AWRF}_\Delta(L) = \Delta(\epsilon_L, \hat p), \qquad \epsilon_L = G(L)^\top a_L / \textstyle\sum
 
     ``eps_L`` is the distribution of exposure over the (known) groups and ``hat p`` the ``target``: ``None`` or
-    ``"equal"`` (uniform, ``002``'s AWRF_equal), ``"list"`` (the group composition of the list), or a tensor
+    ``"equal"`` (uniform, Raj & Ekstrand's AWRF_equal), ``"list"`` (the group composition of the list), or a tensor
     ``[G]`` / ``[B, G]`` (e.g. the population of providers).  ``distance``:
 
     * ``"nd"``: ``|eps_g - p_g|`` (table 4's binomial difference) for each group g taken as protected;
@@ -408,8 +408,8 @@ def awrf(scores: Optional[Tensor], groups: Tensor, *, target: Union[str, Tensor,
     Returns: ``"nd"``/``"rd"``: ``[B, G]`` (``[G]``), or ``[B]`` (``[]``) for one ``protected`` group id;
     ``"kl"``: ``[B]`` (``[]``), ``protected`` not used.  With ``return_valid`` the pair ``(value, valid)`` of that
     shape.  ``"nd"`` lies in ``[0, 1]``, ``"rd"`` and ``"kl"`` in ``[0, inf)``.  Soft membership and any G are
-    allowed.  Items of unknown group (-1) take positions but their exposure is left out of ``eps_L`` (``002``
-    §2.6).  ``browsing`` defaults to ``Geometric(0.5)`` (``002`` table 1); ``k`` truncates it.  Undefined (no
+    allowed.  Items of unknown group (-1) take positions but their exposure is left out of ``eps_L`` (Raj & Ekstrand, SIGIR 2022
+    §2.6).  ``browsing`` defaults to ``Geometric(0.5)`` (Raj & Ekstrand, SIGIR 2022, table 1); ``k`` truncates it.  Undefined (no
     exposure on known groups, or the cases above): 0, invalid.
 
     Example::
@@ -504,9 +504,9 @@ _RATIO_DOC = r"""
     ``protected`` (default 1) is ``G+``; ``reference`` is ``G-`` (default: every known item outside ``protected``,
     so any number of groups and soft membership work).  Returns, with ``amortize=False`` (default), one value per
     list ``[B]`` (``[]`` for one list), reduced by ``reduction``; with ``amortize=True`` the batch is one sequence
-    of rankings (``002`` §2.3, ``eps_pi = E[eps_L]``): the group sums are added over the lists before the ratio,
+    of rankings (Raj & Ekstrand, SIGIR 2022, §2.3, ``eps_pi = E[eps_L]``): the group sums are added over the lists before the ratio,
     giving one scalar ``[]`` (``reduction`` does not apply).  With ``return_valid`` the pair ``(value, valid)`` of
-    that shape.  ``browsing`` defaults to ``Logarithmic()`` (``002`` table 1); ``k`` truncates it.  Undefined (a
+    that shape.  ``browsing`` defaults to ``Logarithmic()`` (Raj & Ekstrand, SIGIR 2022, table 1); ``k`` truncates it.  Undefined (a
     zero denominator; for the log version also a zero numerator): 0, invalid."""
 
 
@@ -514,7 +514,7 @@ def dp(scores: Optional[Tensor], groups: Tensor, *, protected: int = 1, referenc
        browsing: BrowsingLike = None, k: Optional[int] = None, amortize: bool = False,
        mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
        reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
-    r"""Demographic parity ratio (Singh & Joachims, KDD 2018; ``002`` eq. 4).
+    r"""Demographic parity ratio (Singh & Joachims, KDD 2018; Raj & Ekstrand, SIGIR 2022, eq. 4).
 
     .. math:: \mathrm{DP} = \frac{\epsilon(G^+) / |G^+|}{\epsilon(G^-) / |G^-|}
 
@@ -535,12 +535,12 @@ def eur(scores: Optional[Tensor], relevance: Tensor, groups: Tensor, *, protecte
         amortize: bool = False, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
         ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
         validate_args: bool = True):
-    r"""Exposed utility ratio (Singh & Joachims' disparate treatment ratio; ``002`` eq. 6).
+    r"""Exposed utility ratio (Singh & Joachims' disparate treatment ratio; Raj & Ekstrand, SIGIR 2022, eq. 6).
 
     .. math:: \mathrm{EUR} = \frac{\epsilon(G^+) / \Upsilon(G^+)}{\epsilon(G^-) / \Upsilon(G^-)},
               \qquad \Upsilon(G) = \sum_{d \in G} y(d)
 
-    (group exposure per unit of utility; ``002``'s ``1/|G|`` in ``Upsilon`` cancels when exposure is averaged over
+    (group exposure per unit of utility; Raj & Ekstrand's ``1/|G|`` in ``Upsilon`` cancels when exposure is averaged over
     the group as well, as in Singh & Joachims).  1 is parity, range ``(0, inf)``.""" + _RATIO_DOC + r"""
 
     Example::
@@ -557,7 +557,7 @@ def rur(scores: Optional[Tensor], relevance: Tensor, groups: Tensor, *, protecte
         amortize: bool = False, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
         ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
         validate_args: bool = True):
-    r"""Realized utility ratio (Singh & Joachims' disparate impact ratio; ``002`` eq. 7).
+    r"""Realized utility ratio (Singh & Joachims' disparate impact ratio; Raj & Ekstrand, SIGIR 2022, eq. 7).
 
     .. math:: \mathrm{RUR} = \frac{\Gamma(G^+) / \Upsilon(G^+)}{\Gamma(G^-) / \Upsilon(G^-)},
               \qquad \Gamma(G) = \sum_{d \in G} E[a_L(d)]\, y(d)
@@ -578,7 +578,7 @@ def log_dp(scores: Optional[Tensor], groups: Tensor, *, protected: int = 1, refe
            browsing: BrowsingLike = None, k: Optional[int] = None, amortize: bool = False,
            mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
            reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
-    r"""``log(DP)`` (``002`` table 1's logDP; 0 is parity): the natural log of :func:`dp`.
+    r"""``log(DP)`` (Raj & Ekstrand, SIGIR 2022, table 1's logDP; 0 is parity): the natural log of :func:`dp`.
 
     .. math:: \log \mathrm{DP} = \log \frac{\epsilon(G^+) / |G^+|}{\epsilon(G^-) / |G^-|}
 
@@ -599,7 +599,7 @@ def log_eur(scores: Optional[Tensor], relevance: Tensor, groups: Tensor, *, prot
             amortize: bool = False, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
             ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
             validate_args: bool = True):
-    r"""``log(EUR)`` (``002`` table 1's logEUR; 0 is parity): the natural log of :func:`eur`.
+    r"""``log(EUR)`` (Raj & Ekstrand, SIGIR 2022, table 1's logEUR; 0 is parity): the natural log of :func:`eur`.
 
     .. math:: \log \mathrm{EUR} = \log \frac{\epsilon(G^+) / \Upsilon(G^+)}{\epsilon(G^-) / \Upsilon(G^-)}
 
@@ -620,7 +620,7 @@ def log_rur(scores: Optional[Tensor], relevance: Tensor, groups: Tensor, *, prot
             amortize: bool = False, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
             ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
             validate_args: bool = True):
-    r"""``log(RUR)`` (``002`` table 1's logRUR; 0 is parity): the natural log of :func:`rur`.
+    r"""``log(RUR)`` (Raj & Ekstrand, SIGIR 2022, table 1's logRUR; 0 is parity): the natural log of :func:`rur`.
 
     .. math:: \log \mathrm{RUR} = \log \frac{\Gamma(G^+) / \Upsilon(G^+)}{\Gamma(G^-) / \Upsilon(G^-)}
 
@@ -640,7 +640,7 @@ def log_rur(scores: Optional[Tensor], relevance: Tensor, groups: Tensor, *, prot
 def exp_rr(scores: Optional[Tensor], groups: Tensor, *, browsing: BrowsingLike = None, k: Optional[int] = None,
            mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
            reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
-    r"""Exposure parity ``exp`` (Singh & Joachims, as in Kuhlman et al. ``001`` eq. 6-7; expRR with ``v(k) = 1/k``).
+    r"""Exposure parity ``exp`` (Singh & Joachims, as in Kuhlman et al., AIES 2021, eq. 6-7; expRR with ``v(k) = 1/k``).
 
     .. math:: \exp_{G_p} = \frac{S}{|G_p|} \sum_{x \in G_p} v(\rho(x)), \qquad \exp = |1 - 2 \exp_{G_p}|
 
@@ -649,7 +649,7 @@ def exp_rr(scores: Optional[Tensor], groups: Tensor, *, browsing: BrowsingLike =
     known item as the rest (items of unknown group are in neither); ``[B, G]`` (``[G]``), in ``[0, 1]``.  0 is
     parity, 1 total advantage of one side.  ``browsing`` defaults to ``ReciprocalRank()`` (``v(k) = 1/k`` for
     1-based ``k``); ``k`` truncates it.  With
-    ``ordering=DoublyStochastic(R)`` exposure is ``E[v(rank)]`` (``001`` §3.1 plugs ``E[rank]`` into ``v``).
+    ``ordering=DoublyStochastic(R)`` exposure is ``E[v(rank)]`` (Kuhlman et al., AIES 2021, §3.1 plugs ``E[rank]`` into ``v``).
     Undefined (g or the rest absent): 0, invalid.
 
     Example::

@@ -1,6 +1,6 @@
-"""The monotonicity test of Kuhlman, Gerych & Rundensteiner (``001`` §5), with a weighted isotonic regression.
+"""The monotonicity test of Kuhlman, Gerych & Rundensteiner (AIES 2021, §5), with a weighted isotonic regression.
 
-What is tested.  ``001``'s comparison of statistical-parity metrics (rND, rKL, rRD, pair, expRR; Theorems 1-2)
+What is tested.  Kuhlman et al.'s comparison of statistical-parity metrics (rND, rKL, rRD, pair, expRR; Theorems 1-2)
 assumes that group advantage acts *monotonically* down the ranking: the probability ``M(k)`` that position k
 holds a protected item is non-increasing in k when the protected group is advantaged (Assumption 1) and
 non-decreasing when it is disadvantaged (Assumption 2).  Given a set of observed rankings, the test
@@ -12,14 +12,14 @@ non-decreasing when it is disadvantaged (Assumption 2).  Given a set of observed
    against the counts the monotone curve predicts.
 
 How to read it.  ``p_value`` large (e.g. > 0.05): the per-position probabilities are statistically compatible
-with a monotone advantage function, so Assumptions 1-2 hold plausibly and the metrics of ``001`` §4 agree
+with a monotone advantage function, so Assumptions 1-2 hold plausibly and the metrics of Kuhlman et al., AIES 2021, §4 agree
 (minimising one minimises all).  ``p_value`` small: the group's presence rises and falls down the ranking
 (e.g. protected items clustered in the middle); the metrics may disagree and should be inspected one by one
-(``001`` §7).  ``direction`` says which monotone shape fits: ``"decreasing"`` (protected items concentrated at the
+(Kuhlman et al., AIES 2021, §7).  ``direction`` says which monotone shape fits: ``"decreasing"`` (protected items concentrated at the
 top, an advantage), ``"increasing"`` (concentrated at the bottom, a disadvantage) or ``"constant"`` (no
 position effect).  The chi-square reference distribution is approximate: the curve is fitted to the same data
 (degrees of freedom = observed positions minus fitted levels, the usual effective dimension of an isotonic fit)
-and the direction is chosen by the data, so treat the p-value as a screening tool, as ``001`` does.
+and the direction is chosen by the data, so treat the p-value as a screening tool, as Kuhlman et al., AIES 2021 does.
 """
 from __future__ import annotations
 
@@ -124,10 +124,10 @@ def monotonicity_test(scores: Tensor, groups: Tensor, *, protected: int = 1, k: 
                       mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
                       ordering: OrderingLike = None, validate_args: bool = True,
                       top: Optional[int] = None) -> MonotonicityTest:
-    r"""Monotonicity test of the protected group's per-position probability over a set of rankings (``001`` §5).
+    r"""Monotonicity test of the protected group's per-position probability over a set of rankings (Kuhlman et al., AIES 2021, §5).
 
     Every list of the batch is one observed ranking.  With ``R = ordering(scores).position_matrix()``
-    (``R[b, k, i] = P(item i at position k)``, ``001`` eq. 10) and memberships ``a``:
+    (``R[b, k, i] = P(item i at position k)``, Kuhlman et al., AIES 2021, eq. 10) and memberships ``a``:
 
     .. math:: n_k = \sum_b \sum_i R_{bki}\, 1(g_i \text{ known}), \qquad
               \hat M(k) = \frac{1}{n_k} \sum_b \sum_i R_{bki}\, a_{i,\mathrm{protected}}

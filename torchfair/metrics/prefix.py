@@ -6,11 +6,11 @@ against an ordering (:mod:`torchfair.orderings`): the expected mass of group g a
 .. math:: C[b, i, g] = \sum_{k < i} \sum_j R[b, k, j]\, a_{jg}
 
 with ``R = ordering.position_matrix()`` (one-hot for a hard ranking, doubly stochastic for a soft or stochastic
-ordering, ``001`` eq. 10-13) and ``a`` the group membership.  With the default ``ordering=Hard()`` the values are
-exact; a relaxed ordering gives the expectation forms of ``001`` eq. 12-17 from the same code.
+ordering, Kuhlman et al., AIES 2021, eq. 10-13) and ``a`` the group membership.  With the default ``ordering=Hard()`` the values are
+exact; a relaxed ordering gives the expectation forms of Kuhlman et al., AIES 2021, eq. 12-17 from the same code.
 
 Stochastic orderings.  On a mixture of rankings (``Sampled``, ``PlackettLuce``) every prefix measure is the measure
-of the *expected prefix composition* ``C`` (``001`` eq. 12-17), not the mean of the per-ranking values: the
+of the *expected prefix composition* ``C`` (Kuhlman et al., AIES 2021, eq. 12-17), not the mean of the per-ranking values: the
 distances are non-linear in ``C`` (absolute values, KL divergences, logarithms, the binomial CDF).  For the
 convex ones (rND, rRD, rKL, PreF, NDKL) it is at most the mean of the per-ranking values, and 0 when every ranking
 is fair.  For the mean of per-ranking values evaluate each ranking with ``Hard()`` and average.
@@ -21,7 +21,7 @@ scores : ``[B, N]`` or ``[N]`` float.
 groups : ``[B, N]`` int ids in ``[0, G)`` (``-1`` = unknown: it takes a position but belongs to no group) or, where
     the measure allows it (rKL, PreF_KL, NDKL, skew), ``[B, N, G]`` soft membership whose rows sum to at most 1.
 protected : the protected group id of the binomial measures (rND, rRD, rKL, PreF_ND/RD, FAIR); every other item,
-    unknown ones included, is "non-protected" (``002`` §2.1: ``G-(L)`` is the remaining documents).
+    unknown ones included, is "non-protected" (Raj & Ekstrand, SIGIR 2022, §2.1: ``G-(L)`` is the remaining documents).
 step : cut-offs ``i = step, 2 step, ...  <= n`` (Yang & Stoyanovich use 10, 20, 30, ...).
 k : the largest cut-off that counts (top-k evaluation: only prefixes of length ``<= k``; for the normalised measures
     ``Z`` is the maximum of the same truncated sum); ``None`` (default) = the whole list.  skew@k's ``k`` is the
@@ -32,15 +32,15 @@ mask, num_groups, ordering, reduction, return_valid, validate_args : as in :mod:
 
 Conventions
 -----------
-* Discount of cut-off ``i``: ``1 / log2(i)`` (``001`` eq. 1, ``002`` eq. 1).  ``log2(1) = 0``, so a cut-off at 1
-  (``step=1``) is weighted ``1 / log2(max(i, 2))`` = 1, like ``002`` table 3's logarithmic model; for
+* Discount of cut-off ``i``: ``1 / log2(i)`` (Kuhlman et al., AIES 2021, eq. 1, Raj & Ekstrand, SIGIR 2022, eq. 1).  ``log2(1) = 0``, so a cut-off at 1
+  (``step=1``) is weighted ``1 / log2(max(i, 2))`` = 1, like Raj & Ekstrand, SIGIR 2022, table 3's logarithmic model; for
   ``step >= 2`` this is exactly the published discount.
-* Logarithms are natural (``001`` eq. 16-17).
+* Logarithms are natural (Kuhlman et al., AIES 2021, eq. 16-17).
 * Normaliser ``Z`` of rND/rRD/rKL/PreF: the exact maximum of the unnormalised sum over *all* rankings of the same
-  length and group composition (``002`` eq. 1), so values lie in [0, 1] and 1 is attained.  It is computed by an
+  length and group composition (Raj & Ekstrand, SIGIR 2022, eq. 1), so values lie in [0, 1] and 1 is attained.  It is computed by an
   exact dynamic programme over prefix compositions (longest path through the lattice of count vectors), on the
   CPU, once per distinct composition (cached).  Published implementations approximate ``Z`` instead: from
-  generated (simulated) unfair rankings, or, as ``002`` §5 calls "the straightforward way", by putting all
+  generated (simulated) unfair rankings, or, as Raj & Ekstrand, SIGIR 2022, §5 calls "the straightforward way", by putting all
   protected items last.  Neither is exact in general: for rRD the maximum is *not* attained by putting one group
   first or last (e.g. 8 items, 2 protected, step 2: ``P N P N N N N N`` beats both block rankings); for rND and
   rKL a block ranking was maximal in every case we enumerated (N <= 8, step 1-3, and N <= 80 with step 10
@@ -114,7 +114,7 @@ def _binary_columns(b: Batch, protected: int, name: str, validate: bool) -> Tens
 def _require_hard(groups: Tensor, measure: str):
     if isinstance(groups, Tensor) and groups.is_floating_point():
         raise ValueError(f"`groups` must be integer group ids [B, N] for {measure} (a binomial measure needs "
-                         f"definitive membership, ``002`` §5); soft membership is supported by rkl, "
+                         f"definitive membership, Raj & Ekstrand, SIGIR 2022, §5); soft membership is supported by rkl, "
                          f"pref(delta='kl'), ndkl and skew")
 
 
@@ -175,19 +175,19 @@ def _multinomial_target(target: TargetLike, b: Batch, default: Tensor, name: str
 # The same function scores the ranking and the states of the exact normaliser.
 
 def _delta_nd(m: Tensor, i: Tensor, t: Tensor) -> Tensor:
-    """``|G+(L<=i)| / i - p|`` (``002`` table 4, ``001`` eq. 2); column 0 is the protected mass."""
+    """``|G+(L<=i)| / i - p|`` (Raj & Ekstrand, SIGIR 2022, table 4, Kuhlman et al., AIES 2021, eq. 2); column 0 is the protected mass."""
     return (m[..., 0] / i - t).abs()
 
 
 def _delta_rd(m: Tensor, i: Tensor, t: Tensor) -> Tensor:
-    """``| |G+| / |G-| - p / (1 - p) |`` (``002`` table 4, ``001`` eq. 3); ratio := 0 when ``|G-(L<=i)| = 0``."""
+    """``| |G+| / |G-| - p / (1 - p) |`` (Raj & Ekstrand, SIGIR 2022, table 4, Kuhlman et al., AIES 2021, eq. 3); ratio := 0 when ``|G-(L<=i)| = 0``."""
     ratio, _ = safe_div(m[..., 0], i - m[..., 0])
     odds, _ = safe_div(t, 1 - t)  # t = 1 (no non-protected item) is flagged invalid by the caller
     return (ratio - odds).abs()
 
 
 def _delta_kl(m: Tensor, i: Tensor, t: Tensor) -> Tensor:
-    """``D_KL(p(L<=i) || p)`` with ``p(L<=i) = m / sum(m)`` (``002`` table 4, ``001`` eq. 5, 17); 0 for no mass."""
+    """``D_KL(p(L<=i) || p)`` with ``p(L<=i) = m / sum(m)`` (Raj & Ekstrand, SIGIR 2022, table 4, Kuhlman et al., AIES 2021, eq. 5, 17); 0 for no mass."""
     tot = m.sum(-1, keepdim=True)
     P, _ = safe_div(m, tot.expand_as(m))
     t = t.expand_as(P)
@@ -337,7 +337,7 @@ def pref(scores: Tensor, groups: Tensor, *, delta: str = "kl", protected: int = 
          step: int = 10, k: Optional[int] = None, normalize: bool = True, mask: Optional[Tensor] = None,
          num_groups: Optional[int] = None, ordering: OrderingLike = None, reduction: str = "none",
          return_valid: bool = False, validate_args: bool = True):
-    r"""Prefix fairness PreF_Delta (``002`` eq. 1 with the distances of table 4; Yang & Stoyanovich 2017).
+    r"""Prefix fairness PreF_Delta (Raj & Ekstrand, SIGIR 2022, eq. 1 with the distances of table 4; Yang & Stoyanovich 2017).
 
     .. math:: \mathrm{PreF}_\Delta(L) = \frac{1}{Z} \sum_{i = 10, 20, 30, \ldots}^{N} \frac{\Delta(L_{\le i}, \hat p)}{\log_2 i},
               \qquad Z = \max_{L'} \mathrm{PreF}'_\Delta(L', \hat p)
@@ -393,7 +393,7 @@ def rnd(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, k
         normalize: bool = True, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
         ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
         validate_args: bool = True):
-    r"""Normalised discounted difference rND (Yang & Stoyanovich 2017; ``001`` eq. 1-2, ``002`` eq. 1 with ND).
+    r"""Normalised discounted difference rND (Yang & Stoyanovich 2017; Kuhlman et al., AIES 2021, eq. 1-2, Raj & Ekstrand, SIGIR 2022, eq. 1 with ND).
 
     .. math:: \mathrm{rND} = \frac{1}{Z} \sum_{i=10,20,\ldots}^{N} \frac{1}{\log_2 i}
               \left| \frac{|S^+_{1..i}|}{i} - \frac{|S^+|}{N} \right|
@@ -417,14 +417,14 @@ def rrd(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, k
         normalize: bool = True, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
         ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
         validate_args: bool = True):
-    r"""Normalised discounted ratio rRD (Yang & Stoyanovich 2017; ``001`` eq. 1, 3, ``002`` eq. 1 with RD).
+    r"""Normalised discounted ratio rRD (Yang & Stoyanovich 2017; Kuhlman et al., AIES 2021, eq. 1, 3, Raj & Ekstrand, SIGIR 2022, eq. 1 with RD).
 
     .. math:: \mathrm{rRD} = \frac{1}{Z} \sum_{i=10,20,\ldots}^{N} \frac{1}{\log_2 i}
               \left| \frac{|S^+_{1..i}|}{|S^-_{1..i}|} - \frac{|S^+|}{|S^-|} \right|
 
     The ratio of a prefix with no non-protected item is taken as 0.  ``Z`` is the exact maximum, which for rRD is in
     general *not* the all-protected-first or -last ranking (the module docstring gives an example).  Yang &
-    Stoyanovich intend rRD for a minority protected group (``002``: "does not work when G- is small").  Undefined
+    Stoyanovich intend rRD for a minority protected group (Raj & Ekstrand, SIGIR 2022: "does not work when G- is small").  Undefined
     (0, invalid) when every item is protected.  [0, 1]; ``[...]``.
 
     Example (the one cut-off at 5 holds 2 protected and 3 others: ``|2/3 - 3/7|``; the maximum, 3 protected in the
@@ -444,12 +444,12 @@ def rkl(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, k
         normalize: bool = True, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
         ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
         validate_args: bool = True):
-    r"""Normalised discounted KL divergence rKL (Yang & Stoyanovich 2017; ``001`` eq. 1, 5, 17).
+    r"""Normalised discounted KL divergence rKL (Yang & Stoyanovich 2017; Kuhlman et al., AIES 2021, eq. 1, 5, 17).
 
     .. math:: \mathrm{rKL} = \frac{1}{Z} \sum_{i=10,20,\ldots}^{N} \frac{1}{\log_2 i}\, D_{KL}(P_i \,\|\, Q),
               \quad P_i = \Big(\frac{|S^+_{1..i}|}{i}, \frac{|S^-_{1..i}|}{i}\Big),\ Q = \Big(\frac{|S^+|}{N}, \frac{|S^-|}{N}\Big)
 
-    Binary: ``protected`` against every other item (unknown ones included); natural logarithm.  ``001`` eq. 17
+    Binary: ``protected`` against every other item (unknown ones included); natural logarithm.  Kuhlman et al., AIES 2021, eq. 17
     prints the second KL term with a minus sign; the KL divergence (used here) has a plus.  Soft membership
     ``[B, N, G]`` is allowed (column ``protected`` is the protected mass).  For the multi-group version use
     :func:`pref` with ``delta="kl"`` (equal to ``rkl`` for two groups and no unknown items).  ``Z`` exact.
@@ -479,13 +479,13 @@ def rkl(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, k
 def skew(scores: Tensor, groups: Tensor, *, k: int = 10, target: TargetLike = None, mask: Optional[Tensor] = None,
          num_groups: Optional[int] = None, ordering: OrderingLike = None, reduction: str = "none",
          return_valid: bool = False, validate_args: bool = True):
-    r"""skew@k of every group (Geyik et al. 2019; ``001`` eq. 4 and 16).
+    r"""skew@k of every group (Geyik et al. 2019; Kuhlman et al., AIES 2021, eq. 4 and 16).
 
     .. math:: \mathrm{skew}_g@k = \ln \frac{P(x \in g \mid \rho(x) \le k)}{P(x \in g)}
 
     ``P(x in g | top k)`` = mass of g in the top ``min(k, n)`` positions / ``min(k, n)`` (a list shorter than k is
     its own top-k); ``P(x in g)`` = ``target`` (``[G]`` or ``[B, G]``, Geyik et al.'s desired proportion) or, by
-    default, the group's share of the whole list (``001``).  Items of unknown group count in k and n.  Negative:
+    default, the group's share of the whole list (Kuhlman et al., AIES 2021).  Items of unknown group count in k and n.  Negative:
     g under-represented, 0: parity, positive: over-represented.  Soft membership allowed.  Shape ``[..., G]``;
     undefined where the group is absent from the top-k (log 0) or from the target: 0, flagged in ``valid``.
 
@@ -519,7 +519,7 @@ def skew(scores: Tensor, groups: Tensor, *, k: int = 10, target: TargetLike = No
 def ndkl(scores: Tensor, groups: Tensor, *, k: Optional[int] = None, target: TargetLike = None,
          mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
          reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
-    r"""Normalised discounted KL divergence NDKL (Geyik et al. 2019; ``004``, FairRankTune's definition).
+    r"""Normalised discounted KL divergence NDKL (Geyik et al. 2019; FairRankTune docs (Cachel et al., FairRankTune 0.0.7), FairRankTune's definition).
 
     .. math:: \mathrm{NDKL}(\tau) = \frac{1}{Z} \sum_{i=1}^{|\tau|} \frac{1}{\log_2(i+1)}\, d_{KL}(D_{\tau_i} \| D_X),
               \qquad Z = \sum_{i=1}^{|\tau|} \frac{1}{\log_2(i+1)}
@@ -587,7 +587,7 @@ def _binomial_cdf(x: Tensor, p: Tensor, N: int) -> Tensor:
 def fair(scores: Tensor, groups: Tensor, *, protected: int = 1, target: TargetLike = None,
          k: Optional[int] = None, mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
          reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
-    r"""FAIR: the FA*IR binomial prefix test of Zehlike et al. as a metric (``002`` eq. 2).
+    r"""FAIR: the FA*IR binomial prefix test of Zehlike et al. as a metric (Raj & Ekstrand, SIGIR 2022, eq. 2).
 
     .. math:: \mathrm{FAIR}(L) = \frac{1}{N} \sum_{k=1}^{N} P_{\mathrm{Binomial}}\big(m \le |G^+(L_{\le k})| \;\big|\; p, k\big)
               = \frac{1}{N} \sum_{k=1}^{N} \sum_{j=0}^{|G^+(L_{\le k})|} \binom{k}{j} p^j (1-p)^{k-j}
