@@ -30,7 +30,9 @@ the expected exposure, as the sources define it for policies.  Where the measure
 (the misallocation ``delta``, individual misallocation and EE-R, under a position-based browsing model: the
 total exposure of a ranking is then fixed) this equals the mean of the per-ranking values; where it is not
 (EE-L, EE-D, AWRF, IAA, DP / EUR / RUR and their logs, expRR, any Cascade browsing) it does not: for the mean of
-per-ranking values evaluate each ranking with ``Hard()`` and average.
+per-ranking values evaluate each ranking with ``Hard()`` and average.  The stated ranges hold exactly for
+``Hard``, ``Sampled``, ``DoublyStochastic`` and ``PlackettLuce``; relaxed orderings (``SoftRank`` evaluates
+``F(E[pos])``, not ``E[F(pos)]``) give smooth approximations that can leave them.
 
 Unknown group (id ``-1``): the item is ranked (it takes a position and pushes the others down) and its exposure is
 counted in the list's *total* exposure, but it belongs to no group (Raj & Ekstrand, SIGIR 2022, §2.6: "include unlabeled items when

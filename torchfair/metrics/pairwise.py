@@ -39,7 +39,8 @@ Sign conventions (the one place they are stated)
 
 Stochastic orderings: every measure here is linear in ``above`` and ``joint`` (its normaliser does not depend on
 the ordering), so on a mixture of rankings (``Sampled``, ``PlackettLuce``) the value is the expectation of the
-measure over the rankings.
+measure over the rankings.  The stated ranges hold exactly for ``Hard``, ``Sampled`` and ``PlackettLuce``;
+relaxed orderings (``SoftRank``, ``NeuralSort``, ...) give smooth approximations that can leave them slightly.
 
 Undefined values (a group absent from a list, no pair of the required kind) are returned as 0 and flagged
 ``False`` in the validity mask; ``reduction="mean"`` excludes them.  Nothing returns NaN.

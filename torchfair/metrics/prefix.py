@@ -13,7 +13,10 @@ Stochastic orderings.  On a mixture of rankings (``Sampled``, ``PlackettLuce``) 
 of the *expected prefix composition* ``C`` (Kuhlman et al., AIES 2021, eq. 12-17), not the mean of the per-ranking values: the
 distances are non-linear in ``C`` (absolute values, KL divergences, logarithms, the binomial CDF).  For the
 convex ones (rND, rRD, rKL, PreF, NDKL) it is at most the mean of the per-ranking values, and 0 when every ranking
-is fair.  For the mean of per-ranking values evaluate each ranking with ``Hard()`` and average.
+is fair.  For the mean of per-ranking values evaluate each ranking with ``Hard()`` and average.  The normalised
+measures stay in [0, 1] on mixtures of rankings (rRD, whose ratio is not convex in the composition, up to its
+continuation at ``|G-| < 1``); relaxed orderings (``SoftRank``'s position matrix is an approximately doubly
+stochastic Gaussian fit) give smooth approximations that can leave the range slightly.
 
 Common arguments
 ----------------
@@ -180,8 +183,16 @@ def _delta_nd(m: Tensor, i: Tensor, t: Tensor) -> Tensor:
 
 
 def _delta_rd(m: Tensor, i: Tensor, t: Tensor) -> Tensor:
-    """``| |G+| / |G-| - p / (1 - p) |`` (Raj & Ekstrand, SIGIR 2022, table 4, Kuhlman et al., AIES 2021, eq. 3); ratio := 0 when ``|G-(L<=i)| = 0``."""
-    ratio, _ = safe_div(m[..., 0], i - m[..., 0])
+    """``| |G+| / |G-| - p / (1 - p) |`` (Raj & Ekstrand, SIGIR 2022, table 4; Kuhlman et al., AIES 2021, eq. 3);
+    ratio := 0 when ``|G-(L<=i)| = 0``.
+
+    For the fractional prefix counts of stochastic and relaxed orderings the ratio is continued linearly between
+    ``|G-| = 1`` (ratio ``i - 1``, the largest an integer prefix has) and ``|G-| = 0`` (ratio 0), so that it stays
+    continuous and bounded instead of exploding as ``|G-| -> 0``; integer counts are unchanged."""
+    neg = i - m[..., 0]
+    big = neg >= 1
+    ratio = torch.where(big, m[..., 0] / torch.where(big, neg, torch.ones_like(neg)),
+                        (i - 1).clamp(min=0) * neg.clamp(min=0))
     odds, _ = safe_div(t, 1 - t)  # t = 1 (no non-protected item) is flagged invalid by the caller
     return (ratio - odds).abs()
 

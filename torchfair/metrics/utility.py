@@ -26,6 +26,11 @@ items): it is evaluated on every ranking of the mixture and averaged with the mi
 expected reciprocal rank as well.  On a relaxed ordering (``SoftRank``, ``NeuralSort``, ``FastSoftRank``) MRR is
 a differentiable surrogate (see :func:`mrr`).
 
+Ranges.  The ranges stated for each measure hold exactly for ``Hard``, ``Sampled``, ``DoublyStochastic`` and
+``PlackettLuce`` orderings (mixtures of rankings).  Relaxed orderings are smooth approximations and their values
+can leave the range: SoftRank evaluates the browsing model at the expected position (``F(E[pos])``, not
+``E[F(pos)]``), so precision@k of an all-tied list counts every item in the top ``k`` and NDCG@k can exceed 1.
+
 Large grades.  The exponential gain ``2**r - 1`` overflows float32 at ``r >= 128``.  NDCG and ERR are ratios in
 which a common factor ``2**c`` cancels: gains are computed relative to the largest grade of the list (NDCG) or
 to ``max_grade`` (ERR), so both are exact for grades up to the dtype's exponent range (~1000 in float32 for
@@ -146,15 +151,16 @@ def ideal_ranking(relevance: Tensor, *, mask: Optional[Tensor] = None, validate_
 
 
 def ideal_dcg(relevance: Tensor, *, k: Optional[int] = None, gain: GainLike = "exponential",
-              mask: Optional[Tensor] = None, validate_args: bool = True) -> Tensor:
+              mask: Optional[Tensor] = None, return_valid: bool = False, validate_args: bool = True):
     r"""DCG@k of the ideal ranking (relevance sorted), the normaliser of :func:`ndcg`.
 
     .. math:: \mathrm{IDCG@}k = \sum_{p < k} \frac{g(r_{\sigma^*(p)})}{\log_2(p + 2)}, \qquad
               \sigma^* = \operatorname{argsort}(-g(r))
 
-    (Järvelin & Kekäläinen, TOIS 2002.)  ``relevance`` ``[B, N]`` or ``[N]``; returns ``[B]`` (``[]``).  ``gain``
-    as in :func:`dcg`.  An ideal DCG above the dtype's largest finite value (exponential gains of grades
-    ``>= 128`` in float32) is returned as ``inf``: use :func:`ndcg`, which cancels the scale, or float64.
+    (Järvelin & Kekäläinen, TOIS 2002.)  ``relevance`` ``[B, N]`` or ``[N]``; returns ``[B]`` (``[]``), or
+    ``(value, valid)`` with ``return_valid``.  ``gain`` as in :func:`dcg`.  Undefined (0, invalid): an empty list,
+    and an ideal DCG above the dtype's largest finite value (exponential gains of grades ``>= 128`` in float32:
+    use :func:`ndcg`, which cancels the scale, or float64).
 
     Example::
 
@@ -167,11 +173,10 @@ def ideal_dcg(relevance: Tensor, *, k: Optional[int] = None, gain: GainLike = "e
         raise ValueError("`relevance` must be non-negative")
     b.relevance = b.scores
     g, c = _gains(b, gain, validate_args)
-    v = _ideal_dcg(g, b.mask, k)
-    big = c > 0
-    scaled = torch.exp2(torch.log2(torch.where(v > 0, v, torch.ones_like(v))) + c)
-    v = torch.where(big & (v > 0), scaled, v)
-    return b.out(v)
+    value, ok = _scale_back(_ideal_dcg(g, b.mask, k), c)
+    valid = ok & _nonempty(b)
+    value, valid = b.out(torch.where(valid, value, torch.zeros_like(value))), b.out(valid)
+    return (value, valid) if check_bool(return_valid, "return_valid") else value
 
 
 # ----------------------------------------------------------------------------------------------------- DCG / NDCG
@@ -413,9 +418,12 @@ class _ERRBrowsing(Cascade):
 
 
 def _err_stop(relevance: Tensor, max_grade: float) -> Tensor:
-    """``(2**r - 1) / 2**g`` computed as ``2**(r - g) - 2**(-g)``: no overflow for any grade ``r <= g``."""
+    """``(2**r - 1) / 2**g`` computed as ``2**(r - g) - 2**(-g)``: no overflow for any grade ``r <= g``.
+
+    Grades above ``g`` count as ``g`` (stop probability 1): relaxed orderings sort relevance softly, and a softly
+    sorted grade may exceed the largest one."""
     g = torch.as_tensor(max_grade, dtype=relevance.dtype, device=relevance.device)
-    return torch.exp2(relevance - g) - torch.exp2(-g)
+    return torch.exp2((relevance - g).clamp(max=0)) - torch.exp2(-g)
 
 
 def err(scores: Tensor, relevance: Tensor, *, max_grade: Optional[float] = None, k: Optional[int] = None,
