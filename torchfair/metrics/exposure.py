@@ -521,7 +521,9 @@ def dp(scores: Optional[Tensor], groups: Tensor, *, protected: int = 1, referenc
     .. math:: \mathrm{DP} = \frac{\epsilon(G^+) / |G^+|}{\epsilon(G^-) / |G^-|}
 
     the ratio of the mean exposure of the protected group's items to the reference group's (Singh & Joachims'
-    per-item average exposure; 1 is parity, range ``(0, inf)``).""" + _RATIO_DOC + r"""
+    per-item average exposure; 1 is parity, range ``(0, inf)``).
+
+    {ratio_doc}
 
     Example::
 
@@ -543,7 +545,9 @@ def eur(scores: Optional[Tensor], relevance: Tensor, groups: Tensor, *, protecte
               \qquad \Upsilon(G) = \sum_{d \in G} y(d)
 
     (group exposure per unit of utility; Raj & Ekstrand's ``1/|G|`` in ``Upsilon`` cancels when exposure is averaged over
-    the group as well, as in Singh & Joachims).  1 is parity, range ``(0, inf)``.""" + _RATIO_DOC + r"""
+    the group as well, as in Singh & Joachims).  1 is parity, range ``(0, inf)``.
+
+    {ratio_doc}
 
     Example::
 
@@ -565,7 +569,9 @@ def rur(scores: Optional[Tensor], relevance: Tensor, groups: Tensor, *, protecte
               \qquad \Gamma(G) = \sum_{d \in G} E[a_L(d)]\, y(d)
 
     1 is parity, range ``(0, inf)``.  Invariant to scaling the utility, so tiny utilities (``1e-30``) are
-    fine.""" + _RATIO_DOC + r"""
+    fine.
+
+    {ratio_doc}
 
     Example::
 
@@ -574,6 +580,10 @@ def rur(scores: Optional[Tensor], relevance: Tensor, groups: Tensor, *, protecte
     """
     return _ratio("rur", False, scores, relevance, groups, protected, reference, browsing, k, amortize, mask,
                   num_groups, ordering, reduction, return_valid, validate_args)
+
+
+for _f in (dp, eur, rur):
+    _f.__doc__ = _f.__doc__.replace("\n\n    {ratio_doc}", _RATIO_DOC)
 
 
 def log_dp(scores: Optional[Tensor], groups: Tensor, *, protected: int = 1, reference: Optional[int] = None,

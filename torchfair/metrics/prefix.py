@@ -86,10 +86,27 @@ Z_TOLERANCE = 64.0
 
 # ---------------------------------------------------------------------------------------------------- helpers
 def prefix_mass(ordered: OrderedBatch, membership: Tensor) -> Tensor:
-    """``C[b, i, g]``: expected mass of group g among the first ``i + 1`` positions, ``[B, N, G]``.
+    r"""``C[b, i, g]``: expected mass of group g among the first ``i + 1`` positions (Kuhlman et al., AIES 2021,
+    eq. 10-13).
 
-    ``cumsum_k (R @ membership)`` with ``R = ordered.position_matrix()``; rows ``i >= n_b`` hold the list totals.
+    .. math:: C_{b,i,g} = \sum_{k \le i} \sum_j R_{b,k,j}\, a_{b,j,g}
+
+    ``ordered`` an :class:`~torchfair.orderings.OrderedBatch` (``R = ordered.position_matrix()``), ``membership``
+    ``[B, N, G]``; returns ``[B, N, G]``, rows ``i >= n_b`` hold the list totals.
+
+    Example::
+
+        >>> from torchfair.orderings import Hard
+        >>> ob = Hard()(torch.tensor([[3., 1., 2.]]), torch.ones(1, 3, dtype=torch.bool))
+        >>> prefix_mass(ob, torch.tensor([[[1., 0.], [0., 1.], [1., 0.]]]))[0]
+        tensor([[1., 0.],
+                [2., 0.],
+                [2., 1.]])
     """
+    if not isinstance(ordered, OrderedBatch):
+        raise ValueError(f"`ordered` must be an OrderedBatch (e.g. Hard()(scores, mask)); got {type(ordered).__name__}")
+    if not isinstance(membership, Tensor) or membership.dim() != 3 or membership.shape[:2] != ordered.mask.shape:
+        raise ValueError(f"`membership` must be a tensor [B, N, G] with [B, N] = {tuple(ordered.mask.shape)}")
     R = ordered.position_matrix().to(membership.dtype)
     return torch.cumsum(torch.bmm(R, membership), dim=1)
 
