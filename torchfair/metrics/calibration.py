@@ -1,9 +1,9 @@
 """Matched Pair Calibration (MPC), a marginal outcome test for score-based rankings (Korevaar et al., arXiv 2023).
 
 Within each query (list), MPC pairs an item ``i_g`` of group g with an item ``i_¬g`` of another group that is
-scored just above it, ``0 <= s(i_¬g) - s(i_g) <= eps`` (Korevaar et al., arXiv 2023, Definition 1, eq. 2), and averages the outcome
-differences ``y(i_g) - y(i_¬g)`` over the pairs (Definition 2 per query, Definition 3 pooled over queries).
-The ranker is nearly indifferent between the two orders of such a "marginal" pair, so an unbiased ranker has
+scored just above it, ``0 <= s(i_¬g) - s(i_g) <= eps`` (Korevaar et al., arXiv 2023, Definition 1, eq. 2), and
+averages the outcome differences ``y(i_g) - y(i_¬g)`` over the pairs (Definition 2 per query, Definition 3 pooled over
+queries). The ranker is nearly indifferent between the two orders of such a "marginal" pair, so an unbiased ranker has
 MPC ~ 0.  **MPC > 0 means g is under-valued** (its items, ranked just below other items, turn out better: the
 ranker should move g up; Theorem 1 links ``E[MPC] > 0`` to a gain from boosting g); MPC < 0 means g is over-valued.
 
@@ -123,7 +123,8 @@ def matched_pairs(scores: Tensor, relevance: Tensor, groups: Tensor, *, group: i
                   adjacent: bool = False, browsing: Union[BrowsingModel, str, None] = None,
                   position_weight: str = "top", mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
                   ordering: OrderingLike = None, validate_args: bool = True, k: Optional[int] = None) -> MatchedPairs:
-    r"""The matched pair set about group g (Korevaar et al., arXiv 2023, Definition 1, eq. 2, with the options of §4.1.1-4.1.3).
+    r"""The matched pair set about group g (Korevaar et al., arXiv 2023, Definition 1, eq. 2, with the options of
+    §4.1.1-4.1.3).
 
     .. math:: MP_\epsilon(g) = \{(i_g, i_{\neg g}) : 0 \le s(i_{\neg g}) - s(i_g) \le \epsilon,\;
               g(i_g) = g,\; g(i_{\neg g}) \ne g\}
@@ -133,9 +134,9 @@ def matched_pairs(scores: Tensor, relevance: Tensor, groups: Tensor, *, group: i
     ``|pos(i_g) - pos(i_¬g)| <= 1`` in the ordering's expected positions; then the threshold is applied:
 
     * ``eps``: keep gaps ``<= eps``;
-    * ``closest``: keep the ``closest`` smallest gaps over all queries (Korevaar et al., arXiv 2023, §4.1.1's K closest pairs; ties at
-      the last kept gap are broken by query, then item index; fewer candidates keeps them all).  ``k`` is its
-      deprecated name (it warns): everywhere else in the package ``k`` is a top-k cut-off;
+    * ``closest``: keep the ``closest`` smallest gaps over all queries (Korevaar et al., arXiv 2023, §4.1.1's K
+      closest pairs; ties at the last kept gap are broken by query, then item index; fewer candidates keeps them all).
+      ``k`` is its deprecated name (it warns): everywhere else in the package ``k`` is a top-k cut-off;
     * ``quantile=q``: ``eps`` = the smallest candidate gap such that a fraction ``>= q`` of candidates is at or
       below it; keep gaps ``<= eps``.
 
@@ -228,8 +229,8 @@ def mpc_cluster_variance(pairs: MatchedPairs, *, cluster: str = "item", item_ids
     .. math:: \hat V = \frac{1}{(\sum_p w_p)^2} \sum_{p, p'} 1(p \sim p')\, w_p e_p\, w_{p'} e_{p'},
               \qquad e_p = d_p - \hat\theta
 
-    ``cluster="item"`` (Korevaar et al., arXiv 2023, §4.1.4; the dyadic estimator of Aronow, Samii & Assenova 2017): ``p ~ p'`` when
-    the two pairs share an item (``p = p'`` included).  Computed in O(P) as
+    ``cluster="item"`` (Korevaar et al., arXiv 2023, §4.1.4; the dyadic estimator of Aronow, Samii & Assenova 2017):
+    ``p ~ p'`` when the two pairs share an item (``p = p'`` included).  Computed in O(P) as
     ``sum_a U_a^2 - sum_{dyads {a, c}} U_{ac}^2`` with ``U_a`` the sum of ``w e`` over the pairs containing item
     a (each item appears on one side only) and ``U_ac`` over the pairs made of exactly the items a and c.
     An item is ``(query, index)`` unless ``item_ids [B, N]`` gives global ids (e.g. a movie recommended to
@@ -290,7 +291,8 @@ def matched_pair_calibration(scores: Tensor, relevance: Tensor, groups: Tensor, 
                              item_ids: Optional[Tensor] = None, mask: Optional[Tensor] = None,
                              num_groups: Optional[int] = None, ordering: OrderingLike = None,
                              validate_args: bool = True, k: Optional[int] = None) -> MPCResult:
-    r"""Matched Pair Calibration for group g, per query and pooled over queries (Korevaar et al., arXiv 2023, Definitions 1-3).
+    r"""Matched Pair Calibration for group g, per query and pooled over queries (Korevaar et al., arXiv 2023,
+    Definitions 1-3).
 
     .. math:: MPC_\epsilon(g, \mathcal{Q}) = \frac{1}{|MP_\epsilon(g, \mathcal{Q})|}
               \sum_{(i_g, i_{\neg g}) \in MP_\epsilon(g, \mathcal{Q})} y(i_g) - y(i_{\neg g})
@@ -304,7 +306,8 @@ def matched_pair_calibration(scores: Tensor, relevance: Tensor, groups: Tensor, 
     Confidence interval at ``level`` (``ci``):
 
     * ``"cluster"`` (default): ``estimate ± z * se`` with the item-sharing cluster-robust variance of
-      :func:`mpc_cluster_variance` (Korevaar et al., arXiv 2023, §4.1.4); ``item_ids`` optionally gives global item identities;
+      :func:`mpc_cluster_variance` (Korevaar et al., arXiv 2023, §4.1.4); ``item_ids`` optionally gives global item
+      identities;
     * ``"query"``: the same with queries as clusters;
     * ``"bootstrap"``: percentile interval of ``n_boot`` replicates resampling the queries that have pairs
       with replacement (the matched pair set is held fixed), reproducible through ``generator``;

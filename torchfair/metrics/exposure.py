@@ -13,20 +13,20 @@ Common arguments
 scores : ``[B, N]`` or ``[N]`` float, or ``None`` with :class:`~torchfair.orderings.Sampled` /
     :class:`~torchfair.orderings.DoublyStochastic`.
 relevance : ``[B, N]`` or ``[N]``, ``>= 0`` (graded or binary; for IAA the system's estimated utility).
-groups : ``[B, N]`` int ids in ``[0, G)`` or ``[B, N, G]`` soft membership (rows sum to at most 1; Raj & Ekstrand, SIGIR 2022
-    §2.1's alignment matrix; a row summing to less than 1 is partly of unknown group).  Group sums are
+groups : ``[B, N]`` int ids in ``[0, G)`` or ``[B, N, G]`` soft membership (rows sum to at most 1; Raj & Ekstrand,
+    SIGIR 2022 §2.1's alignment matrix; a row summing to less than 1 is partly of unknown group).  Group sums are
     ``sum_i a_ig x_i``; group sizes ``N_g = sum_i a_ig``.
 browsing : a :class:`~torchfair.browsing.BrowsingModel` or a spec string (``"rbp:0.9"``, ``"geometric:0.5"``,
-    ``"topk:10:rbp:0.8"``, read by :func:`torchfair.browsing.get_browsing`); defaults follow Raj & Ekstrand, SIGIR 2022, table 1 (see
-    each measure).
+    ``"topk:10:rbp:0.8"``, read by :func:`torchfair.browsing.get_browsing`); defaults follow Raj & Ekstrand, SIGIR
+    2022, table 1 (see each measure).
 k : cut-off: the browsing model truncated at ``k`` (:class:`~torchfair.browsing.TopK`), for the ranking's
     exposure and for the ideal (target) exposure alike.  ``None`` (default) = the whole list.
 mask, num_groups, ordering, reduction, return_valid, validate_args : as in :mod:`torchfair.metrics.pairwise`.
 
 Stochastic orderings.  Every measure here is a function of the *expected* exposure ``e_i = E[F(pos_i)]`` (the
-policy-level exposure ``eps_pi = E_pi[eps_L]`` of Raj & Ekstrand, SIGIR 2022, §2.3 and of Diaz et al.'s expected exposure): on a
-mixture of rankings (``Sampled``, ``PlackettLuce``) or a ``DoublyStochastic`` matrix the value is the measure of
-the expected exposure, as the sources define it for policies.  Where the measure is linear in the exposure
+policy-level exposure ``eps_pi = E_pi[eps_L]`` of Raj & Ekstrand, SIGIR 2022, §2.3 and of Diaz et al.'s expected
+exposure): on a mixture of rankings (``Sampled``, ``PlackettLuce``) or a ``DoublyStochastic`` matrix the value is the
+measure of the expected exposure, as the sources define it for policies.  Where the measure is linear in the exposure
 (the misallocation ``delta``, individual misallocation and EE-R, under a position-based browsing model: the
 total exposure of a ranking is then fixed) this equals the mean of the per-ranking values; where it is not
 (EE-L, EE-D, AWRF, IAA, DP / EUR / RUR and their logs, expRR, any Cascade browsing) it does not: for the mean of
@@ -35,11 +35,11 @@ per-ranking values evaluate each ranking with ``Hard()`` and average.  The state
 ``F(E[pos])``, not ``E[F(pos)]``) give smooth approximations that can leave them.
 
 Unknown group (id ``-1``): the item is ranked (it takes a position and pushes the others down) and its exposure is
-counted in the list's *total* exposure, but it belongs to no group (Raj & Ekstrand, SIGIR 2022, §2.6: "include unlabeled items when
-computing attention weights but exclude them from further analysis").  Hence in :func:`exposure_misallocation` the
-group shares of the total need not sum to 1, while measures that compare *distributions over groups* (AWRF) use the
-exposure of the known groups only.  To treat "unknown" as a group of its own (as Raj & Ekstrand, SIGIR 2022, §3.2 does for IAA and EE),
-map ``-1`` to an extra id.
+counted in the list's *total* exposure, but it belongs to no group (Raj & Ekstrand, SIGIR 2022, §2.6: "include
+unlabeled items when computing attention weights but exclude them from further analysis").  Hence in
+:func:`exposure_misallocation` the group shares of the total need not sum to 1, while measures that compare
+*distributions over groups* (AWRF) use the exposure of the known groups only.  To treat "unknown" as a group of its
+own (as Raj & Ekstrand, SIGIR 2022, §3.2 does for IAA and EE), map ``-1`` to an extra id.
 
 Undefined values (a zero denominator, an absent group) are 0 and flagged ``False`` in the validity mask; nothing
 returns NaN.
@@ -105,7 +105,8 @@ def _gsum(memb: Tensor, x: Tensor) -> Tensor:
 
 def ideal_exposure(relevance: Tensor, *, browsing: BrowsingLike = None, k: Optional[int] = None,
                    mask: Optional[Tensor] = None, validate_args: bool = True) -> Tensor:
-    r"""Target exposure of every item under the ideal policy (Fabris et al., WSDM 2023, eq. 15, Raj & Ekstrand, SIGIR 2022, §2.4's ``eps*``).
+    r"""Target exposure of every item under the ideal policy (Fabris et al., WSDM 2023, eq. 15, Raj & Ekstrand, SIGIR
+    2022, §2.4's ``eps*``).
 
     .. math:: t_i = \operatorname{mean}_{j: r_j = r_i} F(\sigma^{*-1}(j))
 
@@ -180,16 +181,16 @@ def exposure_misallocation(scores: Optional[Tensor], relevance: Optional[Tensor]
 
     .. math:: \delta_g = \frac{T_g}{\sum_h T_h} - \frac{E_g}{\sum_h E_h}, \qquad E_g = \sum_{i \in g} F(\sigma^{-1}(i))
 
-    with the targets ``T_g`` of Fabris et al., WSDM 2023: ``"ee"`` expected exposure, ``T_g = sum_{i in g} t_i`` with ``t_i`` the
-    ideal-ranking exposure averaged over relevance ties (eq. 15-16, :func:`ideal_exposure`); ``"ea"`` equity of
-    attention, ``T_g = sum_{i in g} r_i`` (eq. 13); ``"ea-dp"`` demographic parity, ``T_g = N_g`` (eq. 14).
-    Positive ``delta_g``: g is under-exposed.  ``[B, G]`` (``[G]``), in ``[-1, 1]``; the unfairness of Fabris et al., WSDM 2023, §6
-    is the l1 norm
+    with the targets ``T_g`` of Fabris et al., WSDM 2023: ``"ee"`` expected exposure, ``T_g = sum_{i in g} t_i`` with
+    ``t_i`` the ideal-ranking exposure averaged over relevance ties (eq. 15-16, :func:`ideal_exposure`); ``"ea"``
+    equity of attention, ``T_g = sum_{i in g} r_i`` (eq. 13); ``"ea-dp"`` demographic parity, ``T_g = N_g`` (eq. 14).
+    Positive ``delta_g``: g is under-exposed.  ``[B, G]`` (``[G]``), in ``[-1, 1]``; the unfairness of Fabris et al.,
+    WSDM 2023, §6 is the l1 norm
     :func:`misallocation_norm` ``= delta.abs().sum(-1)``.  The sums ``sum_h`` run over *all* real items (items
     of unknown group, id -1, included), so with unknown items the shares of the groups sum to less than 1.
-    ``relevance`` may be ``None`` for ``"ea-dp"``.  ``browsing`` defaults to ``RBP(0.9)`` (Fabris et al., WSDM 2023, §6.1); ``k``
-    truncates it (both the ranking's and the ideal exposure).  Undefined (no exposure, or zero total target e.g.
-    all relevance 0 under ``"ea"``): 0, invalid.
+    ``relevance`` may be ``None`` for ``"ea-dp"``.  ``browsing`` defaults to ``RBP(0.9)`` (Fabris et al., WSDM 2023,
+    §6.1); ``k`` truncates it (both the ranking's and the ideal exposure).  Undefined (no exposure, or zero total
+    target e.g. all relevance 0 under ``"ea"``): 0, invalid.
 
     Example (two groups, best items of group 0 ranked last)::
 
@@ -211,7 +212,8 @@ def exposure_misallocation(scores: Optional[Tensor], relevance: Optional[Tensor]
 
 
 def misallocation_norm(delta: Tensor, p: float = 1.0) -> Tensor:
-    r"""The ``p``-norm of the misallocation vector over its last dimension (Fabris et al., WSDM 2023, §6 reports ``p = 1``).
+    r"""The ``p``-norm of the misallocation vector over its last dimension (Fabris et al., WSDM 2023, §6, reports
+    ``p = 1``).
 
     .. math:: \|\delta\|_p = \Big(\sum_g |\delta_g|^p\Big)^{1/p}
 
@@ -271,7 +273,8 @@ class ExpectedExposure(NamedTuple):
     loss: Tensor
     #: EE-D ``||eps||^2`` (Raj & Ekstrand, SIGIR 2022, eq. 5): inequality of exposure, lower is more equal
     disparity: Tensor
-    #: EE-R ``eps . eps*`` (Diaz et al. / expeval convention; Raj & Ekstrand, SIGIR 2022, eq. 10 doubles it): higher is better
+    #: EE-R ``eps . eps*`` (Diaz et al. / expeval convention; Raj & Ekstrand, SIGIR 2022, eq. 10 doubles it): higher
+    #: is better
     relevance: Tensor
     #: ``||eps*||^2``, so that ``loss == disparity - 2 * relevance + target_norm``
     target_norm: Tensor
@@ -288,13 +291,13 @@ def expected_exposure(scores: Optional[Tensor], relevance: Tensor, groups: Optio
               \mathrm{EE\text{-}L} = \mathrm{EE\text{-}D} - 2\,\mathrm{EE\text{-}R} + \|\epsilon^*\|_2^2
 
     ``eps`` is the expected exposure of the ordering (use ``ordering=Sampled(rankings)`` for a stochastic policy,
-    Raj & Ekstrand, SIGIR 2022, §2.3) and ``eps*`` the expected exposure under the ideal policy (all relevance-sorted rankings equally
-    likely, :func:`ideal_exposure`).  Without ``groups`` both are item vectors (Diaz et al.'s individual
-    version); with ``groups`` they are group vectors ``G(L)^T a_L`` (Raj & Ekstrand, SIGIR 2022, §2.3-2.4; items of unknown group
-    are ranked but in no group).  Exposure is not normalised.  **EE-R convention**: ``eps . eps*`` as in Diaz et
-    al. and expeval; Raj & Ekstrand (SIGIR 2022, eq. 10 and their code) report ``2 eps . eps*``.  ``browsing``
-    defaults to ``RBP(0.9)`` (Raj & Ekstrand, SIGIR 2022, table 1: RBP or cascade); ``k`` truncates it.  Returns an
-    :class:`ExpectedExposure` of four ``[B]`` (``[]``) tensors.  All values are always defined.
+    Raj & Ekstrand, SIGIR 2022, §2.3) and ``eps*`` the expected exposure under the ideal policy (all relevance-sorted
+    rankings equally likely, :func:`ideal_exposure`).  Without ``groups`` both are item vectors (Diaz et al.'s
+    individual version); with ``groups`` they are group vectors ``G(L)^T a_L`` (Raj & Ekstrand, SIGIR 2022, §2.3-2.4;
+    items of unknown group are ranked but in no group).  Exposure is not normalised.  **EE-R convention**:
+    ``eps . eps*`` as in Diaz et al. and expeval; Raj & Ekstrand (SIGIR 2022, eq. 10 and their code) report
+    ``2 eps . eps*``.  ``browsing`` defaults to ``RBP(0.9)`` (Raj & Ekstrand, SIGIR 2022, table 1: RBP or cascade);
+    ``k`` truncates it.  Returns an :class:`ExpectedExposure` of four ``[B]`` (``[]``) tensors.  All values are always defined.
 
     Example (expeval's convention, see :mod:`torchfair.compat.expeval`)::
 
@@ -393,9 +396,11 @@ def _target_distribution(target, b: Batch, name: str = "target") -> Tensor:
 
 def awrf(scores: Optional[Tensor], groups: Tensor, *, target: Union[str, Tensor, None] = None,
          distance: str = "nd", protected: Optional[int] = None, browsing: BrowsingLike = None,
-         k: Optional[int] = None, mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
-         reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
-    r"""Attention-Weighted Rank Fairness (Sapiezynski et al.; Raj & Ekstrand, SIGIR 2022, eq. 3 with the distances of table 4).
+         k: Optional[int] = None, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
+         ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
+         validate_args: bool = True):
+    r"""Attention-Weighted Rank Fairness (Sapiezynski et al.; Raj & Ekstrand, SIGIR 2022, eq. 3 with the distances of
+    table 4).
 
     .. math:: \mathrm{AWRF}_\Delta(L) = \Delta(\epsilon_L, \hat p), \qquad \epsilon_L = G(L)^\top a_L / \textstyle\sum
 
@@ -410,9 +415,9 @@ def awrf(scores: Optional[Tensor], groups: Tensor, *, target: Union[str, Tensor,
     Returns: ``"nd"``/``"rd"``: ``[B, G]`` (``[G]``), or ``[B]`` (``[]``) for one ``protected`` group id;
     ``"kl"``: ``[B]`` (``[]``), ``protected`` not used.  With ``return_valid`` the pair ``(value, valid)`` of that
     shape.  ``"nd"`` lies in ``[0, 1]``, ``"rd"`` and ``"kl"`` in ``[0, inf)``.  Soft membership and any G are
-    allowed.  Items of unknown group (-1) take positions but their exposure is left out of ``eps_L`` (Raj & Ekstrand, SIGIR 2022
-    §2.6).  ``browsing`` defaults to ``Geometric(0.5)`` (Raj & Ekstrand, SIGIR 2022, table 1); ``k`` truncates it.  Undefined (no
-    exposure on known groups, or the cases above): 0, invalid.
+    allowed.  Items of unknown group (-1) take positions but their exposure is left out of ``eps_L`` (Raj & Ekstrand,
+    SIGIR 2022 §2.6).  ``browsing`` defaults to ``Geometric(0.5)`` (Raj & Ekstrand, SIGIR 2022, table 1); ``k``
+    truncates it.  Undefined (no exposure on known groups, or the cases above): 0, invalid.
 
     Example::
 
@@ -506,10 +511,10 @@ _RATIO_DOC = r"""
     ``protected`` (default 1) is ``G+``; ``reference`` is ``G-`` (default: every known item outside ``protected``,
     so any number of groups and soft membership work).  Returns, with ``amortize=False`` (default), one value per
     list ``[B]`` (``[]`` for one list), reduced by ``reduction``; with ``amortize=True`` the batch is one sequence
-    of rankings (Raj & Ekstrand, SIGIR 2022, §2.3, ``eps_pi = E[eps_L]``): the group sums are added over the lists before the ratio,
-    giving one scalar ``[]`` (``reduction`` does not apply).  With ``return_valid`` the pair ``(value, valid)`` of
-    that shape.  ``browsing`` defaults to ``Logarithmic()`` (Raj & Ekstrand, SIGIR 2022, table 1); ``k`` truncates it.  Undefined (a
-    zero denominator; for the log version also a zero numerator): 0, invalid."""
+    of rankings (Raj & Ekstrand, SIGIR 2022, §2.3, ``eps_pi = E[eps_L]``): the group sums are added over the lists
+    before the ratio, giving one scalar ``[]`` (``reduction`` does not apply).  With ``return_valid`` the pair
+    ``(value, valid)`` of that shape.  ``browsing`` defaults to ``Logarithmic()`` (Raj & Ekstrand, SIGIR 2022, table
+    1); ``k`` truncates it.  Undefined (a zero denominator; for the log version also a zero numerator): 0, invalid."""
 
 
 def dp(scores: Optional[Tensor], groups: Tensor, *, protected: int = 1, reference: Optional[int] = None,
@@ -544,8 +549,8 @@ def eur(scores: Optional[Tensor], relevance: Tensor, groups: Tensor, *, protecte
     .. math:: \mathrm{EUR} = \frac{\epsilon(G^+) / \Upsilon(G^+)}{\epsilon(G^-) / \Upsilon(G^-)},
               \qquad \Upsilon(G) = \sum_{d \in G} y(d)
 
-    (group exposure per unit of utility; Raj & Ekstrand's ``1/|G|`` in ``Upsilon`` cancels when exposure is averaged over
-    the group as well, as in Singh & Joachims).  1 is parity, range ``(0, inf)``.
+    (group exposure per unit of utility; Raj & Ekstrand's ``1/|G|`` in ``Upsilon`` cancels when exposure is averaged
+    over the group as well, as in Singh & Joachims).  1 is parity, range ``(0, inf)``.
 
     {ratio_doc}
 
@@ -657,12 +662,12 @@ def exp_rr(scores: Optional[Tensor], groups: Tensor, *, browsing: BrowsingLike =
     .. math:: \exp_{G_p} = \frac{S}{|G_p|} \sum_{x \in G_p} v(\rho(x)), \qquad \exp = |1 - 2 \exp_{G_p}|
 
     with ``S`` such that the mean exposures of ``G_p`` and of the rest sum to 1, i.e.
-    ``exp_{G_p} = m_p / (m_p + m_rest)``.  ``[..., G]``: entry g takes g as the protected group and every other
+    ``exp_{G_p} = m_p / (m_p + m_rest)``.  Entry g takes g as the protected group and every other
     known item as the rest (items of unknown group are in neither); ``[B, G]`` (``[G]``), in ``[0, 1]``.  0 is
     parity, 1 total advantage of one side.  ``browsing`` defaults to ``ReciprocalRank()`` (``v(k) = 1/k`` for
     1-based ``k``); ``k`` truncates it.  With
-    ``ordering=DoublyStochastic(R)`` exposure is ``E[v(rank)]`` (Kuhlman et al., AIES 2021, §3.1 plugs ``E[rank]`` into ``v``).
-    Undefined (g or the rest absent): 0, invalid.
+    ``ordering=DoublyStochastic(R)`` exposure is ``E[v(rank)]`` (Kuhlman et al., AIES 2021, §3.1 plugs ``E[rank]``
+    into ``v``). Undefined (g or the rest absent): 0, invalid.
 
     Example::
 

@@ -12,14 +12,15 @@ non-decreasing when it is disadvantaged (Assumption 2).  Given a set of observed
    against the counts the monotone curve predicts.
 
 How to read it.  ``p_value`` large (e.g. > 0.05): the per-position probabilities are statistically compatible
-with a monotone advantage function, so Assumptions 1-2 hold plausibly and the metrics of Kuhlman et al., AIES 2021, §4 agree
-(minimising one minimises all).  ``p_value`` small: the group's presence rises and falls down the ranking
+with a monotone advantage function, so Assumptions 1-2 hold plausibly and the metrics of Kuhlman et al., AIES 2021, §4
+agree (minimising one minimises all).  ``p_value`` small: the group's presence rises and falls down the ranking
 (e.g. protected items clustered in the middle); the metrics may disagree and should be inspected one by one
-(Kuhlman et al., AIES 2021, §7).  ``direction`` says which monotone shape fits: ``"decreasing"`` (protected items concentrated at the
-top, an advantage), ``"increasing"`` (concentrated at the bottom, a disadvantage) or ``"constant"`` (no
-position effect).  The chi-square reference distribution is approximate: the curve is fitted to the same data
-(degrees of freedom = observed positions minus fitted levels, the usual effective dimension of an isotonic fit)
-and the direction is chosen by the data, so treat the p-value as a screening tool, as Kuhlman et al., AIES 2021 does.
+(Kuhlman et al., AIES 2021, §7).  ``direction`` says which monotone shape fits: ``"decreasing"`` (protected items
+concentrated at the top, an advantage), ``"increasing"`` (concentrated at the bottom, a disadvantage) or
+``"constant"`` (no position effect).  The chi-square reference distribution is approximate: the curve is fitted to the
+same data (degrees of freedom = observed positions minus fitted levels, the usual effective dimension of an isotonic
+fit) and the direction is chosen by the data, so treat the p-value as a screening tool, as Kuhlman et al., AIES 2021
+does.
 """
 from __future__ import annotations
 
@@ -124,7 +125,8 @@ def monotonicity_test(scores: Tensor, groups: Tensor, *, protected: int = 1, k: 
                       mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
                       ordering: OrderingLike = None, validate_args: bool = True,
                       top: Optional[int] = None) -> MonotonicityTest:
-    r"""Monotonicity test of the protected group's per-position probability over a set of rankings (Kuhlman et al., AIES 2021, §5).
+    r"""Monotonicity test of the protected group's per-position probability over a set of rankings (Kuhlman et al.,
+    AIES 2021, §5).
 
     Every list of the batch is one observed ranking.  With ``R = ordering(scores).position_matrix()``
     (``R[b, k, i] = P(item i at position k)``, Kuhlman et al., AIES 2021, eq. 10) and memberships ``a``:

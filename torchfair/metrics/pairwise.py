@@ -97,8 +97,9 @@ def individual_dissatisfaction(scores: Tensor, relevance: Tensor, groups: Option
 
     with the tie-aware UDP ``d_U(i, j) = 1(pos_j < pos_i) [1(r_i > r_j) + c_t 1(r_i = r_j)]`` (eq. 8).
     Unnormalised, ``>= 0``.  Returns ``[B, N]`` (``[N]``) without ``groups`` and the group-envy version
-    ``[B, N, G]`` (``[N, G]``) with them; padded items get 0.  ``browsing`` defaults to ``RBP(0.9)`` (Fabris et al., WSDM 2023
-    §6.1); ``k`` truncates it.  Identity (Fabris et al., WSDM 2023, §4.1): ``dips(...)[g, h] * C_gh == sum_{i in g} M_ih``.
+    ``[B, N, G]`` (``[N, G]``) with them; padded items get 0.  ``browsing`` defaults to ``RBP(0.9)`` (Fabris et al.,
+    WSDM 2023 §6.1); ``k`` truncates it.  Identity (Fabris et al., WSDM 2023, §4.1): ``dips(...)[g, h] * C_gh ==
+    sum_{i in g} M_ih``.
 
     Example::
 
@@ -121,16 +122,17 @@ def individual_dissatisfaction(scores: Tensor, relevance: Tensor, groups: Option
 
 
 def _dips_normaliser(F: BrowsingModel, sizes: Tensor, n_max: int) -> Tensor:
-    """``C_gh = max(N_g * sum_{k<N_h} F(k), N_h * sum_{k<N_g} F(k))`` (Fabris et al., WSDM 2023, eq. 10), ``[B, G, G]``."""
+    """``C_gh = max(N_g * sum_{k<N_h} F(k), N_h * sum_{k<N_g} F(k))`` (Fabris et al., WSDM 2023, eq. 10),
+    ``[B, G, G]``."""
     cum = F.cumulative(sizes, n_max)  # [B, G]
     a = sizes[:, :, None] * cum[:, None, :]
     return torch.maximum(a, a.transpose(1, 2))
 
 
 def dips(scores: Tensor, relevance: Tensor, groups: Tensor, *, browsing: Union[BrowsingModel, str, None] = None,
-         k: Optional[int] = None, tie_weight: float = 0.5, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
-         ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
-         validate_args: bool = True):
+         k: Optional[int] = None, tie_weight: float = 0.5, mask: Optional[Tensor] = None,
+         num_groups: Optional[int] = None, ordering: OrderingLike = None, reduction: str = "none",
+         return_valid: bool = False, validate_args: bool = True):
     r"""DIPS, Dissatisfaction Induced by Pairwise Swaps (Fabris et al., WSDM 2023, eq. 11 with eq. 8 and eq. 10).
 
     .. math:: M_{gh} = \frac{1}{C_{gh}} \sum_{i \in g} \sum_{k} F(k)\, d_U(i, \sigma(k))\, 1(\sigma(k) \in h),
@@ -139,16 +141,17 @@ def dips(scores: Tensor, relevance: Tensor, groups: Tensor, *, browsing: Union[B
     ``M[g, h]`` is the dissatisfaction of group g caused by group h (its items ranked above less relevant
     g items, weighted by how visible they are), shape ``[B, G, G]`` (``[G, G]``), entries in ``[0, 1]``; with
     ``return_valid`` the pair ``(M, valid)`` of that shape.  For two groups ``M[0, 1]`` is ``M_AB``
-    and ``M[0, 1] - M[1, 0]`` (see :func:`pairwise_gap`) is the DIPS unfairness, in ``[-1, 1]`` (Fabris et al., WSDM 2023, §4.4 says the open interval, but
-    the extremes are reached, e.g. every B item above every more relevant A item under uniform browsing); positive values
-    mean group 0 is disadvantaged.  ``tie_weight`` is ``c_t`` (eq. 8; the paper recommends 0.5).
-    ``browsing`` defaults to ``RBP(0.9)``; ``k`` truncates it (:class:`~torchfair.browsing.TopK`, in the
-    dissatisfaction and in the normaliser); for :class:`~torchfair.browsing.Cascade` the normaliser uses its
-    position part ``gamma**k``.  Soft group sizes enter the normaliser's sums by linear interpolation.
-    Undefined (``C_gh = 0``: g or h absent from the list): 0, flagged in ``valid``.
+    and ``M[0, 1] - M[1, 0]`` (see :func:`pairwise_gap`) is the DIPS unfairness, in ``[-1, 1]`` (Fabris et al., WSDM
+    2023, §4.4 says the open interval, but the extremes are reached, e.g. every B item above every more relevant A
+    item under uniform browsing); positive values mean group 0 is disadvantaged.  ``tie_weight`` is ``c_t`` (eq. 8;
+    the paper recommends 0.5). ``browsing`` defaults to ``RBP(0.9)``; ``k`` truncates it
+    (:class:`~torchfair.browsing.TopK`, in the dissatisfaction and in the normaliser); for
+    :class:`~torchfair.browsing.Cascade` the normaliser uses its position part ``gamma**k``.  Soft group sizes enter
+    the normaliser's sums by linear interpolation. Undefined (``C_gh = 0``: g or h absent from the list): 0, flagged
+    in ``valid``.
 
-    Example (Fabris et al., WSDM 2023, §4.4 toy with a uniform browsing model: items A0 > B1 > A2 > A3 by relevance, ranked
-    A2 B1 A0 A3)::
+    Example (Fabris et al., WSDM 2023, §4.4 toy with a uniform browsing model: items A0 > B1 > A2 > A3 by relevance,
+    ranked A2 B1 A0 A3)::
 
         >>> M = dips(torch.tensor([2., 3., 4., 1.]), torch.tensor([4., 3., 2., 1.]), torch.tensor([0, 1, 0, 0]),
         ...          browsing="uniform", tie_weight=0.0)
@@ -207,7 +210,8 @@ def igi(scores: Tensor, relevance: Tensor, groups: Tensor, *, tie_weight: float 
     normaliser is unchanged).  Shape ``[B, G, G]`` (``[G, G]``), entries in ``[0, 1]``; with ``return_valid`` the
     pair ``(M, valid)``.  Undefined (no pair with ``r_i > r_j``): 0, flagged in ``valid``.
 
-    Example (Fabris et al., WSDM 2023, §4.4): ``C_AB = 1``, ``C_BA = 2``; ranking A2 B1 A0 A3 gives ``M_AB = 1``, ``M_BA = 0.5``::
+    Example (Fabris et al., WSDM 2023, §4.4): ``C_AB = 1``, ``C_BA = 2``; ranking A2 B1 A0 A3 gives ``M_AB = 1``,
+    ``M_BA = 0.5``::
 
         >>> igi(torch.tensor([2., 3., 4., 1.]), torch.tensor([4., 3., 2., 1.]), torch.tensor([0, 1, 0, 0]))
         tensor([[0.3333, 1.0000],
@@ -220,7 +224,8 @@ def igi(scores: Tensor, relevance: Tensor, groups: Tensor, *, tie_weight: float 
 def ree(scores: Tensor, relevance: Tensor, groups: Tensor, *, tie_weight: float = 0.0, k: Optional[int] = None,
         mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
         reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
-    r"""Rank Equality Error (Kuhlman et al. 2019; Fabris et al., WSDM 2023, eq. 1 with the REE normaliser ``C_AB = N_A N_B``, §4.4).
+    r"""Rank Equality Error (Kuhlman et al. 2019; Fabris et al., WSDM 2023, eq. 1 with the REE normaliser ``C_AB = N_A
+    N_B``, §4.4).
 
     .. math:: M_{gh} = \frac{1}{N_g N_h} \sum_{i\in g}\sum_{j\in h} d_U(i,j)
 
@@ -252,8 +257,8 @@ def _pair_index(G: int, protected, reference):
 
 def pairwise_gap(M: Tensor, *, valid: Optional[Tensor] = None, protected: Optional[int] = None,
                  reference: Optional[int] = None):
-    r"""The antisymmetric gap of a group-pair matrix: how much more g is dissatisfied by h than h by g (Fabris et al., WSDM 2023
-    eq. 2).
+    r"""The antisymmetric gap of a group-pair matrix: how much more g is dissatisfied by h than h by g (Fabris et al.,
+    WSDM 2023 eq. 2).
 
     .. math:: \Delta_{gh} = M_{gh} - M_{hg}
 
@@ -368,9 +373,11 @@ class RankParity(NamedTuple):
 
     #: ``[..., G, G]`` fraction of the (g, h) pairs in which the g item is ranked above the h item
     wins: Tensor
-    #: ``[..., G]`` ARP's per-group score: mixed pairs won by g / mixed pairs involving g (FairRankTune docs (Cachel et al., FairRankTune 0.0.7))
+    #: ``[..., G]`` ARP's per-group score: mixed pairs won by g / mixed pairs involving g (FairRankTune docs; Cachel
+    #: et al., FairRankTune 0.0.7)
     per_group: Tensor
-    #: ``[..., G]`` Kuhlman et al.'s ``pair`` with g as the protected group: ``|1 - 2 per_group[g]|`` (Kuhlman et al., AIES 2021, eq. 9)
+    #: ``[..., G]`` Kuhlman et al.'s ``pair`` with g as the protected group: ``|1 - 2 per_group[g]|`` (Kuhlman et al.,
+    #: AIES 2021, eq. 9)
     pair: Tensor
     #: ``[..., G]`` whether g has at least one mixed pair in the list
     valid: Tensor
@@ -378,16 +385,17 @@ class RankParity(NamedTuple):
 
 def rank_parity(scores: Tensor, groups: Tensor, *, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
                 ordering: OrderingLike = None, reduction: str = "none", validate_args: bool = True) -> RankParity:
-    r"""Pairwise statistical parity, relevance-free: Kuhlman et al.'s ``pair`` (Kuhlman et al., AIES 2021, eq. 8-9) and ARP (FairRankTune docs (Cachel et al., FairRankTune 0.0.7)).
+    r"""Pairwise statistical parity, relevance-free: Kuhlman et al.'s ``pair`` (Kuhlman et al., AIES 2021, eq. 8-9)
+    and ARP (FairRankTune docs; Cachel et al., FairRankTune 0.0.7).
 
     .. math:: \mathrm{pair}_{G_p} = \frac{1}{|G_p| (N - |G_p|)} \sum_{i \in G_p} \sum_{j \notin G_p} 1(\rho(i) < \rho(j)),
               \qquad \mathrm{pair} = |1 - 2\, \mathrm{pair}_{G_p}|
 
-    ``per_group[g]`` is ``pair_g`` (= ARP's "avgpairs": mixed pairs won / mixed pairs, FairRankTune docs (Cachel et al., FairRankTune 0.0.7)), ``pair[g]`` the
-    ``pair`` metric with g protected, ``wins[g, h]`` the fraction of (g, h) pairs won by g.  Items of unknown group
-    (id -1) take part in no mixed pair.  With one group in a list nothing is defined (``valid`` False, value 0).
-    Returns a :class:`RankParity` of ``[B, G, G]`` / ``[B, G]`` tensors (``[G, G]`` / ``[G]`` for one list or a
-    reduced batch), values in ``[0, 1]``.  No cut-off: every mixed pair counts.
+    ``per_group[g]`` is ``pair_g`` (= ARP's "avgpairs": mixed pairs won / mixed pairs, FairRankTune docs (Cachel et
+    al., FairRankTune 0.0.7)), ``pair[g]`` the ``pair`` metric with g protected, ``wins[g, h]`` the fraction of (g, h)
+    pairs won by g.  Items of unknown group (id -1) take part in no mixed pair.  With one group in a list nothing is
+    defined (``valid`` False, value 0). Returns a :class:`RankParity` of ``[B, G, G]`` / ``[B, G]`` tensors (``[G,
+    G]`` / ``[G]`` for one list or a reduced batch), values in ``[0, 1]``.  No cut-off: every mixed pair counts.
 
     Example::
 
@@ -416,7 +424,8 @@ def rank_parity(scores: Tensor, groups: Tensor, *, mask: Optional[Tensor] = None
 def discordant_fraction(scores: Tensor, relevance: Tensor, *, mask: Optional[Tensor] = None,
                         ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
                         validate_args: bool = True):
-    r"""Fraction of discordant pairs (Fabris et al., WSDM 2023, eq. 3-4): the pairs ranked against strictly ordered relevance.
+    r"""Fraction of discordant pairs (Fabris et al., WSDM 2023, eq. 3-4): the pairs ranked against strictly ordered
+    relevance.
 
     .. math:: M = \frac{1}{C} \sum_{k} \sum_{k' < k} d(\sigma(k), \sigma(k')), \qquad C = \frac{n (n - 1)}{2}
 

@@ -6,12 +6,13 @@ against an ordering (:mod:`torchfair.orderings`): the expected mass of group g a
 .. math:: C[b, i, g] = \sum_{k < i} \sum_j R[b, k, j]\, a_{jg}
 
 with ``R = ordering.position_matrix()`` (one-hot for a hard ranking, doubly stochastic for a soft or stochastic
-ordering, Kuhlman et al., AIES 2021, eq. 10-13) and ``a`` the group membership.  With the default ``ordering=Hard()`` the values are
-exact; a relaxed ordering gives the expectation forms of Kuhlman et al., AIES 2021, eq. 12-17 from the same code.
+ordering, Kuhlman et al., AIES 2021, eq. 10-13) and ``a`` the group membership.  With the default ``ordering=Hard()``
+the values are exact; a relaxed ordering gives the expectation forms of Kuhlman et al., AIES 2021, eq. 12-17 from the
+same code.
 
 Stochastic orderings.  On a mixture of rankings (``Sampled``, ``PlackettLuce``) every prefix measure is the measure
-of the *expected prefix composition* ``C`` (Kuhlman et al., AIES 2021, eq. 12-17), not the mean of the per-ranking values: the
-distances are non-linear in ``C`` (absolute values, KL divergences, logarithms, the binomial CDF).  For the
+of the *expected prefix composition* ``C`` (Kuhlman et al., AIES 2021, eq. 12-17), not the mean of the per-ranking
+values: the distances are non-linear in ``C`` (absolute values, KL divergences, logarithms, the binomial CDF).  For the
 convex ones (rND, rRD, rKL, PreF, NDKL) it is at most the mean of the per-ranking values, and 0 when every ranking
 is fair.  For the mean of per-ranking values evaluate each ranking with ``Hard()`` and average.  The normalised
 measures stay in [0, 1] on mixtures of rankings (rRD, whose ratio is not convex in the composition, up to its
@@ -35,17 +36,17 @@ mask, num_groups, ordering, reduction, return_valid, validate_args : as in :mod:
 
 Conventions
 -----------
-* Discount of cut-off ``i``: ``1 / log2(i)`` (Kuhlman et al., AIES 2021, eq. 1, Raj & Ekstrand, SIGIR 2022, eq. 1).  ``log2(1) = 0``, so a cut-off at 1
-  (``step=1``) is weighted ``1 / log2(max(i, 2))`` = 1, like Raj & Ekstrand, SIGIR 2022, table 3's logarithmic model; for
-  ``step >= 2`` this is exactly the published discount.
+* Discount of cut-off ``i``: ``1 / log2(i)`` (Kuhlman et al., AIES 2021, eq. 1, Raj & Ekstrand, SIGIR 2022, eq. 1).
+  ``log2(1) = 0``, so a cut-off at 1 (``step=1``) is weighted ``1 / log2(max(i, 2))`` = 1, like Raj & Ekstrand, SIGIR
+  2022, table 3's logarithmic model; for ``step >= 2`` this is exactly the published discount.
 * Logarithms are natural (Kuhlman et al., AIES 2021, eq. 16-17).
 * Normaliser ``Z`` of rND/rRD/rKL/PreF: the exact maximum of the unnormalised sum over *all* rankings of the same
-  length and group composition (Raj & Ekstrand, SIGIR 2022, eq. 1), so values lie in [0, 1] and 1 is attained.  It is computed by an
-  exact dynamic programme over prefix compositions (longest path through the lattice of count vectors), on the
-  CPU, once per distinct composition (cached).  Published implementations approximate ``Z`` instead: from
-  generated (simulated) unfair rankings, or, as Raj & Ekstrand, SIGIR 2022, §5 calls "the straightforward way", by putting all
-  protected items last.  Neither is exact in general: for rRD the maximum is *not* attained by putting one group
-  first or last (e.g. 8 items, 2 protected, step 2: ``P N P N N N N N`` beats both block rankings); for rND and
+  length and group composition (Raj & Ekstrand, SIGIR 2022, eq. 1), so values lie in [0, 1] and 1 is attained.  It is
+  computed by an exact dynamic programme over prefix compositions (longest path through the lattice of count vectors),
+  on the CPU, once per distinct composition (cached).  Published implementations approximate ``Z`` instead: from
+  generated (simulated) unfair rankings, or, as Raj & Ekstrand, SIGIR 2022, §5 calls "the straightforward way", by
+  putting all protected items last.  Neither is exact in general: for rRD the maximum is *not* attained by putting one
+  group first or last (e.g. 8 items, 2 protected, step 2: ``P N P N N N N N`` beats both block rankings); for rND and
   rKL a block ranking was maximal in every case we enumerated (N <= 8, step 1-3, and N <= 80 with step 10
   against the DP) but the DP does not rely on it.
   ``normalize=False`` returns the unnormalised sum.  The state space is ``prod_t (n_t + 1)`` over distinct
@@ -134,8 +135,8 @@ def _binary_columns(b: Batch, protected: int, name: str, validate: bool) -> Tens
 def _require_hard(groups: Tensor, measure: str):
     if isinstance(groups, Tensor) and groups.is_floating_point():
         raise ValueError(f"`groups` must be integer group ids [B, N] for {measure} (a binomial measure needs "
-                         f"definitive membership, Raj & Ekstrand, SIGIR 2022, §5); soft membership is supported by rkl, "
-                         f"pref(delta='kl'), ndkl and skew")
+                         f"definitive membership, Raj & Ekstrand, SIGIR 2022, §5); soft membership is supported "
+                         f"by rkl, pref(delta='kl'), ndkl and skew")
 
 
 def _binary_target(target: TargetLike, b: Batch, default: Tensor, name: str, open_interval: bool,
@@ -195,7 +196,8 @@ def _multinomial_target(target: TargetLike, b: Batch, default: Tensor, name: str
 # The same function scores the ranking and the states of the exact normaliser.
 
 def _delta_nd(m: Tensor, i: Tensor, t: Tensor) -> Tensor:
-    """``|G+(L<=i)| / i - p|`` (Raj & Ekstrand, SIGIR 2022, table 4, Kuhlman et al., AIES 2021, eq. 2); column 0 is the protected mass."""
+    """``|G+(L<=i)| / i - p|`` (Raj & Ekstrand, SIGIR 2022, table 4; Kuhlman et al., AIES 2021, eq. 2); column 0
+    is the protected mass."""
     return (m[..., 0] / i - t).abs()
 
 
@@ -215,7 +217,8 @@ def _delta_rd(m: Tensor, i: Tensor, t: Tensor) -> Tensor:
 
 
 def _delta_kl(m: Tensor, i: Tensor, t: Tensor) -> Tensor:
-    """``D_KL(p(L<=i) || p)`` with ``p(L<=i) = m / sum(m)`` (Raj & Ekstrand, SIGIR 2022, table 4, Kuhlman et al., AIES 2021, eq. 5, 17); 0 for no mass."""
+    """``D_KL(p(L<=i) || p)`` with ``p(L<=i) = m / sum(m)`` (Raj & Ekstrand, SIGIR 2022, table 4; Kuhlman et al., AIES
+    2021, eq. 5, 17); 0 for no mass."""
     tot = m.sum(-1, keepdim=True)
     P, _ = safe_div(m, tot.expand_as(m))
     t = t.expand_as(P)
@@ -365,7 +368,8 @@ def pref(scores: Tensor, groups: Tensor, *, delta: str = "kl", protected: int = 
          step: int = 10, k: Optional[int] = None, normalize: bool = True, mask: Optional[Tensor] = None,
          num_groups: Optional[int] = None, ordering: OrderingLike = None, reduction: str = "none",
          return_valid: bool = False, validate_args: bool = True):
-    r"""Prefix fairness PreF_Delta (Raj & Ekstrand, SIGIR 2022, eq. 1 with the distances of table 4; Yang & Stoyanovich 2017).
+    r"""Prefix fairness PreF_Delta (Raj & Ekstrand, SIGIR 2022, eq. 1 with the distances of table 4; Yang &
+    Stoyanovich 2017).
 
     .. math:: \mathrm{PreF}_\Delta(L) = \frac{1}{Z} \sum_{i = 10, 20, 30, \ldots}^{N} \frac{\Delta(L_{\le i}, \hat p)}{\log_2 i},
               \qquad Z = \max_{L'} \mathrm{PreF}'_\Delta(L', \hat p)
@@ -421,13 +425,15 @@ def rnd(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, k
         normalize: bool = True, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
         ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
         validate_args: bool = True):
-    r"""Normalised discounted difference rND (Yang & Stoyanovich 2017; Kuhlman et al., AIES 2021, eq. 1-2, Raj & Ekstrand, SIGIR 2022, eq. 1 with ND).
+    r"""Normalised discounted difference rND (Yang & Stoyanovich 2017; Kuhlman et al., AIES 2021, eq. 1-2, Raj &
+    Ekstrand, SIGIR 2022, eq. 1 with ND).
 
     .. math:: \mathrm{rND} = \frac{1}{Z} \sum_{i=10,20,\ldots}^{N} \frac{1}{\log_2 i}
               \left| \frac{|S^+_{1..i}|}{i} - \frac{|S^+|}{N} \right|
 
     ``S+`` = items of group ``protected``; ``Z`` the exact maximum over rankings of the same composition.
-    [0, 1], 0 = fair; ``[...]``.  See :func:`pref` for the conventions.
+    [0, 1], 0 = fair; ``[B]`` (``[]``), or ``(value, valid)`` with ``return_valid``.  ``k``: cut-offs ``<= k``.
+    See :func:`pref` for the conventions.
 
     Example (10 items, 3 protected (id 1); cut-off 10 is the whole list, so add ``step=5``)::
 
@@ -445,15 +451,17 @@ def rrd(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, k
         normalize: bool = True, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
         ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
         validate_args: bool = True):
-    r"""Normalised discounted ratio rRD (Yang & Stoyanovich 2017; Kuhlman et al., AIES 2021, eq. 1, 3, Raj & Ekstrand, SIGIR 2022, eq. 1 with RD).
+    r"""Normalised discounted ratio rRD (Yang & Stoyanovich 2017; Kuhlman et al., AIES 2021, eq. 1, 3, Raj & Ekstrand,
+    SIGIR 2022, eq. 1 with RD).
 
     .. math:: \mathrm{rRD} = \frac{1}{Z} \sum_{i=10,20,\ldots}^{N} \frac{1}{\log_2 i}
               \left| \frac{|S^+_{1..i}|}{|S^-_{1..i}|} - \frac{|S^+|}{|S^-|} \right|
 
     The ratio of a prefix with no non-protected item is taken as 0.  ``Z`` is the exact maximum, which for rRD is in
     general *not* the all-protected-first or -last ranking (the module docstring gives an example).  Yang &
-    Stoyanovich intend rRD for a minority protected group (Raj & Ekstrand, SIGIR 2022: "does not work when G- is small").  Undefined
-    (0, invalid) when every item is protected.  [0, 1]; ``[...]``.
+    Stoyanovich intend rRD for a minority protected group (Raj & Ekstrand, SIGIR 2022: "does not work when G- is
+    small").  Undefined (0, invalid) when every item is protected.  [0, 1]; ``[B]`` (``[]``), or ``(value, valid)`` with
+    ``return_valid``.  ``k``: cut-offs ``<= k``.
 
     Example (the one cut-off at 5 holds 2 protected and 3 others: ``|2/3 - 3/7|``; the maximum, 3 protected in the
     top 5, gives ``|3/2 - 3/7|``)::
@@ -477,11 +485,11 @@ def rkl(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, k
     .. math:: \mathrm{rKL} = \frac{1}{Z} \sum_{i=10,20,\ldots}^{N} \frac{1}{\log_2 i}\, D_{KL}(P_i \,\|\, Q),
               \quad P_i = \Big(\frac{|S^+_{1..i}|}{i}, \frac{|S^-_{1..i}|}{i}\Big),\ Q = \Big(\frac{|S^+|}{N}, \frac{|S^-|}{N}\Big)
 
-    Binary: ``protected`` against every other item (unknown ones included); natural logarithm.  Kuhlman et al., AIES 2021, eq. 17
-    prints the second KL term with a minus sign; the KL divergence (used here) has a plus.  Soft membership
+    Binary: ``protected`` against every other item (unknown ones included); natural logarithm.  Kuhlman et al., AIES
+    2021, eq. 17 prints the second KL term with a minus sign; the KL divergence (used here) has a plus.  Soft membership
     ``[B, N, G]`` is allowed (column ``protected`` is the protected mass).  For the multi-group version use
     :func:`pref` with ``delta="kl"`` (equal to ``rkl`` for two groups and no unknown items).  ``Z`` exact.
-    [0, 1]; ``[...]``.
+    [0, 1]; ``[B]`` (``[]``), or ``(value, valid)`` with ``return_valid``.  ``k``: cut-offs ``<= k``.
 
     Example::
 
@@ -513,8 +521,9 @@ def skew(scores: Tensor, groups: Tensor, *, k: int = 10, target: TargetLike = No
 
     ``P(x in g | top k)`` = mass of g in the top ``min(k, n)`` positions / ``min(k, n)`` (a list shorter than k is
     its own top-k); ``P(x in g)`` = ``target`` (``[G]`` or ``[B, G]``, Geyik et al.'s desired proportion) or, by
-    default, the group's share of the whole list (Kuhlman et al., AIES 2021).  Items of unknown group count in k and n.  Negative:
-    g under-represented, 0: parity, positive: over-represented.  Soft membership allowed.  Shape ``[..., G]``;
+    default, the group's share of the whole list (Kuhlman et al., AIES 2021).  Items of unknown group count in k and
+    n.  Negative: g under-represented, 0: parity, positive: over-represented.  Soft membership allowed.  Shape ``[B,
+    G]`` (``[G]``), or ``(value, valid)`` with ``return_valid``;
     undefined where the group is absent from the top-k (log 0) or from the target: 0, flagged in ``valid``.
 
     Example::
@@ -547,7 +556,8 @@ def skew(scores: Tensor, groups: Tensor, *, k: int = 10, target: TargetLike = No
 def ndkl(scores: Tensor, groups: Tensor, *, k: Optional[int] = None, target: TargetLike = None,
          mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
          reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
-    r"""Normalised discounted KL divergence NDKL (Geyik et al. 2019; FairRankTune docs (Cachel et al., FairRankTune 0.0.7), FairRankTune's definition).
+    r"""Normalised discounted KL divergence NDKL (Geyik et al. 2019; FairRankTune docs, Cachel et al., FairRankTune
+    0.0.7: FairRankTune's definition).
 
     .. math:: \mathrm{NDKL}(\tau) = \frac{1}{Z} \sum_{i=1}^{|\tau|} \frac{1}{\log_2(i+1)}\, d_{KL}(D_{\tau_i} \| D_X),
               \qquad Z = \sum_{i=1}^{|\tau|} \frac{1}{\log_2(i+1)}
@@ -557,7 +567,8 @@ def ndkl(scores: Tensor, groups: Tensor, *, k: Optional[int] = None, target: Tar
     ``[0, inf)``, 0 = fair).  ``D_{tau_i}`` is the group distribution of the top i, ``D_X`` the ``target``
     (default: the list's composition), natural logarithm.  Multi-group and soft membership; items of unknown group
     take positions but are left out of the distributions (a prefix without known item contributes 0).
-    Shape ``[...]``; undefined (0, invalid) for a list without any known-group item.
+    Shape ``[B]`` (``[]``), in ``[0, inf)``, or ``(value, valid)`` with ``return_valid``; undefined (0, invalid)
+    for a list without any known-group item.
 
     Example (``D_X = (1/2, 1/2)``; the top-1 is ``(1, 0)``: ``ln 2``, the top-2 matches)::
 
@@ -613,8 +624,9 @@ def _binomial_cdf(x: Tensor, p: Tensor, N: int) -> Tensor:
 
 
 def fair(scores: Tensor, groups: Tensor, *, protected: int = 1, target: TargetLike = None,
-         k: Optional[int] = None, mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
-         reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
+         k: Optional[int] = None, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
+         ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
+         validate_args: bool = True):
     r"""FAIR: the FA*IR binomial prefix test of Zehlike et al. as a metric (Raj & Ekstrand, SIGIR 2022, eq. 2).
 
     .. math:: \mathrm{FAIR}(L) = \frac{1}{N} \sum_{k=1}^{N} P_{\mathrm{Binomial}}\big(m \le |G^+(L_{\le k})| \;\big|\; p, k\big)
@@ -625,7 +637,8 @@ def fair(scores: Tensor, groups: Tensor, *, protected: int = 1, target: TargetLi
     ``target`` (float or ``[B]``) or, by default, the protected share of the whole list.  Range [0, 1], 1 = fair:
     it penalises under-representation of the protected group only.  With a relaxed ordering the expected
     protected count is fractional and the CDF is interpolated linearly between integers.  Binomial: integer ids
-    only.  Pure torch (``lgamma``), memory ``O(B N^2)``.  Shape ``[...]``.
+    only.  ``k``: prefixes ``k' = 1 .. min(k, N)``, averaged over ``min(k, N)``.  Pure torch (``lgamma``), memory
+    ``O(B N^2)``.  Shape ``[B]`` (``[]``), or ``(value, valid)`` with ``return_valid``.
 
     Example (p = 1/2; prefixes hold 0, 1 protected: CDFs 1/2 and 3/4)::
 
