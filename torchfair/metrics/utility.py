@@ -457,6 +457,9 @@ def err(scores: Tensor, relevance: Tensor, *, max_grade: Optional[float] = None,
     if validate_args and (b.relevance[b.mask] > max_grade).any():
         raise ValueError(f"`relevance` exceeds `max_grade`={max_grade}: stop probabilities would exceed 1")
     ob = order(b, ordering)
+    if isinstance(ob, HardOrderedBatch) and ob.ties == "average":
+        raise ValueError("`ordering`: ERR's cascade needs a strict order, Hard(ties='average') has none; use Hard() "
+                         "(ties by list index), or Sampled / PlackettLuce for an expectation over orders")
     F = _cut(_ERRBrowsing(gamma=1.0, max_grade=float(max_grade)), k)
     R = _err_stop(b.relevance, float(max_grade))
     value = (R * b.mask * ob.exposure(F, b.relevance)).sum(-1)
