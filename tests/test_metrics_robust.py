@@ -163,6 +163,11 @@ BAD += [
     (M.err, _SR, dict(max_grade=float("inf")), "max_grade"),
     (M.ndcg, _SR, dict(gain="cubic"), "gain"),
     (M.monotonicity_test, _SG, dict(k=0), "k"),
+    (M.ndcg, _SR, dict(return_valid="yes"), "return_valid"),
+    (M.dips, _SRG, dict(return_valid=1), "return_valid"),
+    (M.iaa, _SRG, dict(return_valid=1), "return_valid"),
+    (M.rur, _SRG, dict(amortize=True, return_valid=1), "return_valid"),
+    (M.individual_misallocation, _SR, dict(return_valid=None), "return_valid"),
 ]
 
 

@@ -421,3 +421,20 @@ def test_rbp_cut_off():
     r = torch.tensor([1.0, 0.0, 1.0])
     assert rbp(s, r, p=0.5, k=2).item() == pytest.approx(0.5)
     assert rbp(s, r, p=0.5, k=3).item() == pytest.approx(rbp(s, r, p=0.5).item())
+
+
+def test_tiny_relevance_is_relevant():
+    """2**r - 1 cancelled to 0 for r = 1e-30 (NDCG then said "no relevant item"); expm1 keeps the gain r ln 2,
+    so exponential NDCG of tiny grades is the linear NDCG."""
+    g = torch.Generator().manual_seed(3)
+    s = torch.randn(4, 6, generator=g)
+    r = torch.randint(0, 3, (4, 6), generator=g).float()
+    r[:, 0] = 1.0
+    for scale in (1e-30, 1e-8):
+        v, valid = ndcg(s, r * scale, return_valid=True)
+        assert valid.all()
+        torch.testing.assert_close(v, ndcg(s, r, gain="linear"), rtol=1e-5, atol=1e-6)
+        e = err(s, r * scale, max_grade=1.0)
+        assert (e > 0).all() and torch.isfinite(e).all()
+    # ordinary grades keep the exact integer gains
+    assert dcg(torch.tensor([2.0, 1.0]), torch.tensor([3.0, 0.5])).item() == pytest.approx(7 + (2 ** 0.5 - 1) / math.log2(3))

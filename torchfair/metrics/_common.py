@@ -162,7 +162,7 @@ def finish(batch: Batch, value: Tensor, valid: Tensor, reduction: str, return_va
         valid = valid.any(0)
     else:
         value, valid = batch.out(value), batch.out(valid)
-    return (value, valid) if return_valid else value
+    return (value, valid) if check_bool(return_valid, "return_valid") else value
 
 
 def clamp_rounding(value: Tensor, low: Optional[float] = None, high: Optional[float] = None) -> Tensor:

@@ -262,7 +262,7 @@ def individual_misallocation(scores: Optional[Tensor], relevance: Optional[Tenso
     M = torch.where(valid, c * e.sum(-1, keepdim=True) - e, torch.zeros_like(e)) * b.mask.to(e.dtype)
     valid = valid.squeeze(-1)
     M, valid = b.out(M), b.out(valid)
-    return (M, valid) if return_valid else M
+    return (M, valid) if check_bool(return_valid, "return_valid") else M
 
 
 # ----------------------------------------------------------------------------------------- expected exposure
@@ -366,7 +366,7 @@ def iaa(scores: Optional[Tensor], relevance: Tensor, groups: Optional[Tensor] = 
     value = (A - U).abs().sum(-1)
     ok = valid.any()
     value = torch.where(ok, value, torch.zeros_like(value))
-    return (value, ok) if return_valid else value
+    return (value, ok) if check_bool(return_valid, "return_valid") else value
 
 
 # ----------------------------------------------------------------------------------------------------- AWRF
@@ -502,7 +502,7 @@ def _ratio(kind: str, log: bool, scores, relevance, groups, protected, reference
     value = torch.where(valid, value, torch.zeros_like(value))
     if amortize:
         value, valid = value[0], valid[0]
-        return (value, valid) if return_valid else value
+        return (value, valid) if check_bool(return_valid, "return_valid") else value
     return finish(b, value, valid, reduction, return_valid)
 
 

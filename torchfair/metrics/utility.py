@@ -84,9 +84,13 @@ def _gains(b: Batch, gain: GainLike, validate: bool):
     elif gain == "exponential":
         rmax = torch.where(b.mask, rel, torch.zeros_like(rel)).amax(-1)
         c = (rmax - GAIN_EXPONENT_HEADROOM).clamp(min=0).detach()
-        # 2**r - 1 = 2**c (2**(r - c) - 2**(-c)); exactly 2**r - 1 when c = 0
+        # 2**r - 1 = 2**c (2**(r - c) - 2**(-c)); exactly 2**r - 1 when c = 0, and expm1(r ln 2) below r = 1,
+        # where 2**r - 1 cancels (a relevance of 1e-30 would get gain 0)
+        small = rel < 1
+        plain = torch.where(small, torch.expm1(torch.where(small, rel, torch.zeros_like(rel)) * math.log(2.0)),
+                            torch.pow(2.0, torch.where(small, torch.ones_like(rel), rel)) - 1.0)
         g = torch.where(c[:, None] > 0, torch.exp2(rel - c[:, None]) - torch.exp2(-c[:, None]),
-                        torch.pow(2.0, torch.where(c[:, None] > 0, torch.zeros_like(rel), rel)) - 1.0)
+                        torch.where(c[:, None] > 0, torch.zeros_like(rel), plain))
     elif gain == "linear":
         g = rel
     else:
@@ -355,12 +359,12 @@ def mrr(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, threshold
     Exact for hard orderings, including ``Hard(ties="average")`` (the expectation over the orders of the tie
     block holding the first relevant items), and the expectation ``E[RR]`` over the rankings of a mixture ordering
     (``Sampled``, ``PlackettLuce``: RR evaluated on each ranking, averaged with the mixture's weights; a
-    Plackett-Luce policy gets the score-function gradient).  For a relaxed ordering (``SoftRank``,
-    ``NeuralSort``, ``FastSoftRank``) it is the largest *expected* reciprocal rank ``max_i E[1 / (pos_i + 1)]`` of
-    a relevant item (through the ordering's exposure under :class:`~torchfair.browsing.ReciprocalRank`), a
-    differentiable surrogate that is exact on hard rankings.  ``k`` cuts the list: a first relevant item at
-    position ``>= k`` counts 0.  Shape ``[B]`` (``[]``), in ``[0, 1]``; undefined (0, invalid) for a list with no
-    relevant item.
+    Plackett-Luce policy gets the score-function gradient).  For other orderings (relaxed ones: ``SoftRank``,
+    ``NeuralSort``, ``FastSoftRank``; ``DoublyStochastic``) it is the largest *expected* reciprocal rank ``max_i E[1 /
+    (pos_i + 1)]`` of a relevant item (through the ordering's exposure under
+    :class:`~torchfair.browsing.ReciprocalRank`), a differentiable surrogate that is exact on hard rankings.  ``k``
+    cuts the list: a first relevant item at position ``>= k`` counts 0.  Shape ``[B]`` (``[]``), in ``[0, 1]``;
+    undefined (0, invalid) for a list with no relevant item.
 
     Example::
 
@@ -423,7 +427,9 @@ def _err_stop(relevance: Tensor, max_grade: float) -> Tensor:
     Grades above ``g`` count as ``g`` (stop probability 1): relaxed orderings sort relevance softly, and a softly
     sorted grade may exceed the largest one."""
     g = torch.as_tensor(max_grade, dtype=relevance.dtype, device=relevance.device)
-    return torch.exp2((relevance - g).clamp(max=0)) - torch.exp2(-g)
+    small = relevance < 1  # 2**r - 1 cancels for tiny r: 2**(-g) expm1(r ln 2) there
+    tiny = torch.exp2(-g) * torch.expm1(torch.where(small, relevance, torch.zeros_like(relevance)) * math.log(2.0))
+    return torch.where(small, tiny, torch.exp2((relevance - g).clamp(max=0)) - torch.exp2(-g))
 
 
 def err(scores: Tensor, relevance: Tensor, *, max_grade: Optional[float] = None, k: Optional[int] = None,
