@@ -360,8 +360,8 @@ def mrr(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, threshold
     block holding the first relevant items), and the expectation ``E[RR]`` over the rankings of a mixture ordering
     (``Sampled``, ``PlackettLuce``: RR evaluated on each ranking, averaged with the mixture's weights; a
     Plackett-Luce policy gets the score-function gradient).  For other orderings (relaxed ones: ``SoftRank``,
-    ``NeuralSort``, ``FastSoftRank``; ``DoublyStochastic``) it is the largest *expected* reciprocal rank ``max_i E[1 /
-    (pos_i + 1)]`` of a relevant item (through the ordering's exposure under
+    ``NeuralSort``, ``FastSoftRank``; ``DoublyStochastic``) it is the largest *expected* reciprocal rank
+    ``max_i E[1 / (pos_i + 1)]`` of a relevant item (through the ordering's exposure under
     :class:`~torchfair.browsing.ReciprocalRank`), a differentiable surrogate that is exact on hard rankings.  ``k``
     cuts the list: a first relevant item at position ``>= k`` counts 0.  Shape ``[B]`` (``[]``), in ``[0, 1]``;
     undefined (0, invalid) for a list with no relevant item.
