@@ -31,7 +31,6 @@ class Case:
     needs_groups: bool = False
     soft_groups: bool = True  # accepts [B, N, G] soft membership
     min_groups: int = 1  # needs at least this many groups in `num_groups`
-    strict_order: bool = False  # raises ValueError under Hard(ties="average") (documented)
     differentiable: bool = True  # a soft ordering gives gradients
     needs_known: bool = False  # raises ValueError unless some item has a known group (documented)
     extra: dict = field(default_factory=dict)
@@ -136,7 +135,7 @@ CASES: List[Case] = [
     _c("rbp", lambda s, r, g, m, o, G: M.rbp(s, (r > 0).to(s.dtype), k=4, mask=m, ordering=o, return_valid=True),
        0.0, 1.0, needs_relevance=True),
     _c("err", lambda s, r, g, m, o, G: M.err(s, r, mask=m, ordering=o, return_valid=True), 0.0, 1.0,
-       needs_relevance=True, strict_order=True),
+       needs_relevance=True),
     Case("ideal", _ideal, needs_relevance=True, differentiable=False),
     # ------------------------------------------------------------------ pairwise
     _c("dips", lambda s, r, g, m, o, G: M.dips(s, r, g, mask=m, ordering=o, num_groups=G, return_valid=True,

@@ -432,6 +432,52 @@ def _err_stop(relevance: Tensor, max_grade: float) -> Tensor:
     return torch.where(small, tiny, torch.exp2((relevance - g).clamp(max=0)) - torch.exp2(-g))
 
 
+def _hard_average_err(ob: HardOrderedBatch, R: Tensor, k: Optional[int]) -> Tensor:
+    """Exact ``E[ERR]`` under ``Hard(ties="average")``: the mean over all orders of the tied items, ``[B]``.
+
+    A tie block of size ``t`` starting at position ``a`` is reached with the survival probability ``S`` of the
+    blocks above it (a product, whatever their order).  In a uniformly random order of the block the first ``p``
+    members all let the user continue with probability ``m_p = e_p(x) / C(t, p)`` (``x = 1 - R``, ``e_p`` the
+    elementary symmetric polynomial), so the member at offset ``p`` stops the user with probability
+    ``m_p - m_{p+1}`` and the block adds ``S sum_p (m_p - m_{p+1}) / (a + p + 1)``.  ``m`` is built member by member
+    with the convex update ``m'_p = ((n + 1 - p) m_p + p x m_{p-1}) / (n + 1)`` (no cancellation), one position of
+    every list per step: ``O(N T)`` per list for blocks of size at most ``T``.
+    """
+    B, N = R.shape
+    dt = R.dtype
+    dev = R.device
+    x = 1.0 - R.gather(-1, ob.order)  # by position; padded positions have R = 0
+    a = ob.block_start.gather(-1, ob.block_sorted)  # [B, N] start of the block holding position k
+    t = ob.block_size.gather(-1, ob.block_sorted).long()
+    pos = torch.arange(N, device=dev)
+    w = torch.where(pos[None, :] < ob.n_items[:, None], 1.0 / (pos + 1.0).to(dt)[None, :], torch.zeros((), dtype=dt,
+                                                                                                     device=dev))
+    if k is not None:
+        w = w * (pos < k).to(dt)[None, :]
+    T = int(t.max())
+    p = torch.arange(T + 1, device=dev, dtype=dt)
+    e0 = (p == 0).to(dt).expand(B, T + 1)
+    m = e0.clone()
+    S = torch.ones(B, dtype=dt, device=dev)
+    stop = torch.zeros(B, T, dtype=dt, device=dev)  # w at the offsets of the current block
+    out = torch.zeros(B, dtype=dt, device=dev)
+    for kk in range(N):
+        first = (a[:, kk] == kk)[:, None]
+        m = torch.where(first, e0, m)
+        stop = torch.where(first, torch.zeros_like(stop), stop)
+        n = (kk - a[:, kk]).to(dt)[:, None]  # members already in the block
+        m_prev = torch.cat([torch.zeros_like(m[:, :1]), m[:, :-1]], -1)
+        m = ((n + 1 - p).clamp(min=0) * m + p * x[:, kk, None] * m_prev) / (n + 1)
+        off = (kk - a[:, kk]).clamp(max=T - 1)
+        stop = stop.scatter(-1, off[:, None], w[:, kk, None])
+        last = kk == a[:, kk] + t[:, kk] - 1
+        gain = (stop * (m[:, :-1] - m[:, 1:])).sum(-1)
+        tb = t[:, kk].clamp(max=T)
+        out = torch.where(last, out + S * gain, out)
+        S = torch.where(last, S * m.gather(-1, tb[:, None])[:, 0], S)
+    return out
+
+
 def err(scores: Tensor, relevance: Tensor, *, max_grade: Optional[float] = None, k: Optional[int] = None,
         mask: Optional[Tensor] = None, ordering: OrderingLike = None, reduction: str = "none",
         return_valid: bool = False, validate_args: bool = True):
@@ -443,10 +489,10 @@ def err(scores: Tensor, relevance: Tensor, *, max_grade: Optional[float] = None,
     (0-based positions ``k``; ``R`` computed as ``2^(r - g_max) - 2^(-g_max)``, which never overflows).
     ``max_grade`` is ``g_max``, the largest grade of the relevance scale (e.g. 4 for 0-4 judgements); ``None``
     uses the largest relevance of the inputs (at least 1), which makes values depend on the batch: pass it
-    explicitly.  Uses the cascade browsing model, which needs a strict order: ``Hard(ties="average")`` raises
-    ``ValueError``.  On a mixture ordering (``Sampled``, ``PlackettLuce``) the cascade is followed ranking by
-    ranking, so the value is the expected ERR.  ``k`` cuts the list.  Shape ``[B]`` (``[]``), in ``[0, 1]``;
-    invalid (0) only for an empty list.
+    explicitly.  Uses the cascade browsing model; under ``Hard(ties="average")`` the value is the exact mean over
+    all orders of the tied items (McSherry & Najork, ECIR 2008).  On a mixture ordering (``Sampled``,
+    ``PlackettLuce``) the cascade is followed ranking by ranking, so the value is the expected ERR.  ``k`` cuts the
+    list.  Shape ``[B]`` (``[]``), in ``[0, 1]``; invalid (0) only for an empty list.
 
     Example::
 
@@ -463,11 +509,11 @@ def err(scores: Tensor, relevance: Tensor, *, max_grade: Optional[float] = None,
     if validate_args and (b.relevance[b.mask] > max_grade).any():
         raise ValueError(f"`relevance` exceeds `max_grade`={max_grade}: stop probabilities would exceed 1")
     ob = order(b, ordering)
+    R = _err_stop(b.relevance, float(max_grade)) * b.mask
     if isinstance(ob, HardOrderedBatch) and ob.ties == "average":
-        raise ValueError("`ordering`: ERR's cascade needs a strict order, Hard(ties='average') has none; use Hard() "
-                         "(ties by list index), or Sampled / PlackettLuce for an expectation over orders")
-    F = _cut(_ERRBrowsing(gamma=1.0, max_grade=float(max_grade)), k)
-    R = _err_stop(b.relevance, float(max_grade))
-    value = (R * b.mask * ob.exposure(F, b.relevance)).sum(-1)
+        value = _hard_average_err(ob, R, k)
+    else:
+        F = _cut(_ERRBrowsing(gamma=1.0, max_grade=float(max_grade)), k)
+        value = (R * ob.exposure(F, b.relevance)).sum(-1)
     value = clamp_rounding(value, 0.0, 1.0)
     return finish(b, value, _nonempty(b), reduction, return_valid)
