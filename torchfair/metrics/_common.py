@@ -29,7 +29,7 @@ from ..browsing import BrowsingModel, TopK, get_browsing
 from ..orderings import Hard, MixtureOrderedBatch, OrderedBatch, Ordering
 
 __all__ = ["order", "check_k", "check_bool", "cut_browsing", "check_target_string", "expectation_over_rankings",
-           "safe_div", "safe_log", "ideal_sort", "reduce", "finish", "out_of_range_tolerance",
+           "safe_div", "safe_log", "ideal_sort", "reduce", "finish", "out_of_range_tolerance", "precise_dtype",
            "clamp_rounding"]
 
 
@@ -90,6 +90,12 @@ def safe_log(x: Tensor) -> Tensor:
     """``log x`` where ``x > 0``, else 0, with zero (not NaN) gradient where ``x <= 0``."""
     ok = x > 0
     return torch.where(ok, torch.log(torch.where(ok, x, torch.ones_like(x))), torch.zeros_like(x))
+
+
+def precise_dtype(device: torch.device, dtype: torch.dtype) -> torch.dtype:
+    """float64 for short intermediate sums that must not carry float32 rounding, where the device has float64
+    (not on Apple MPS, which then keeps ``dtype``)."""
+    return dtype if torch.device(device).type == "mps" else torch.float64
 
 
 def out_of_range_tolerance(dtype: torch.dtype) -> float:

@@ -65,8 +65,8 @@ from torch import Tensor
 from .._validation import Batch, check_choice, check_group_id, check_number, check_reduction, prepare
 from ..orderings.base import OrderingLike
 from ..orderings import OrderedBatch
-from ._common import (check_bool, check_k, check_target_string, clamp_rounding, finish, order, safe_div,
-                      safe_log)
+from ._common import (check_bool, check_k, check_target_string, clamp_rounding, finish, order, precise_dtype,
+                      safe_div, safe_log)
 
 __all__ = ["rnd", "rrd", "rkl", "pref", "skew", "ndkl", "fair", "prefix_mass", "MAX_NORMALISER_STATES"]
 
@@ -330,13 +330,18 @@ def _prefix_sum(b: Batch, ordering: OrderingLike, cols: Tensor, delta: str, targ
     n = b.mask.sum(-1)
     last = n if k is None else n.clamp(max=k)
     J = N // step
+    wd = cols.dtype
     if J == 0:
-        z = torch.zeros(B, dtype=cols.dtype, device=cols.device)
+        z = torch.zeros(B, dtype=wd, device=cols.device)
         return z, torch.zeros(B, dtype=torch.bool, device=cols.device)
-    C = prefix_mass(ob, cols)  # [B, N, G']
+    # the distances and their sum in float64 (where the device has it): a normaliser can be small, and float32
+    # rounding of the prefix sums (~1e-7) would then show in the ratio
+    hd = precise_dtype(cols.device, wd)
+    C = prefix_mass(ob, cols).to(hd)  # [B, N, G']
     lengths = step * torch.arange(1, J + 1, device=cols.device)
     Cj = C[:, lengths - 1, :]  # [B, J, G']
-    lf = lengths.to(cols.dtype)
+    lf = lengths.to(hd)
+    target = target.to(hd)
     tgt = target[:, None] if target.dim() == 1 else target[:, None, :]
     d = _DELTA_FN[delta](Cj, lf[None, :].expand(B, J), tgt)
     inside = lengths[None, :] <= last[:, None]
@@ -344,12 +349,16 @@ def _prefix_sum(b: Batch, ordering: OrderingLike, cols: Tensor, delta: str, targ
     raw = (d * disc).sum(-1)
     has_cut = inside.any(-1)
     if not normalize:
-        return torch.where(has_cut, raw, torch.zeros_like(raw)), has_cut
-    Z = _exact_normaliser(cols, b.mask, step, delta, target, need=has_cut, last=k)
-    valid = has_cut & (Z > Z_TOLERANCE * torch.finfo(Z.dtype).eps * disc.sum(-1))
+        return torch.where(has_cut, raw, torch.zeros_like(raw)).to(wd), has_cut
+    Z = _exact_normaliser(cols, b.mask, step, delta, target, need=has_cut, last=k).to(hd)
+    valid = has_cut & (Z > Z_TOLERANCE * torch.finfo(wd).eps * disc.sum(-1))
     value, _ = safe_div(raw, torch.where(valid, Z, torch.zeros_like(Z)))
-    value = clamp_rounding(value, 0.0, 1.0)
+    value = clamp_rounding(value.to(wd), 0.0, 1.0)
     return torch.where(valid, value, torch.zeros_like(value)), valid
+
+
+def _precise(x: Tensor) -> Tensor:
+    return x.to(precise_dtype(x.device, x.dtype))
 
 
 def _default_binary_target(cols: Tensor, mask: Tensor) -> Tensor:
@@ -410,10 +419,11 @@ def pref(scores: Tensor, groups: Tensor, *, delta: str = "kl", protected: int = 
     b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
     if delta == "kl":
         cols = b.membership
-        t = _multinomial_target(target, b, _default_multinomial_target(cols), "target", validate_args)
+        t = _multinomial_target(target, b, _default_multinomial_target(_precise(cols)), "target", validate_args)
     else:
         cols = _binary_columns(b, protected, "groups", validate_args)
-        t = _binary_target(target, b, _default_binary_target(cols, b.mask), "target", delta == "rd", validate_args)
+        t = _binary_target(target, b, _default_binary_target(_precise(cols), b.mask), "target", delta == "rd",
+                           validate_args)
     value, valid = _prefix_sum(b, ordering, cols, delta, t, step, normalize, k)
     if delta == "rd":  # the full list's p/(1-p) is infinite when no item is non-protected
         valid = valid & (t < 1)
@@ -506,7 +516,7 @@ def rkl(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, k
     check_group_id(protected, "protected", num_groups)
     b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
     cols = _binary_columns(b, protected, "groups", validate_args)
-    t = _default_binary_target(cols, b.mask)
+    t = _default_binary_target(_precise(cols), b.mask)
     t2 = torch.stack([t, 1 - t], -1)
     value, valid = _prefix_sum(b, ordering, cols, "kl", t2, step, normalize, k)
     return finish(b, value, valid, reduction, return_valid)
