@@ -691,3 +691,33 @@ def test_kendall_tau_reduction_and_single_list():
     assert kendall_tau(s[0], r[0]).dim() == 0
     with pytest.raises(ValueError, match="`reduction`"):
         kendall_tau(s[0], r[0], reduction="foo")
+
+
+@pytest.mark.parametrize("name", ["dips", "igi", "ree", "acc", "wins", "tau", "disc"])
+def test_pairwise_measures_under_plackett_luce_are_expectations_over_rankings(name):
+    """Every pairwise measure is linear in the pair quantities (its normaliser does not depend on the ordering):
+    under a mixture of rankings it is the expectation of the measure, checked against enumeration."""
+    import itertools
+    from torchfair.orderings import PlackettLuce, scores_from_ranking
+    from torchfair.orderings.plackett_luce import log_probability
+    s = torch.tensor([[0.3, -0.2, 1.1, 0.0, 0.5]], dtype=torch.float64)
+    r = torch.tensor([[1.0, 0.0, 3.0, 2.0, 1.0]], dtype=torch.float64)
+    g = torch.tensor([[0, 1, 1, 0, 1]])
+
+    def measure(scores, ordering=None):
+        kw = dict(num_groups=2, ordering=ordering)
+        return {"dips": lambda: dips(scores, r, g, browsing=RBP(0.8), **kw),
+                "igi": lambda: igi(scores, r, g, tie_weight=0.5, k=3, **kw),
+                "ree": lambda: ree(scores, r, g, **kw),
+                "acc": lambda: pairwise_accuracy(scores, r, g, **kw),
+                "wins": lambda: rank_parity(scores, g, **kw).wins,
+                "tau": lambda: kendall_tau(scores, r, ordering=ordering),
+                "disc": lambda: discordant_fraction(scores, r, ordering=ordering)}[name]()
+
+    mask = torch.ones(1, 5, dtype=torch.bool)
+    want = 0.0
+    for perm in itertools.permutations(range(5)):
+        p = torch.tensor([perm])
+        prob = log_probability(s, p.unsqueeze(0), mask)[0].exp()
+        want = want + prob * measure(scores_from_ranking(p).double())
+    torch.testing.assert_close(measure(s, PlackettLuce(exact=True)), want)

@@ -497,3 +497,23 @@ def test_target_strings():
     for fn in (skew, ndkl, pref, fair):
         with pytest.raises(ValueError, match="`target`"):
             fn(s, g, target="uniform")
+
+
+def test_prefix_measures_on_a_mixture_are_the_measure_of_the_expected_composition():
+    """The documented semantics: on Sampled rankings a prefix measure is evaluated on the expected prefix
+    composition (DoublyStochastic with the mean position matrix), which for the convex distances is at most the mean
+    of the per-ranking values (and 0 when every ranking is fair)."""
+    from torchfair.orderings import DoublyStochastic, Sampled, scores_from_ranking
+    g = torch.tensor([[0, 1, 0, 1, 1, 0]])
+    rk = torch.tensor([[[0, 1, 2, 3, 4, 5]], [[1, 4, 2, 0, 5, 3]], [[5, 3, 4, 1, 0, 2]]])  # [S, B, N]
+    w = torch.tensor([[0.5], [0.3], [0.2]], dtype=torch.float64)
+    samp = Sampled(rk, weights=w)
+    s0 = torch.zeros(1, 6, dtype=torch.float64)
+    R = samp(s0, torch.ones(1, 6, dtype=torch.bool)).position_matrix()
+    for fn, kw in [(rnd, dict(step=2)), (rkl, dict(step=2)), (pref, dict(step=1)), (ndkl, {}), (fair, {}),
+                   (skew, dict(k=3))]:
+        got = fn(s0, g, ordering=samp, **kw)
+        torch.testing.assert_close(got, fn(s0, g, ordering=DoublyStochastic(R), **kw))
+        if fn in (rnd, rkl, pref, ndkl):
+            per = torch.stack([fn(scores_from_ranking(rk[i]).double(), g, **kw) for i in range(3)])
+            assert (got <= (w[:, 0, None] * per).sum(0) + 1e-12).all()
