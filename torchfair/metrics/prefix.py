@@ -312,7 +312,7 @@ def _exact_normaliser(cols: Tensor, mask: Tensor, step: int, delta: str, target:
                 _Z_CACHE.pop(next(iter(_Z_CACHE)))
             _Z_CACHE[key] = z
         out.append(z)
-    return torch.tensor(out, dtype=cols.dtype, device=cols.device)
+    return torch.tensor(out, dtype=precise_dtype(cols.device, cols.dtype), device=cols.device)
 
 
 # ---------------------------------------------------------------------------------------------------- core
@@ -346,7 +346,7 @@ def _prefix_sum(b: Batch, ordering: OrderingLike, cols: Tensor, delta: str, targ
     d = _DELTA_FN[delta](Cj, lf[None, :].expand(B, J), tgt)
     inside = lengths[None, :] <= last[:, None]
     disc = _cutoff_discount(lf)[None, :] * inside.to(d.dtype)
-    raw = (d * disc).sum(-1)
+    raw = (d / torch.log2(lf.clamp(min=2.0))[None, :] * inside.to(d.dtype)).sum(-1)  # divided, as in the DP
     has_cut = inside.any(-1)
     if not normalize:
         return torch.where(has_cut, raw, torch.zeros_like(raw)).to(wd), has_cut
