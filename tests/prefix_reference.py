@@ -9,6 +9,10 @@ import math
 from typing import Dict, List, Optional, Sequence
 
 
+#: a maximum this small is 0 up to the rounding of the float sums (the value is then undefined)
+Z_ROUNDING = 1e-12
+
+
 def disc(i: int) -> float:
     """Cut-off discount 1/log2(i), with log2(max(i, 2)) so that a cut-off at 1 weighs 1."""
     return 1.0 / math.log2(max(i, 2))
@@ -54,8 +58,8 @@ def delta_kl_binary(prefix, p_hat, protected):
     return kl([P, 1 - P], [p_hat, 1 - p_hat])
 
 
-def pref_raw(ranking, delta, step, *, protected=1, target=None, G=None):
-    """Unnormalised sum_{i = step, 2 step, ... <= n} delta(L<=i) / log2(i)."""
+def pref_raw(ranking, delta, step, *, protected=1, target=None, G=None, k=None):
+    """Unnormalised sum_{i = step, 2 step, ... <= min(n, k)} delta(L<=i) / log2(i)."""
     n = len(ranking)
     if delta == "kl":
         G = G if G is not None else max(ranking) + 1
@@ -66,7 +70,8 @@ def pref_raw(ranking, delta, step, *, protected=1, target=None, G=None):
         fn = {"nd": delta_nd, "rd": delta_rd, "kl2": delta_kl_binary}[delta]
         f = lambda pre: fn(pre, p_hat, protected)
     total = 0.0
-    for i in range(step, n + 1, step):
+    last = n if k is None else min(k, n)
+    for i in range(step, last + 1, step):
         total += f(ranking[:i]) * disc(i)
     return total
 
@@ -82,7 +87,7 @@ def brute_max(ranking, delta, step, **kw):
 
 def pref_ref(ranking, delta, step, **kw):
     Z = brute_max(ranking, delta, step, **kw)
-    return pref_raw(ranking, delta, step, **kw) / Z if Z > 0 else 0.0
+    return pref_raw(ranking, delta, step, **kw) / Z if Z > Z_ROUNDING else 0.0
 
 
 def skew_ref(ranking, g, k, target=None):
@@ -110,7 +115,8 @@ def binom_cdf(x: int, k: int, p: float) -> float:
     return sum(math.comb(k, j) * p ** j * (1 - p) ** (k - j) for j in range(0, x + 1))
 
 
-def fair_ref(ranking, protected=1, p=None):
+def fair_ref(ranking, protected=1, p=None, k=None):
     n = len(ranking)
     p = p if p is not None else count(ranking, protected) / n
-    return sum(binom_cdf(count(ranking[:k], protected), k, p) for k in range(1, n + 1)) / n
+    last = n if k is None else min(k, n)
+    return sum(binom_cdf(count(ranking[:j], protected), j, p) for j in range(1, last + 1)) / last

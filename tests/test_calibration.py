@@ -10,7 +10,7 @@ from torchfair.orderings import Hard
 
 
 # ----------------------------------------------------------------------------- plain-Python references
-def ref_pairs(s, y, g, mask, group, eps=None, k=None, quantile=None, adjacent=False, F=None, mode="top"):
+def ref_pairs(s, y, g, mask, group, eps=None, closest=None, quantile=None, adjacent=False, F=None, mode="top"):
     """Definition 1 (+ §4.1.1 k closest, §4.1.3 adjacency, §4.1.2 weights) as loops over lists of floats."""
     s, y, g, mask = s.tolist(), y.tolist(), g.tolist(), mask.tolist()
     cands = []
@@ -36,8 +36,8 @@ def ref_pairs(s, y, g, mask, group, eps=None, k=None, quantile=None, adjacent=Fa
                 cands.append((gap, b, i, j, y[b][i] - y[b][j], w))
     if eps is not None:
         cands = [c for c in cands if c[0] <= eps]
-    if k is not None:
-        cands = sorted(cands, key=lambda c: c[:4])[:k]
+    if closest is not None:
+        cands = sorted(cands, key=lambda c: c[:4])[:closest]
     if quantile is not None and cands:
         gaps = sorted(c[0] for c in cands)
         thr = gaps[max(math.ceil(quantile * len(gaps)) - 1, 0)]
@@ -111,7 +111,7 @@ def test_hand_worked_two_queries():
     torch.testing.assert_close(r.estimate, torch.tensor((1 + 2 - 4) / 3, dtype=torch.float64))
     assert r.per_query_valid.tolist() == [True, True] and r.per_query_pairs.tolist() == [2, 1]
     # k = 2 closest pairs: gaps 0.0 (q1) and 0.05 (q0) -> (-4 + 2) / 2
-    r2 = matched_pair_calibration(s, y, grp, group=1, k=2, mask=mask, ci="none")
+    r2 = matched_pair_calibration(s, y, grp, group=1, closest=2, mask=mask, ci="none")
     torch.testing.assert_close(r2.estimate, torch.tensor(-1.0, dtype=torch.float64))
     torch.testing.assert_close(r2.eps, torch.tensor(0.05, dtype=torch.float64))
     # adjacency: q0 ranks 0,1,3,2 -> (1,0) at positions 1,0 and (2,3) at 3,2 are adjacent; q1 (0,1) adjacent
@@ -138,8 +138,8 @@ def test_position_weighting_hand_worked():
 
 # ----------------------------------------------------------------------------- against loops
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("opts", [dict(eps=0.15), dict(eps=0.0), dict(k=7), dict(quantile=0.3),
-                                  dict(eps=0.3, adjacent=True), dict(k=5, adjacent=True),
+@pytest.mark.parametrize("opts", [dict(eps=0.15), dict(eps=0.0), dict(closest=7), dict(quantile=0.3),
+                                  dict(eps=0.3, adjacent=True), dict(closest=5, adjacent=True),
                                   dict(eps=0.4, F=True, mode="top"), dict(eps=0.4, F=True, mode="swap")])
 def test_matches_definition_loops(seed, opts):
     s, y, grp, mask = random_batch(seed, levels=8 if seed % 2 else None)
@@ -266,17 +266,31 @@ def test_no_pairs_is_zero_and_invalid():
     assert not r.valid and r.n_pairs.item() == 0 and r.estimate.item() == 0 and not r.per_query_valid
     assert r.ci_low.item() == 0 and r.ci_high.item() == 0
     r = matched_pair_calibration(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 0.0]), torch.tensor([0, 0]),
-                                 group=1, k=3)
+                                 group=1, closest=3)
     assert not r.valid and r.eps.item() == 0
+
+
+def test_k_is_a_deprecated_alias_of_closest():
+    s, y, grp, mask = random_batch(0)
+    want = matched_pair_calibration(s, y, grp, group=1, closest=4, mask=mask, ci="none")
+    with pytest.warns(FutureWarning, match="closest"):
+        got = matched_pair_calibration(s, y, grp, group=1, k=4, mask=mask, ci="none")
+    assert got.n_pairs.item() == want.n_pairs.item() == 4
+    torch.testing.assert_close(got.estimate, want.estimate)
+    with pytest.raises(ValueError, match="`closest`"):
+        matched_pairs(s, y, grp, group=1, closest=4, k=4, mask=mask)
 
 
 # ----------------------------------------------------------------------------- errors
 @pytest.mark.parametrize("kw,match", [
     (dict(), "exactly one"),
-    (dict(eps=0.1, k=2), "exactly one"),
+    (dict(eps=0.1, closest=2), "exactly one"),
     (dict(eps=-0.1), "eps"),
     (dict(eps=float("nan")), "eps"),
-    (dict(k=0), "`k`"),
+    (dict(closest=0), "`closest`"),
+    (dict(closest=2.0), "`closest`"),
+    (dict(eps=0.1, group=1.5), "`group`"),
+    (dict(eps=0.1, group=True), "`group`"),
     (dict(quantile=0.0), "quantile"),
     (dict(eps=0.1, ci="wald"), "`ci`"),
     (dict(eps=0.1, level=1.0), "level"),

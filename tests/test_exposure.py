@@ -501,3 +501,70 @@ def test_awrf_kl_undefined_when_target_misses_a_group():
     v, ok = awrf(_t([2., 1.]), torch.tensor([0, 0]), target=_t([1.0, 0.0]), distance="kl", num_groups=2,
                  return_valid=True)
     assert bool(ok) and float(v) == 0.0
+
+
+# ------------------------------------------------------------------------------------------ issue 8
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_ratios_with_tiny_relevance(dtype):
+    """RUR gave NaN for relevance 1e-30 (the products underflowed); EUR and RUR do not change when the utility is
+    scaled, so tiny utilities give the values of ordinary ones."""
+    s = torch.tensor([[2.0, 1.0, 0.0], [0.0, 1.0, 2.0]], dtype=dtype)
+    r = torch.tensor([[1.0, 3.0, 2.0], [2.0, 1.0, 1.0]], dtype=dtype)
+    g = torch.tensor([[0, 1, 1], [1, 0, 1]])
+    for fn in (rur, eur, log_rur, log_eur):
+        for amortize in (False, True):
+            want = fn(s, r, g, amortize=amortize)
+            for scale in (1e-30, 1e-20, 1e20):
+                got, valid = fn(s, r * scale, g, amortize=amortize, return_valid=True)
+                assert valid.all() and torch.isfinite(got).all()
+                torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_exposure_measures_accept_k_as_a_browsing_cut_off():
+    """`k` = the browsing model truncated at k (TopK), for the ranking's and the ideal exposure alike."""
+    from torchfair.browsing import TopK
+    g_ = torch.Generator().manual_seed(2)
+    s = torch.randn(3, 6, generator=g_, dtype=D)
+    r = torch.randint(0, 3, (3, 6), generator=g_).to(D)
+    g = torch.tensor([[0, 1, 0, 1, 1, 0], [1, 1, 0, 0, 1, 0], [0, 0, 0, 1, 1, 1]])
+    F = RBP(0.8)
+    for k in (1, 3, 10):
+        cut = TopK(F, k)
+        pairs = [
+            (exposure_misallocation(s, r, g, browsing=F, k=k), exposure_misallocation(s, r, g, browsing=cut)),
+            (individual_misallocation(s, r, browsing=F, k=k), individual_misallocation(s, r, browsing=cut)),
+            (iaa(s, r, g, browsing=F, k=k), iaa(s, r, g, browsing=cut)),
+            (awrf(s, g, browsing=F, k=k), awrf(s, g, browsing=cut)),
+            (dp(s, g, browsing=F, k=k), dp(s, g, browsing=cut)),
+            (eur(s, r, g, browsing=F, k=k), eur(s, r, g, browsing=cut)),
+            (rur(s, r, g, browsing=F, k=k), rur(s, r, g, browsing=cut)),
+            (log_dp(s, g, browsing=F, k=k), log_dp(s, g, browsing=cut)),
+            (exp_rr(s, g, browsing=F, k=k), exp_rr(s, g, browsing=cut)),
+            (ideal_exposure(r, browsing=F, k=k), ideal_exposure(r, browsing=cut)),
+            (expected_exposure(s, r, g, browsing=F, k=k).loss, expected_exposure(s, r, g, browsing=cut).loss),
+        ]
+        for got, want in pairs:
+            torch.testing.assert_close(got, want)
+    # and against a plain loop: EA misallocation with uniform browsing cut at 2, ranking 0 1 2 3
+    got = exposure_misallocation(-torch.arange(4.0, dtype=D), torch.tensor([0.0, 0.0, 1.0, 1.0], dtype=D),
+                                 torch.tensor([0, 0, 1, 1]), target="ea", browsing="uniform", k=2)
+    torch.testing.assert_close(got, torch.tensor([-1.0, 1.0], dtype=D))
+
+
+def test_browsing_spec_strings_everywhere():
+    s = torch.tensor([2.0, 1.0, 0.5, 0.0], dtype=D)
+    r = torch.tensor([1.0, 0.0, 2.0, 1.0], dtype=D)
+    g = torch.tensor([0, 1, 1, 0])
+    from torchfair.browsing import TopK
+    for spec, model in [("rbp:0.7", RBP(0.7)), ("topk:2:rbp:0.7", TopK(RBP(0.7), 2)), ("uniform", Uniform())]:
+        torch.testing.assert_close(exposure_misallocation(s, r, g, browsing=spec),
+                                   exposure_misallocation(s, r, g, browsing=model))
+        torch.testing.assert_close(rur(s, r, g, browsing=spec), rur(s, r, g, browsing=model))
+        torch.testing.assert_close(ideal_exposure(r, browsing=spec), ideal_exposure(r, browsing=model))
+
+
+def test_log_ratios_have_real_signatures():
+    import inspect
+    for fn, base in ((log_dp, dp), (log_eur, eur), (log_rur, rur)):
+        assert list(inspect.signature(fn).parameters) == list(inspect.signature(base).parameters)
+    assert dp.__doc__ and "protected" in dp.__doc__ and "Example" in rur.__doc__

@@ -163,15 +163,20 @@ def test_stochastic_ordering_uses_position_matrix():
     assert monotonicity_test(s, grp).direction == "decreasing"
 
 
-def test_top_restricts_positions():
+def test_k_restricts_positions():
     s = torch.tensor([[4.0, 3.0, 2.0, 1.0]] * 2)
-    t = monotonicity_test(s, torch.tensor([[1, 0, 1, 0], [1, 1, 0, 1]]), top=2)
+    g = torch.tensor([[1, 0, 1, 0], [1, 1, 0, 1]])
+    t = monotonicity_test(s, g, k=2)
     assert t.observed.tolist() == [True, True, False, False]
     torch.testing.assert_close(t.probabilities, torch.tensor([1.0, 0.5, 0.0, 0.0]))
+    with pytest.warns(FutureWarning, match="`k`"):  # `top` is the deprecated name of `k`
+        t2 = monotonicity_test(s, g, top=2)
+    torch.testing.assert_close(t2.probabilities, t.probabilities)
 
 
 @pytest.mark.parametrize("kw,match", [(dict(protected=-1), "protected"), (dict(protected=5), "protected"),
-                                      (dict(top=0), "top"), (dict(mask=torch.zeros(2, 3, dtype=torch.bool)), "mask"),
+                                      (dict(k=0), "`k`"), (dict(k=2.0), "`k`"), (dict(protected=1.5), "protected"),
+                                      (dict(protected=True), "protected"), (dict(mask=torch.zeros(2, 3, dtype=torch.bool)), "mask"),
                                       (dict(ordering=3), "ordering")])
 def test_value_errors(kw, match):
     with pytest.raises(ValueError, match=match):
@@ -185,5 +190,7 @@ def test_value_errors_isotonic_and_unknown_only():
         isotonic_regression(torch.ones(3), torch.tensor([1.0, 0.0, 1.0]))
     with pytest.raises(ValueError, match="`y`"):
         isotonic_regression(torch.tensor([1.0, float("inf")]))
+    with pytest.raises(ValueError, match="`increasing`"):
+        isotonic_regression(torch.ones(3), increasing="no")
     with pytest.raises(ValueError, match="known group"):
         monotonicity_test(torch.rand(1, 3), torch.tensor([[-1, -1, -1]]), num_groups=2)

@@ -584,3 +584,140 @@ def test_padded_soft_membership_may_hold_anything(junk):
     torch.testing.assert_close(individual_dissatisfaction(s, r, g, mask=m, browsing="uniform"),
                                torch.tensor([[0.0, 1.0], [0.0, 0.0], [0.0, 0.0]]))
     torch.testing.assert_close(rank_parity(s, g, mask=m).per_group, torch.tensor([0.0, 1.0]))
+
+
+# ------------------------------------------------------------------------------------------ issue 8
+def _batch8(seed=0, B=3, N=6, G=2):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(B, N, generator=g, dtype=torch.float64),
+            torch.randint(0, 3, (B, N), generator=g).double(), torch.randint(0, G, (B, N), generator=g))
+
+
+def test_pairwise_gap_with_validity_and_named_groups():
+    s, r, g = _batch8()
+    g[0] = 0  # list 0 has one group: M[0, 1], M[1, 0] undefined
+    M, valid = dips(s, r, g, num_groups=2, return_valid=True)
+    torch.testing.assert_close(pairwise_gap(M), M - M.transpose(-1, -2))  # unchanged without keywords
+    gap, gv = pairwise_gap(M, valid=valid)
+    assert gv.shape == (3, 2, 2) and not gv[0, 0, 1] and gv[1:, 0, 1].all()
+    assert (gap[~gv] == 0).all()
+    torch.testing.assert_close(gap[gv], (M - M.transpose(-1, -2))[gv])
+    p = pairwise_gap(M, protected=1, reference=0)
+    torch.testing.assert_close(p, M[:, 1, 0] - M[:, 0, 1])
+    torch.testing.assert_close(pairwise_gap(M, protected=1), p)  # two groups: the reference is the other one
+    p, pv = pairwise_gap(M, valid=valid, protected=0, reference=1)
+    assert pv.tolist() == [False, True, True] and p[0] == 0
+    torch.testing.assert_close(p[1:], (M[:, 0, 1] - M[:, 1, 0])[1:])
+
+
+def test_pairwise_gap_sign_protected_disadvantaged_is_positive():
+    # every protected (1) item is ranked below every less relevant group-0 item: group 1 is disadvantaged
+    s = torch.tensor([4.0, 3.0, 2.0, 1.0], dtype=torch.float64)
+    r = torch.tensor([0.0, 0.0, 1.0, 1.0], dtype=torch.float64)
+    g = torch.tensor([0, 0, 1, 1])
+    for fn in (dips, igi, ree):
+        assert pairwise_gap(fn(s, r, g), protected=1).item() > 0
+
+
+def test_accuracy_gaps_with_validity():
+    from torchfair.metrics import accuracy_gaps
+    s, r, g = _batch8(1)
+    g[0] = 1
+    A, valid = pairwise_accuracy(s, r, g, num_groups=2, return_valid=True)
+    inter, intra = accuracy_gaps(A)  # unchanged without `valid`
+    torch.testing.assert_close(inter, A[:, 0, 1] - A[:, 1, 0])
+    (i2, iv), (a2, av) = accuracy_gaps(A, valid=valid)
+    torch.testing.assert_close(iv, valid[:, 0, 1] & valid[:, 1, 0])
+    torch.testing.assert_close(av, valid[:, 0, 0] & valid[:, 1, 1])
+    assert not iv[0] and i2[0] == 0 and not av[0]
+    torch.testing.assert_close(i2[iv], inter[iv])
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 10])
+def test_dips_k_is_the_browsing_model_cut_at_k(k):
+    s, r, g = _batch8(2)
+    F = RBP(0.8)
+    torch.testing.assert_close(dips(s, r, g, browsing=F, k=k), dips(s, r, g, browsing=TopK(F, k)))
+    torch.testing.assert_close(individual_dissatisfaction(s, r, g, browsing=F, k=k),
+                               individual_dissatisfaction(s, r, g, browsing=TopK(F, k)))
+    torch.testing.assert_close(dips(s, r, g, browsing="rbp:0.8", k=k), dips(s, r, g, browsing=TopK(F, k)))
+
+
+@pytest.mark.parametrize("fn", [igi, ree])
+@pytest.mark.parametrize("k", [1, 3, 10])
+def test_igi_ree_k_counts_pairs_whose_upper_item_is_in_the_top_k(fn, k):
+    """Plain loop: a discordant pair (i below j, r_i > r_j or tied with weight c_t) counts when pos_j < k."""
+    s, r, g = _batch8(3, B=2, N=7)
+    ct = 0.5
+    M = fn(s, r, g, k=k, tie_weight=ct, num_groups=2)
+    full = fn(s, r, g, tie_weight=ct, num_groups=2)
+    for b in range(2):
+        pos = {i: p for p, i in enumerate(sorted(range(7), key=lambda i: (-float(s[b, i]), i)))}
+        for gi in range(2):
+            for hj in range(2):
+                num = 0.0
+                for i in range(7):
+                    for j in range(7):
+                        if i == j or g[b, i] != gi or g[b, j] != hj or not (pos[j] < pos[i] and pos[j] < k):
+                            continue
+                        num += 1.0 if r[b, i] > r[b, j] else (ct if r[b, i] == r[b, j] else 0.0)
+                # same normaliser as without a cut-off: M_full = num_full / C
+                num_full = 0.0
+                for i in range(7):
+                    for j in range(7):
+                        if i != j and g[b, i] == gi and g[b, j] == hj and pos[j] < pos[i]:
+                            num_full += 1.0 if r[b, i] > r[b, j] else (ct if r[b, i] == r[b, j] else 0.0)
+                if num_full > 0:
+                    assert M[b, gi, hj].item() == pytest.approx(full[b, gi, hj].item() * num / num_full)
+                else:
+                    assert M[b, gi, hj].item() == 0
+    if k >= 7:
+        torch.testing.assert_close(M, full)
+
+
+def test_tie_weight_is_validated():
+    s, r, g = _batch8()
+    for tw in (float("nan"), "0.5", None, 2.0):
+        for fn in (dips, igi, ree):
+            with pytest.raises(ValueError, match="`tie_weight`"):
+                fn(s, r, g, tie_weight=tw)
+
+
+def test_kendall_tau_reduction_and_single_list():
+    s, r, _ = _batch8()
+    tau, valid = kendall_tau(s, r, return_valid=True)
+    m, mv = kendall_tau(s, r, reduction="mean", return_valid=True)
+    assert m.item() == pytest.approx(tau[valid].mean().item()) and bool(mv)
+    assert kendall_tau(s[0], r[0]).dim() == 0
+    with pytest.raises(ValueError, match="`reduction`"):
+        kendall_tau(s[0], r[0], reduction="foo")
+
+
+@pytest.mark.parametrize("name", ["dips", "igi", "ree", "acc", "wins", "tau", "disc"])
+def test_pairwise_measures_under_plackett_luce_are_expectations_over_rankings(name):
+    """Every pairwise measure is linear in the pair quantities (its normaliser does not depend on the ordering):
+    under a mixture of rankings it is the expectation of the measure, checked against enumeration."""
+    import itertools
+    from torchfair.orderings import PlackettLuce, scores_from_ranking
+    from torchfair.orderings.plackett_luce import log_probability
+    s = torch.tensor([[0.3, -0.2, 1.1, 0.0, 0.5]], dtype=torch.float64)
+    r = torch.tensor([[1.0, 0.0, 3.0, 2.0, 1.0]], dtype=torch.float64)
+    g = torch.tensor([[0, 1, 1, 0, 1]])
+
+    def measure(scores, ordering=None):
+        kw = dict(num_groups=2, ordering=ordering)
+        return {"dips": lambda: dips(scores, r, g, browsing=RBP(0.8), **kw),
+                "igi": lambda: igi(scores, r, g, tie_weight=0.5, k=3, **kw),
+                "ree": lambda: ree(scores, r, g, **kw),
+                "acc": lambda: pairwise_accuracy(scores, r, g, **kw),
+                "wins": lambda: rank_parity(scores, g, **kw).wins,
+                "tau": lambda: kendall_tau(scores, r, ordering=ordering),
+                "disc": lambda: discordant_fraction(scores, r, ordering=ordering)}[name]()
+
+    mask = torch.ones(1, 5, dtype=torch.bool)
+    want = 0.0
+    for perm in itertools.permutations(range(5)):
+        p = torch.tensor([perm])
+        prob = log_probability(s, p.unsqueeze(0), mask)[0].exp()
+        want = want + prob * measure(scores_from_ranking(p).double())
+    torch.testing.assert_close(measure(s, PlackettLuce(exact=True)), want)

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from torchfair.metrics.utility import dcg, err, mrr, ndcg, precision, rbp, recall
+from torchfair.metrics.utility import dcg, err, ideal_dcg, ideal_ranking, mrr, ndcg, precision, rbp, recall
 from torchfair.orderings import Hard
 
 GEN = torch.Generator().manual_seed(0)
@@ -267,7 +267,10 @@ def test_ndcg_matches_torchmetrics(k):
     (lambda s, r: rbp(s, r, p=1.0), "`p`"),
     (lambda s, r: err(s, r, max_grade=0), "`max_grade`"),
     (lambda s, r: err(s, r, max_grade=1), "`max_grade`"),
-    (lambda s, r: err(s, r, ordering=Hard("average")), "strict order"),
+    (lambda s, r: rbp(s, r, k=0), "`k`"),
+    (lambda s, r: ideal_dcg(r, k=0), "`k`"),
+    (lambda s, r: ideal_dcg(r, return_valid=1), "`return_valid`"),
+    (lambda s, r: ideal_ranking(-r), "`relevance`"),
     (lambda s, r: ndcg(s, -r), "`relevance`"),
     (lambda s, r: ndcg(s, r[:2]), "`relevance`"),
     (lambda s, r: ndcg(s, None), "`relevance`"),
@@ -279,3 +282,185 @@ def test_value_errors(call, match):
     r = torch.tensor([2.0, 0.0, 1.0])
     with pytest.raises(ValueError, match=match):
         call(s, r)
+
+
+# ------------------------------------------------------------------------------------------ issue 8
+def _exact_ndcg(scores, rel, k=None):
+    """NDCG with exact integer gains 2**r - 1 (Python ints), as a float."""
+    from fractions import Fraction
+    r = [int(x) for x in _ranked(scores, rel)]
+    ideal = sorted((int(x) for x in rel), reverse=True)
+    k = len(r) if k is None else k
+    disc = [Fraction(1 / math.log2(p + 2)) for p in range(len(r))]
+    d = sum((2 ** x - 1) * disc[p] for p, x in enumerate(r) if p < k)
+    i = sum((2 ** x - 1) * disc[p] for p, x in enumerate(ideal) if p < k)
+    return float(d / i) if i else 0.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("k", [None, 2])
+def test_ndcg_large_grades(dtype, k):
+    """Grades >= 128 overflowed 2**r - 1 in float32 (NaN reported as valid); NDCG cancels the scale 2**max_r."""
+    g = torch.Generator().manual_seed(1)
+    for top in (10, 200, 1000):
+        rel = torch.randint(0, top + 1, (4, 6), generator=g).to(dtype)
+        s = torch.randn(4, 6, generator=g, dtype=dtype)
+        v, valid = ndcg(s, rel, k=k, return_valid=True)
+        assert torch.isfinite(v).all()
+        for b in range(4):
+            want = _exact_ndcg(s[b].tolist(), rel[b].tolist(), k)
+            assert bool(valid[b]) == bool((rel[b] > 0).any())
+            assert float(v[b]) == pytest.approx(want, rel=1e-5, abs=1e-6)
+
+
+def test_dcg_overflow_is_invalid_and_fp64_exact():
+    s = torch.tensor([1.0, 2.0, 3.0])
+    r = torch.tensor([200.0, 100.0, 0.0])
+    v, valid = dcg(s, r, return_valid=True)  # 2**200 / 2 > float32 max: undefined there
+    assert v.item() == 0 and not valid
+    v64, valid64 = dcg(s.double(), r.double(), return_valid=True)
+    want = (2.0 ** 100 - 1) / math.log2(3) + (2.0 ** 200 - 1) / 2
+    assert valid64 and v64.item() == pytest.approx(want, rel=1e-12)
+    r2 = torch.tensor([127.0, 100.0, 0.0])  # large but representable: unchanged formula, finite
+    assert dcg(s, r2).item() == pytest.approx(ref_dcg([1, 2, 3], [127, 100, 0]), rel=1e-6)
+    v, valid = ideal_dcg(r, return_valid=True)
+    assert not valid and v.item() == 0
+
+
+def test_err_large_grades():
+    """ERR's stop probability (2**r - 1) / 2**g overflowed (NaN for r >= 128 in float32, OverflowError for
+    max_grade > 1023)."""
+    s = torch.tensor([1.0, 2.0, 3.0])
+    r = torch.tensor([200.0, 100.0, 0.0])
+
+    def ref_err_big(scores, rel, gmax):
+        out, survive = 0.0, 1.0
+        for pos, x in enumerate(_ranked(scores, rel)):
+            R = math.ldexp(1.0, int(x) - gmax) - math.ldexp(1.0, -gmax)
+            out += survive * R / (pos + 1)
+            survive *= 1 - R
+        return out
+
+    assert err(s, r).item() == pytest.approx(ref_err_big([1, 2, 3], [200, 100, 0], 200), rel=1e-6)
+    assert err(s, r, max_grade=1000).item() == pytest.approx(ref_err_big([1, 2, 3], [200, 100, 0], 1000), abs=1e-30)
+    assert torch.isfinite(err(s, r, max_grade=5000))
+
+
+def test_mrr_under_sampled_is_the_expectation_over_rankings():
+    """Rankings that each put a relevant item first have MRR 1 (before: 0.75, the max of expected RRs)."""
+    from torchfair.orderings import Sampled
+    rel = torch.tensor([[1.0, 1.0, 0.0]])
+    rk = torch.tensor([[[0, 1, 2]], [[1, 0, 2]]])
+    assert mrr(torch.zeros(1, 3), rel, ordering=Sampled(rk)).item() == pytest.approx(1.0)
+    # weighted rankings, k cut-off, against the per-ranking mean
+    g = torch.Generator().manual_seed(4)
+    rel = torch.randint(0, 2, (3, 5), generator=g).double()
+    rank = torch.stack([torch.stack([torch.randperm(5, generator=g) for _ in range(3)]) for _ in range(4)])
+    w = torch.rand(4, 3, generator=g, dtype=torch.float64)
+    w = w / w.sum(0)
+    for k in (None, 2):
+        got = mrr(torch.zeros(3, 5, dtype=torch.float64), rel, k=k, ordering=Sampled(rank, weights=w))
+        want = torch.zeros(3, dtype=torch.float64)
+        for sidx in range(4):
+            from torchfair.orderings import scores_from_ranking
+            want += w[sidx] * mrr(scores_from_ranking(rank[sidx]).double(), rel, k=k)
+        torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("fn,kw", [(mrr, {}), (mrr, {"k": 2}), (err, {"max_grade": 3}), (ndcg, {"k": 3}),
+                                   (dcg, {}), (precision, {"k": 2}), (recall, {"k": 2}), (rbp, {"p": 0.7})])
+def test_plackett_luce_exact_is_the_expectation_over_all_rankings(fn, kw):
+    """Under PlackettLuce(exact=True) every utility measure is sum_pi P(pi) measure(pi) (enumeration)."""
+    import itertools
+    from torchfair.orderings import PlackettLuce, scores_from_ranking
+    from torchfair.orderings.plackett_luce import log_probability
+    s = torch.tensor([[0.3, -0.2, 1.1, 0.0]], dtype=torch.float64)
+    rel = torch.tensor([[1.0, 0.0, 3.0, 2.0]], dtype=torch.float64)
+    mask = torch.ones(1, 4, dtype=torch.bool)
+    want = 0.0
+    for perm in itertools.permutations(range(4)):
+        p = torch.tensor([perm])
+        prob = log_probability(s, p.unsqueeze(0), mask)[0].exp().item()
+        want += prob * fn(scores_from_ranking(p).double(), rel, **kw).item()
+    got = fn(s, rel, ordering=PlackettLuce(exact=True), **kw).item()
+    assert got == pytest.approx(want, rel=1e-10)
+
+
+def test_mrr_plackett_luce_has_a_gradient():
+    from torchfair.orderings import PlackettLuce
+    s = torch.tensor([[0.3, -0.2, 1.1, 0.0]], requires_grad=True)
+    rel = torch.tensor([[1.0, 0.0, 0.0, 0.0]])
+    for est in ("pl_rank", "score_function"):
+        s.grad = None
+        mrr(s, rel, ordering=PlackettLuce(samples=64, estimator=est,
+                                         generator=torch.Generator().manual_seed(0))).sum().backward()
+        assert torch.isfinite(s.grad).all() and s.grad[0, 0] > 0  # raise the relevant item
+    s.grad = None
+    mrr(s, rel, ordering=PlackettLuce(exact=True)).sum().backward()
+    assert s.grad[0, 0] > 0
+
+
+def test_ideal_dcg_and_ideal_ranking():
+    r = torch.tensor([[1.0, 3.0, 0.0, 3.0], [2.0, 0.0, 1.0, 0.0]])
+    assert ideal_ranking(r).tolist() == [[1, 3, 0, 2], [0, 2, 1, 3]]
+    mask = torch.tensor([[True, True, False, True], [True, True, True, True]])
+    assert ideal_ranking(r, mask=mask).tolist()[0][-1] == 2  # padded item last
+    for k in (None, 2):
+        for gain in ("exponential", "linear"):
+            want = torch.tensor([ref_dcg(list(r[b]), r[b], k, gain) for b in range(2)])
+            torch.testing.assert_close(ideal_dcg(r, k=k, gain=gain), want)
+            # NDCG's normaliser is this ideal DCG
+            torch.testing.assert_close(ndcg(-torch.arange(4.0).expand(2, 4), r, k=k, gain=gain),
+                                       dcg(-torch.arange(4.0).expand(2, 4), r, k=k, gain=gain) / want)
+
+
+def test_rbp_cut_off():
+    s = torch.tensor([3.0, 2.0, 1.0])
+    r = torch.tensor([1.0, 0.0, 1.0])
+    assert rbp(s, r, p=0.5, k=2).item() == pytest.approx(0.5)
+    assert rbp(s, r, p=0.5, k=3).item() == pytest.approx(rbp(s, r, p=0.5).item())
+
+
+def test_tiny_relevance_is_relevant():
+    """2**r - 1 cancelled to 0 for r = 1e-30 (NDCG then said "no relevant item"); expm1 keeps the gain r ln 2,
+    so exponential NDCG of tiny grades is the linear NDCG."""
+    g = torch.Generator().manual_seed(3)
+    s = torch.randn(4, 6, generator=g)
+    r = torch.randint(0, 3, (4, 6), generator=g).float()
+    r[:, 0] = 1.0
+    for scale in (1e-30, 1e-8):
+        v, valid = ndcg(s, r * scale, return_valid=True)
+        assert valid.all()
+        torch.testing.assert_close(v, ndcg(s, r, gain="linear"), rtol=1e-5, atol=1e-6)
+        e = err(s, r * scale, max_grade=1.0)
+        assert (e > 0).all() and torch.isfinite(e).all()
+    # ordinary grades keep the exact integer gains
+    assert dcg(torch.tensor([2.0, 1.0]), torch.tensor([3.0, 0.5])).item() == pytest.approx(7 + (2 ** 0.5 - 1) / math.log2(3))
+
+
+@pytest.mark.parametrize("k", [None, 1, 3])
+def test_err_under_average_ties_is_the_mean_over_tie_orders(k):
+    """ERR's cascade under Hard(ties="average") (a ValueError before): the exact mean over every order of the tied
+    items, against enumeration of those orders."""
+    import itertools
+    g = torch.Generator().manual_seed(7)
+    for _ in range(6):
+        n = int(torch.randint(2, 7, (1,), generator=g))
+        s = torch.randint(0, 3, (n,), generator=g).double()
+        r = torch.randint(0, 4, (n,), generator=g).double()
+        mask = torch.ones(n, dtype=torch.bool)
+        vals = []
+        for perm in itertools.permutations(range(n)):
+            # a strict order that keeps the score order and orders tied items as `perm` does
+            key = torch.tensor([float(perm.index(i)) for i in range(n)], dtype=torch.float64)
+            vals.append(err(s * 100 - key, r, max_grade=3, k=k).item())
+        want = sum(vals) / len(vals)
+        got = err(s, r, max_grade=3, k=k, ordering=Hard("average"), mask=mask)
+        assert got.item() == pytest.approx(want, abs=1e-12)
+    # a batch with padding and different block structures
+    s = torch.tensor([[1.0, 1.0, 1.0, 0.0], [2.0, 1.0, 1.0, 9.0]], dtype=torch.float64)
+    r = torch.tensor([[3.0, 1.0, 0.0, 2.0], [1.0, 2.0, 3.0, 0.0]], dtype=torch.float64)
+    mask = torch.tensor([[True, True, True, True], [True, True, True, False]])
+    got = err(s, r, max_grade=3, k=k, ordering=Hard("average"), mask=mask)
+    one = err(s[1, :3], r[1, :3], max_grade=3, k=k, ordering=Hard("average"))
+    assert got[1].item() == pytest.approx(one.item(), abs=1e-12)

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from .._validation import prepare
-from ..metrics.utility import ndcg
+from ..metrics.utility import ideal_ranking, ndcg
 from ..orderings import NeuralSort, PlackettLuce, SoftRank, log_probability
 from .transform import LossModule, measure_loss, reduce_loss
 
@@ -39,8 +39,7 @@ def listmle_loss(scores: Tensor, relevance: Tensor, *, mask: Optional[Tensor] = 
     """ListMLE (Xia et al., ICML 2008): ``-log P_PL(sigma* | scores)``, the Plackett-Luce negative log-likelihood
     of the ideal ranking ``sigma*`` (relevance sorted, ties broken by list index), divided by the list length."""
     b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
-    key = torch.where(b.mask, b.relevance, torch.full_like(b.relevance, float("-inf")))
-    ideal = torch.sort(key, dim=-1, descending=True, stable=True).indices.unsqueeze(0)
+    ideal = ideal_ranking(b.relevance, mask=b.mask, validate_args=False).unsqueeze(0)
     nll = -log_probability(b.scores, ideal, b.mask)[0]
     n = b.mask.sum(-1).to(nll.dtype)
     return reduce_loss(nll / n.clamp(min=1), b.mask.any(-1), reduction)

@@ -1,17 +1,17 @@
-"""Matched Pair Calibration (MPC), a marginal outcome test for score-based rankings (Korevaar et al., ``003``).
+"""Matched Pair Calibration (MPC), a marginal outcome test for score-based rankings (Korevaar et al., arXiv 2023).
 
 Within each query (list), MPC pairs an item ``i_g`` of group g with an item ``i_¬g`` of another group that is
-scored just above it, ``0 <= s(i_¬g) - s(i_g) <= eps`` (``003`` Definition 1, eq. 2), and averages the outcome
-differences ``y(i_g) - y(i_¬g)`` over the pairs (Definition 2 per query, Definition 3 pooled over queries).
-The ranker is nearly indifferent between the two orders of such a "marginal" pair, so an unbiased ranker has
+scored just above it, ``0 <= s(i_¬g) - s(i_g) <= eps`` (Korevaar et al., arXiv 2023, Definition 1, eq. 2), and
+averages the outcome differences ``y(i_g) - y(i_¬g)`` over the pairs (Definition 2 per query, Definition 3 pooled over
+queries). The ranker is nearly indifferent between the two orders of such a "marginal" pair, so an unbiased ranker has
 MPC ~ 0.  **MPC > 0 means g is under-valued** (its items, ranked just below other items, turn out better: the
 ranker should move g up; Theorem 1 links ``E[MPC] > 0`` to a gain from boosting g); MPC < 0 means g is over-valued.
 
-Implementation choices (``003`` §4.1):
+Implementation choices (Korevaar et al., arXiv 2023, §4.1):
 
-* threshold (§4.1.1): a fixed ``eps``; or the ``k`` candidate pairs with the smallest score gap (pooled over all
+* threshold (§4.1.1): a fixed ``eps``; or the ``closest`` candidate pairs with the smallest score gap (pooled over all
   queries, the paper's recommendation); or ``quantile=q``: ``eps`` is the empirical q-quantile of the candidate
-  gaps (the MovieLens study of ``003`` §5 uses the first percentile, ``q = 0.01``);
+  gaps (the MovieLens study of Korevaar et al., arXiv 2023, §5 uses the first percentile, ``q = 0.01``);
 * adjacency (§4.1.3, App. B.4): ``adjacent=True`` keeps only pairs in neighbouring positions of the ordering;
 * position re-weighting (§4.1.2): ``browsing=F`` weights each pair by the attention at the pair's place,
   ``F(min(pos_i, pos_j))`` (``position_weight="top"``) or by the value of swapping the two items,
@@ -28,16 +28,17 @@ selections and is not differentiable.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import NamedTuple, Optional, Union
 
 import torch
 from torch import Tensor
 
-from .._validation import prepare
+from .._validation import check_choice, check_group_id, check_number, prepare
 from ..browsing import BrowsingModel, get_browsing
 from ..orderings.base import OrderingLike
-from ..orderings import OrderedBatch, Ordering, row_blocks
-from ._common import order
+from ..orderings import row_blocks
+from ._common import check_bool, order
 
 __all__ = ["MatchedPairs", "MPCResult", "matched_pairs", "matched_pair_calibration", "mpc_cluster_variance"]
 
@@ -59,14 +60,14 @@ class MatchedPairs(NamedTuple):
     diff: Tensor
     #: pair weight (1 unless position re-weighting is used)
     weight: Tensor
-    #: the threshold in force: ``eps``, or the largest selected gap for ``k`` / ``quantile`` (0 without pairs)
+    #: the threshold in force: ``eps``, or the largest selected gap for ``closest`` / ``quantile`` (0 without pairs)
     eps: Tensor
 
 
 class MPCResult(NamedTuple):
     """Result of :func:`matched_pair_calibration`."""
 
-    #: pooled MPC over all queries (``003`` Definition 3), a scalar; 0 when there is no pair
+    #: pooled MPC over all queries (Korevaar et al., arXiv 2023, Definition 3), a scalar; 0 when there is no pair
     estimate: Tensor
     #: lower end of the confidence interval (0 when undefined or ``ci="none"``)
     ci_low: Tensor
@@ -88,30 +89,42 @@ class MPCResult(NamedTuple):
     valid: Tensor
 
 
-def _check_options(eps, k, quantile, adjacent, position_weight):
-    given = [x is not None for x in (eps, k, quantile)]
+def _closest_alias(closest, k):
+    """``closest``, or the deprecated ``k`` (a number of pairs, not the package's top-k cut-off)."""
+    if k is None:
+        return closest
+    if closest is not None:
+        raise ValueError("give `closest` only (`k` is its deprecated name)")
+    warnings.warn("`k` of matched_pairs / matched_pair_calibration (the number of closest pairs) is renamed "
+                  "`closest`; `k` means a top-k cut-off everywhere else in torchfair", FutureWarning, stacklevel=3)
+    return k
+
+
+def _check_options(eps, closest, quantile, adjacent, position_weight):
+    given = [x is not None for x in (eps, closest, quantile)]
     if sum(given) != 1:
-        raise ValueError("give exactly one of `eps` (score threshold), `k` (number of closest pairs) or "
-                         f"`quantile` (threshold as a quantile of the gaps); got eps={eps}, k={k}, quantile={quantile}")
-    if eps is not None and (not isinstance(eps, (int, float)) or isinstance(eps, bool) or not math.isfinite(eps)
-                            or eps < 0):
-        raise ValueError(f"`eps` must be a finite number >= 0; got {eps!r}")
-    if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
-        raise ValueError(f"`k` must be a positive int; got {k!r}")
-    if quantile is not None and (not isinstance(quantile, (int, float)) or not (0.0 < quantile <= 1.0)):
-        raise ValueError(f"`quantile` must lie in (0, 1]; got {quantile!r}")
-    if not isinstance(adjacent, bool):
-        raise ValueError(f"`adjacent` must be a bool; got {adjacent!r}")
-    if position_weight not in ("top", "swap"):
-        raise ValueError(f"`position_weight` must be 'top' or 'swap'; got {position_weight!r}")
+        raise ValueError("give exactly one of `eps` (score threshold), `closest` (number of closest pairs) or "
+                         f"`quantile` (threshold as a quantile of the gaps); got eps={eps}, closest={closest}, "
+                         f"quantile={quantile}")
+    if eps is not None:
+        check_number(eps, "eps", low=0.0)
+    if closest is not None:
+        if isinstance(closest, float):
+            raise ValueError(f"`closest` must be a positive int; got {closest!r}")
+        check_number(closest, "closest", low=1, integer=True)
+    if quantile is not None:
+        check_number(quantile, "quantile", low=0.0, high=1.0, low_open=True)
+    check_bool(adjacent, "adjacent")
+    check_choice(position_weight, "position_weight", ("top", "swap"))
 
 
 def matched_pairs(scores: Tensor, relevance: Tensor, groups: Tensor, *, group: int = 1,
-                  eps: Optional[float] = None, k: Optional[int] = None, quantile: Optional[float] = None,
+                  eps: Optional[float] = None, closest: Optional[int] = None, quantile: Optional[float] = None,
                   adjacent: bool = False, browsing: Union[BrowsingModel, str, None] = None,
                   position_weight: str = "top", mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
-                  ordering: OrderingLike = None, validate_args: bool = True) -> MatchedPairs:
-    r"""The matched pair set about group g (``003`` Definition 1, eq. 2, with the options of §4.1.1-4.1.3).
+                  ordering: OrderingLike = None, validate_args: bool = True, k: Optional[int] = None) -> MatchedPairs:
+    r"""The matched pair set about group g (Korevaar et al., arXiv 2023, Definition 1, eq. 2, with the options of
+    §4.1.1-4.1.3).
 
     .. math:: MP_\epsilon(g) = \{(i_g, i_{\neg g}) : 0 \le s(i_{\neg g}) - s(i_g) \le \epsilon,\;
               g(i_g) = g,\; g(i_{\neg g}) \ne g\}
@@ -121,15 +134,17 @@ def matched_pairs(scores: Tensor, relevance: Tensor, groups: Tensor, *, group: i
     ``|pos(i_g) - pos(i_¬g)| <= 1`` in the ordering's expected positions; then the threshold is applied:
 
     * ``eps``: keep gaps ``<= eps``;
-    * ``k``: keep the k smallest gaps over all queries (ties at the k-th gap are broken by query, then item
-      index; fewer than k candidates keeps them all);
+    * ``closest``: keep the ``closest`` smallest gaps over all queries (Korevaar et al., arXiv 2023, §4.1.1's K
+      closest pairs; ties at the last kept gap are broken by query, then item index; fewer candidates keeps them all).
+      ``k`` is its deprecated name (it warns): everywhere else in the package ``k`` is a top-k cut-off;
     * ``quantile=q``: ``eps`` = the smallest candidate gap such that a fraction ``>= q`` of candidates is at or
       below it; keep gaps ``<= eps``.
 
     ``groups`` must be integer ids ``[B, N]`` (the pairs need a hard group membership).  The ordering (default
     ``Hard()``) is used only for adjacency and position weights; adjacency is exact for ``Hard()`` (ties="first"),
     with ``Hard(ties="average")`` tied items count as adjacent.  Returns a :class:`MatchedPairs` (pairs in
-    (query, item_g, item_other) order for ``eps``/``quantile``, by increasing gap for ``k``).
+    (query, item_g, item_other) order for ``eps``/``quantile``, by increasing gap for ``closest``).  On a
+    stochastic ordering adjacency and position weights use the expected positions.
 
     Example::
 
@@ -138,13 +153,13 @@ def matched_pairs(scores: Tensor, relevance: Tensor, groups: Tensor, *, group: i
         >>> p.item_g, p.item_other, p.diff
         (tensor([1]), tensor([0]), tensor([1.]))
     """
-    _check_options(eps, k, quantile, adjacent, position_weight)
+    closest = _closest_alias(closest, k)
+    _check_options(eps, closest, quantile, adjacent, position_weight)
     if isinstance(groups, Tensor) and groups.is_floating_point():
         raise ValueError("`groups` must be integer group ids [B, N] for matched pairs (soft membership is not "
                          "supported)")
-    if not isinstance(group, int) or isinstance(group, bool) or group < 0 or (num_groups is not None and
-                                                                                group >= num_groups):
-        raise ValueError(f"`group` must be a group id in [0, num_groups); got {group!r}")
+    check_group_id(group, "group", num_groups)
+    F = None if browsing is None else get_browsing(browsing)
     b = prepare(scores, relevance, groups, mask, num_groups=num_groups, validate=validate_args,
                 require_relevance=True, require_groups=True)
     s, y, m = b.scores, b.relevance, b.mask
@@ -176,10 +191,10 @@ def matched_pairs(scores: Tensor, relevance: Tensor, groups: Tensor, *, group: i
     j = torch.cat(jj)
     gap = torch.cat(gaps)
 
-    if k is not None and gap.numel() > k:
-        sel = torch.sort(gap, stable=True).indices[:k]
+    if closest is not None and gap.numel() > closest:
+        sel = torch.sort(gap, stable=True).indices[:closest]
         q, i, j, gap = q[sel], i[sel], j[sel], gap[sel]
-    elif k is not None:
+    elif closest is not None:
         sel = torch.sort(gap, stable=True).indices
         q, i, j, gap = q[sel], i[sel], j[sel], gap[sel]
     elif quantile is not None and gap.numel() > 0:
@@ -195,10 +210,9 @@ def matched_pairs(scores: Tensor, relevance: Tensor, groups: Tensor, *, group: i
         eps_used = gap.max() if gap.numel() else torch.zeros((), dtype=s.dtype, device=dev)
 
     diff = y[q, i] - y[q, j]
-    if browsing is None:
+    if F is None:
         w = torch.ones_like(diff)
     else:
-        F = get_browsing(browsing)
         if not F.position_based:
             raise ValueError(f"`browsing` must be position-based for pair weights; got {F!r}")
         pi, pj = pos[q, i], pos[q, j]
@@ -215,17 +229,25 @@ def mpc_cluster_variance(pairs: MatchedPairs, *, cluster: str = "item", item_ids
     .. math:: \hat V = \frac{1}{(\sum_p w_p)^2} \sum_{p, p'} 1(p \sim p')\, w_p e_p\, w_{p'} e_{p'},
               \qquad e_p = d_p - \hat\theta
 
-    ``cluster="item"`` (``003`` §4.1.4; the dyadic estimator of Aronow, Samii & Assenova 2017): ``p ~ p'`` when
-    the two pairs share an item (``p = p'`` included).  Computed in O(P) as
+    ``cluster="item"`` (Korevaar et al., arXiv 2023, §4.1.4; the dyadic estimator of Aronow, Samii & Assenova 2017):
+    ``p ~ p'`` when the two pairs share an item (``p = p'`` included).  Computed in O(P) as
     ``sum_a U_a^2 - sum_{dyads {a, c}} U_{ac}^2`` with ``U_a`` the sum of ``w e`` over the pairs containing item
     a (each item appears on one side only) and ``U_ac`` over the pairs made of exactly the items a and c.
     An item is ``(query, index)`` unless ``item_ids [B, N]`` gives global ids (e.g. a movie recommended to
     several users is then one item in every list; an id must not belong to both sides of a pair).
     ``cluster="query"``: ``p ~ p'`` when they come from the same query.  No small-sample correction (HC0-type).
     Returns a scalar (0 without pairs).
+
+    Example (two pairs sharing item 0 of query 0: one cluster)::
+
+        >>> p = matched_pairs(torch.tensor([3.0, 2.9, 2.8]), torch.tensor([1.0, 2.0, 0.0]),
+        ...                   torch.tensor([0, 1, 1]), group=1, eps=0.5)
+        >>> mpc_cluster_variance(p)   # d = (1, -1), theta = 0: (1 - 1)^2 / 2^2
+        tensor(0.)
     """
-    if cluster not in ("item", "query"):
-        raise ValueError(f"`cluster` must be 'item' or 'query'; got {cluster!r}")
+    if not isinstance(pairs, MatchedPairs):
+        raise ValueError(f"`pairs` must be a MatchedPairs (from matched_pairs); got {type(pairs).__name__}")
+    check_choice(cluster, "cluster", ("item", "query"))
     w, d = pairs.weight, pairs.diff
     dt = d.dtype
     W = w.sum()
@@ -261,27 +283,31 @@ def mpc_cluster_variance(pairs: MatchedPairs, *, cluster: str = "item", item_ids
 
 
 def matched_pair_calibration(scores: Tensor, relevance: Tensor, groups: Tensor, *, group: int = 1,
-                             eps: Optional[float] = None, k: Optional[int] = None, quantile: Optional[float] = None,
+                             eps: Optional[float] = None, closest: Optional[int] = None,
+                             quantile: Optional[float] = None,
                              adjacent: bool = False, browsing: Union[BrowsingModel, str, None] = None,
                              position_weight: str = "top", ci: str = "cluster", level: float = 0.95,
                              n_boot: int = 200, generator: Optional[torch.Generator] = None,
                              item_ids: Optional[Tensor] = None, mask: Optional[Tensor] = None,
                              num_groups: Optional[int] = None, ordering: OrderingLike = None,
-                             validate_args: bool = True) -> MPCResult:
-    r"""Matched Pair Calibration for group g, per query and pooled over queries (``003`` Definitions 1-3).
+                             validate_args: bool = True, k: Optional[int] = None) -> MPCResult:
+    r"""Matched Pair Calibration for group g, per query and pooled over queries (Korevaar et al., arXiv 2023,
+    Definitions 1-3).
 
     .. math:: MPC_\epsilon(g, \mathcal{Q}) = \frac{1}{|MP_\epsilon(g, \mathcal{Q})|}
               \sum_{(i_g, i_{\neg g}) \in MP_\epsilon(g, \mathcal{Q})} y(i_g) - y(i_{\neg g})
 
     (weighted mean ``sum w d / sum w`` with position re-weighting).  ``relevance`` holds the observed outcomes
     ``y`` (non-negative; MPC only uses differences, so shift outcomes that can be negative).  Pair selection
-    options (``eps`` / ``k`` / ``quantile``, ``adjacent``, ``browsing`` + ``position_weight``) are those of
-    :func:`matched_pairs`; exactly one of ``eps``, ``k``, ``quantile`` is required.
+    options (``eps`` / ``closest`` / ``quantile``, ``adjacent``, ``browsing`` + ``position_weight``) are those of
+    :func:`matched_pairs`; exactly one of ``eps``, ``closest``, ``quantile`` is required (``k`` is the deprecated
+    name of ``closest``).
 
     Confidence interval at ``level`` (``ci``):
 
     * ``"cluster"`` (default): ``estimate ± z * se`` with the item-sharing cluster-robust variance of
-      :func:`mpc_cluster_variance` (``003`` §4.1.4); ``item_ids`` optionally gives global item identities;
+      :func:`mpc_cluster_variance` (Korevaar et al., arXiv 2023, §4.1.4); ``item_ids`` optionally gives global item
+      identities;
     * ``"query"``: the same with queries as clusters;
     * ``"bootstrap"``: percentile interval of ``n_boot`` replicates resampling the queries that have pairs
       with replacement (the matched pair set is held fixed), reproducible through ``generator``;
@@ -297,15 +323,16 @@ def matched_pair_calibration(scores: Tensor, relevance: Tensor, groups: Tensor, 
         >>> r.estimate, r.n_pairs
         (tensor(1.5000), tensor(2))
     """
-    if ci not in CI_METHODS:
-        raise ValueError(f"`ci` must be one of {CI_METHODS}; got {ci!r}")
-    if not isinstance(level, float) or not (0.0 < level < 1.0):
+    closest = _closest_alias(closest, k)
+    check_choice(ci, "ci", CI_METHODS)
+    if not isinstance(level, float):
         raise ValueError(f"`level` must be a float in (0, 1); got {level!r}")
-    if ci == "bootstrap" and (not isinstance(n_boot, int) or isinstance(n_boot, bool) or n_boot < 2):
+    check_number(level, "level", low=0.0, high=1.0, low_open=True, high_open=True)
+    if ci == "bootstrap" and (isinstance(n_boot, float) or check_number(n_boot, "n_boot", low=2, integer=True) < 2):
         raise ValueError(f"`n_boot` must be an int >= 2; got {n_boot!r}")
     if generator is not None and not isinstance(generator, torch.Generator):
         raise ValueError(f"`generator` must be a torch.Generator; got {type(generator).__name__}")
-    pairs = matched_pairs(scores, relevance, groups, group=group, eps=eps, k=k, quantile=quantile,
+    pairs = matched_pairs(scores, relevance, groups, group=group, eps=eps, closest=closest, quantile=quantile,
                           adjacent=adjacent, browsing=browsing, position_weight=position_weight, mask=mask,
                           num_groups=num_groups, ordering=ordering, validate_args=validate_args)
     dt = pairs.diff.dtype

@@ -1,6 +1,6 @@
-"""The monotonicity test of Kuhlman, Gerych & Rundensteiner (``001`` §5), with a weighted isotonic regression.
+"""The monotonicity test of Kuhlman, Gerych & Rundensteiner (AIES 2021, §5), with a weighted isotonic regression.
 
-What is tested.  ``001``'s comparison of statistical-parity metrics (rND, rKL, rRD, pair, expRR; Theorems 1-2)
+What is tested.  Kuhlman et al.'s comparison of statistical-parity metrics (rND, rKL, rRD, pair, expRR; Theorems 1-2)
 assumes that group advantage acts *monotonically* down the ranking: the probability ``M(k)`` that position k
 holds a protected item is non-increasing in k when the protected group is advantaged (Assumption 1) and
 non-decreasing when it is disadvantaged (Assumption 2).  Given a set of observed rankings, the test
@@ -12,27 +12,28 @@ non-decreasing when it is disadvantaged (Assumption 2).  Given a set of observed
    against the counts the monotone curve predicts.
 
 How to read it.  ``p_value`` large (e.g. > 0.05): the per-position probabilities are statistically compatible
-with a monotone advantage function, so Assumptions 1-2 hold plausibly and the metrics of ``001`` §4 agree
-(minimising one minimises all).  ``p_value`` small: the group's presence rises and falls down the ranking
+with a monotone advantage function, so Assumptions 1-2 hold plausibly and the metrics of Kuhlman et al., AIES 2021, §4
+agree (minimising one minimises all).  ``p_value`` small: the group's presence rises and falls down the ranking
 (e.g. protected items clustered in the middle); the metrics may disagree and should be inspected one by one
-(``001`` §7).  ``direction`` says which monotone shape fits: ``"decreasing"`` (protected items concentrated at the
-top, an advantage), ``"increasing"`` (concentrated at the bottom, a disadvantage) or ``"constant"`` (no
-position effect).  The chi-square reference distribution is approximate: the curve is fitted to the same data
-(degrees of freedom = observed positions minus fitted levels, the usual effective dimension of an isotonic fit)
-and the direction is chosen by the data, so treat the p-value as a screening tool, as ``001`` does.
+(Kuhlman et al., AIES 2021, §7).  ``direction`` says which monotone shape fits: ``"decreasing"`` (protected items
+concentrated at the top, an advantage), ``"increasing"`` (concentrated at the bottom, a disadvantage) or
+``"constant"`` (no position effect).  The chi-square reference distribution is approximate: the curve is fitted to the
+same data (degrees of freedom = observed positions minus fitted levels, the usual effective dimension of an isotonic
+fit) and the direction is chosen by the data, so treat the p-value as a screening tool, as Kuhlman et al., AIES 2021
+does.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Union
+import warnings
+from typing import NamedTuple, Optional
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from .._validation import prepare
+from .._validation import check_group_id, prepare
 from ..orderings.base import OrderingLike
-from ..orderings import OrderedBatch, Ordering
-from ._common import order
+from ._common import check_bool, check_k, order
 
 __all__ = ["isotonic_regression", "MonotonicityTest", "monotonicity_test"]
 
@@ -69,6 +70,7 @@ def isotonic_regression(y: Tensor, weights: Optional[Tensor] = None, *, increasi
         >>> isotonic_regression(torch.tensor([1.0, 3.0, 2.0, 4.0]))
         tensor([1.0000, 2.5000, 2.5000, 4.0000])
     """
+    check_bool(increasing, "increasing")
     if not isinstance(y, Tensor) or y.dim() != 1 or y.numel() == 0:
         raise ValueError(f"`y` must be a non-empty 1-D tensor; got {y!r}" if not isinstance(y, Tensor)
                          else f"`y` must be a non-empty 1-D tensor; got shape {tuple(y.shape)}")
@@ -119,13 +121,15 @@ def _chi2(p: np.ndarray, n: np.ndarray, m: np.ndarray) -> float:
     return float(np.sum(np.where(ok, n * (p - m) ** 2 / np.where(ok, den, 1.0), 0.0)))
 
 
-def monotonicity_test(scores: Tensor, groups: Tensor, *, protected: int = 1, top: Optional[int] = None,
+def monotonicity_test(scores: Tensor, groups: Tensor, *, protected: int = 1, k: Optional[int] = None,
                       mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
-                      ordering: OrderingLike = None, validate_args: bool = True) -> MonotonicityTest:
-    r"""Monotonicity test of the protected group's per-position probability over a set of rankings (``001`` §5).
+                      ordering: OrderingLike = None, validate_args: bool = True,
+                      top: Optional[int] = None) -> MonotonicityTest:
+    r"""Monotonicity test of the protected group's per-position probability over a set of rankings (Kuhlman et al.,
+    AIES 2021, §5).
 
     Every list of the batch is one observed ranking.  With ``R = ordering(scores).position_matrix()``
-    (``R[b, k, i] = P(item i at position k)``, ``001`` eq. 10) and memberships ``a``:
+    (``R[b, k, i] = P(item i at position k)``, Kuhlman et al., AIES 2021, eq. 10) and memberships ``a``:
 
     .. math:: n_k = \sum_b \sum_i R_{bki}\, 1(g_i \text{ known}), \qquad
               \hat M(k) = \frac{1}{n_k} \sum_b \sum_i R_{bki}\, a_{i,\mathrm{protected}}
@@ -138,8 +142,10 @@ def monotonicity_test(scores: Tensor, groups: Tensor, *, protected: int = 1, top
     (the Pearson statistic of the protected / other counts per position), with
     ``dof = #observed positions - #distinct levels of M`` and ``p_value = P(chi2_dof >= statistic)``.
     For a stochastic ordering (Plackett-Luce, soft) the counts are expected counts.  Items of unknown group
-    (id -1) are not counted; padded positions are unobserved.  ``top`` restricts the test to positions
-    ``< top`` (e.g. top-10 lists).  See the module docstring for how to read the result.
+    (id -1) are not counted; padded positions are unobserved.  ``k`` restricts the test to positions ``< k``
+    (top-k lists; ``top`` is its deprecated name).  Returns a :class:`MonotonicityTest` (per-position fields
+    ``[N]``, scalars otherwise).  ``ValueError`` when no position holds an item of known group.  See the module
+    docstring for how to read the result.
 
     Example (the protected group 1 drifts down the rankings)::
 
@@ -148,14 +154,16 @@ def monotonicity_test(scores: Tensor, groups: Tensor, *, protected: int = 1, top
         >>> t.probabilities, t.direction, t.dof, t.p_value
         (tensor([0.0000, 0.5000, 0.5000, 1.0000]), 'increasing', 1, tensor(1.))
     """
-    if not isinstance(protected, int) or isinstance(protected, bool) or protected < 0:
-        raise ValueError(f"`protected` must be a non-negative int group id; got {protected!r}")
-    if top is not None and (not isinstance(top, int) or isinstance(top, bool) or top < 1):
-        raise ValueError(f"`top` must be a positive int; got {top!r}")
+    check_group_id(protected, "protected", num_groups)
+    if top is not None:
+        if k is not None:
+            raise ValueError("give `k` only (`top` is its deprecated name)")
+        warnings.warn("`top` of monotonicity_test is renamed `k` (the package's one cut-off keyword)",
+                      FutureWarning, stacklevel=2)
+        k = check_k(top, "top")
+    top = check_k(k)
     b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
-    G = b.num_groups
-    if protected >= G:
-        raise ValueError(f"`protected` must be a group id in [0, {G}); got {protected}")
+    check_group_id(protected, "protected", b.num_groups)
     ob = order(b, ordering)
     R = ob.position_matrix().detach()  # [B, K, N]
     memb = b.membership.detach().to(R.dtype)

@@ -6,32 +6,47 @@ against an ordering (:mod:`torchfair.orderings`): the expected mass of group g a
 .. math:: C[b, i, g] = \sum_{k < i} \sum_j R[b, k, j]\, a_{jg}
 
 with ``R = ordering.position_matrix()`` (one-hot for a hard ranking, doubly stochastic for a soft or stochastic
-ordering, ``001`` eq. 10-13) and ``a`` the group membership.  With the default ``ordering=Hard()`` the values are
-exact; a relaxed ordering gives the expectation forms of ``001`` eq. 12-17 from the same code.
+ordering, Kuhlman et al., AIES 2021, eq. 10-13) and ``a`` the group membership.  With the default ``ordering=Hard()``
+the values are exact; a relaxed ordering gives the expectation forms of Kuhlman et al., AIES 2021, eq. 12-17 from the
+same code.
+
+Stochastic orderings.  On a mixture of rankings (``Sampled``, ``PlackettLuce``) every prefix measure is the measure
+of the *expected prefix composition* ``C`` (Kuhlman et al., AIES 2021, eq. 12-17), not the mean of the per-ranking
+values: the distances are non-linear in ``C`` (absolute values, KL divergences, logarithms, the binomial CDF).  For the
+convex ones (rND, rRD, rKL, PreF, NDKL) it is at most the mean of the per-ranking values, and 0 when every ranking
+is fair.  For the mean of per-ranking values evaluate each ranking with ``Hard()`` and average.  The normalised
+measures stay in [0, 1] on mixtures of rankings (rRD, whose ratio is not convex in the composition, up to its
+continuation at ``|G-| < 1``); relaxed orderings (``SoftRank``'s position matrix is an approximately doubly
+stochastic Gaussian fit) give smooth approximations that can leave the range slightly.
 
 Common arguments
 ----------------
 scores : ``[B, N]`` or ``[N]`` float.
 groups : ``[B, N]`` int ids in ``[0, G)`` (``-1`` = unknown: it takes a position but belongs to no group) or, where
-    the measure allows it (rKL, PreF_KL, NDKL, skew), ``[B, N, G]`` soft membership whose rows sum to 1.
+    the measure allows it (rKL, PreF_KL, NDKL, skew), ``[B, N, G]`` soft membership whose rows sum to at most 1.
 protected : the protected group id of the binomial measures (rND, rRD, rKL, PreF_ND/RD, FAIR); every other item,
-    unknown ones included, is "non-protected" (``002`` §2.1: ``G-(L)`` is the remaining documents).
+    unknown ones included, is "non-protected" (Raj & Ekstrand, SIGIR 2022, §2.1: ``G-(L)`` is the remaining documents).
 step : cut-offs ``i = step, 2 step, ...  <= n`` (Yang & Stoyanovich use 10, 20, 30, ...).
+k : the largest cut-off that counts (top-k evaluation: only prefixes of length ``<= k``; for the normalised measures
+    ``Z`` is the maximum of the same truncated sum); ``None`` (default) = the whole list.  skew@k's ``k`` is the
+    length of the one prefix it looks at.
+target : the group distribution a prefix is compared with: ``None`` or ``"list"`` (the list's own composition, the
+    default), ``"equal"`` (every group the same share), or numbers (see each measure).
 mask, num_groups, ordering, reduction, return_valid, validate_args : as in :mod:`torchfair.metrics.pairwise`.
 
 Conventions
 -----------
-* Discount of cut-off ``i``: ``1 / log2(i)`` (``001`` eq. 1, ``002`` eq. 1).  ``log2(1) = 0``, so a cut-off at 1
-  (``step=1``) is weighted ``1 / log2(max(i, 2))`` = 1, like ``002`` table 3's logarithmic model; for
-  ``step >= 2`` this is exactly the published discount.
-* Logarithms are natural (``001`` eq. 16-17).
+* Discount of cut-off ``i``: ``1 / log2(i)`` (Kuhlman et al., AIES 2021, eq. 1, Raj & Ekstrand, SIGIR 2022, eq. 1).
+  ``log2(1) = 0``, so a cut-off at 1 (``step=1``) is weighted ``1 / log2(max(i, 2))`` = 1, like Raj & Ekstrand, SIGIR
+  2022, table 3's logarithmic model; for ``step >= 2`` this is exactly the published discount.
+* Logarithms are natural (Kuhlman et al., AIES 2021, eq. 16-17).
 * Normaliser ``Z`` of rND/rRD/rKL/PreF: the exact maximum of the unnormalised sum over *all* rankings of the same
-  length and group composition (``002`` eq. 1), so values lie in [0, 1] and 1 is attained.  It is computed by an
-  exact dynamic programme over prefix compositions (longest path through the lattice of count vectors), on the
-  CPU, once per distinct composition (cached).  Published implementations approximate ``Z`` instead: from
-  generated (simulated) unfair rankings, or, as ``002`` §5 calls "the straightforward way", by putting all
-  protected items last.  Neither is exact in general: for rRD the maximum is *not* attained by putting one group
-  first or last (e.g. 8 items, 2 protected, step 2: ``P N P N N N N N`` beats both block rankings); for rND and
+  length and group composition (Raj & Ekstrand, SIGIR 2022, eq. 1), so values lie in [0, 1] and 1 is attained.  It is
+  computed by an exact dynamic programme over prefix compositions (longest path through the lattice of count vectors),
+  on the CPU, once per distinct composition (cached).  Published implementations approximate ``Z`` instead: from
+  generated (simulated) unfair rankings, or, as Raj & Ekstrand, SIGIR 2022, §5 calls "the straightforward way", by
+  putting all protected items last.  Neither is exact in general: for rRD the maximum is *not* attained by putting one
+  group first or last (e.g. 8 items, 2 protected, step 2: ``P N P N N N N N`` beats both block rankings); for rND and
   rKL a block ranking was maximal in every case we enumerated (N <= 8, step 1-3, and N <= 80 with step 10
   against the DP) but the DP does not rely on it.
   ``normalize=False`` returns the unnormalised sum.  The state space is ``prod_t (n_t + 1)`` over distinct
@@ -47,35 +62,60 @@ from typing import Callable, Dict, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
-from .._validation import Batch, prepare
+from .._validation import Batch, check_choice, check_group_id, check_number, check_reduction, prepare
 from ..orderings.base import OrderingLike
-from ..orderings import OrderedBatch, Ordering
-from ._common import finish, order, safe_div
+from ..orderings import OrderedBatch
+from ._common import (check_bool, check_k, check_target_string, clamp_rounding, finish, order, precise_dtype,
+                      safe_div, safe_log)
 
 __all__ = ["rnd", "rrd", "rkl", "pref", "skew", "ndkl", "fair", "prefix_mass", "MAX_NORMALISER_STATES"]
 
-TargetLike = Union[float, Tensor, None]
+TargetLike = Union[float, Tensor, str, None]
 
 #: largest DP state space (number of prefix count vectors) the exact normaliser accepts
 MAX_NORMALISER_STATES = 2 ** 22
 
 _DELTAS = ("nd", "rd", "kl")
 
+#: accepted target strings: ``"list"`` the list's own group composition (the default), ``"equal"`` equal shares
+_TARGET_STRINGS = ("list", "equal")
+
+#: a normaliser ``Z <= Z_TOLERANCE * eps * (sum of the cut-off discounts)`` (``eps`` of the working dtype, in which
+#: the target is given) is 0 up to rounding: the value is undefined
+Z_TOLERANCE = 64.0
+
 
 # ---------------------------------------------------------------------------------------------------- helpers
 def prefix_mass(ordered: OrderedBatch, membership: Tensor) -> Tensor:
-    """``C[b, i, g]``: expected mass of group g among the first ``i + 1`` positions, ``[B, N, G]``.
+    r"""``C[b, i, g]``: expected mass of group g among the first ``i + 1`` positions (Kuhlman et al., AIES 2021,
+    eq. 10-13).
 
-    ``cumsum_k (R @ membership)`` with ``R = ordered.position_matrix()``; rows ``i >= n_b`` hold the list totals.
+    .. math:: C_{b,i,g} = \sum_{k \le i} \sum_j R_{b,k,j}\, a_{b,j,g}
+
+    ``ordered`` an :class:`~torchfair.orderings.OrderedBatch` (``R = ordered.position_matrix()``), ``membership``
+    ``[B, N, G]``; returns ``[B, N, G]``, rows ``i >= n_b`` hold the list totals.
+
+    Example::
+
+        >>> from torchfair.orderings import Hard
+        >>> ob = Hard()(torch.tensor([[3., 1., 2.]]), torch.ones(1, 3, dtype=torch.bool))
+        >>> prefix_mass(ob, torch.tensor([[[1., 0.], [0., 1.], [1., 0.]]]))[0]
+        tensor([[1., 0.],
+                [2., 0.],
+                [2., 1.]])
     """
+    if not isinstance(ordered, OrderedBatch):
+        raise ValueError(f"`ordered` must be an OrderedBatch (e.g. Hard()(scores, mask)); got {type(ordered).__name__}")
+    if not isinstance(membership, Tensor) or membership.dim() != 3 or membership.shape[:2] != ordered.mask.shape:
+        raise ValueError(f"`membership` must be a tensor [B, N, G] with [B, N] = {tuple(ordered.mask.shape)}")
     R = ordered.position_matrix().to(membership.dtype)
     return torch.cumsum(torch.bmm(R, membership), dim=1)
 
 
 def _check_int(x, name: str, minimum: int = 1) -> int:
-    if isinstance(x, bool) or not isinstance(x, int) or x < minimum:
+    if isinstance(x, float):
         raise ValueError(f"`{name}` must be an int >= {minimum}; got {x!r}")
-    return x
+    return check_number(x, name, low=minimum, integer=True)
 
 
 def _cutoff_discount(lengths: Tensor) -> Tensor:
@@ -86,8 +126,7 @@ def _cutoff_discount(lengths: Tensor) -> Tensor:
 def _binary_columns(b: Batch, protected: int, name: str, validate: bool) -> Tensor:
     """``[B, N, 2]``: (protected, non-protected) membership; unknown items count as non-protected."""
     G = b.num_groups
-    if isinstance(protected, bool) or not isinstance(protected, int) or not (0 <= protected < G):
-        raise ValueError(f"`protected` must be a group id in [0, {G}); got {protected!r}")
+    check_group_id(protected, "protected", G)
     p = b.membership[..., protected]
     rest = b.mask.to(p.dtype) - p
     return torch.stack([p, rest], dim=-1)
@@ -96,16 +135,22 @@ def _binary_columns(b: Batch, protected: int, name: str, validate: bool) -> Tens
 def _require_hard(groups: Tensor, measure: str):
     if isinstance(groups, Tensor) and groups.is_floating_point():
         raise ValueError(f"`groups` must be integer group ids [B, N] for {measure} (a binomial measure needs "
-                         f"definitive membership, ``002`` §5); soft membership is supported by rkl, "
-                         f"pref(delta='kl'), ndkl and skew")
+                         f"definitive membership, Raj & Ekstrand, SIGIR 2022, §5); soft membership is supported "
+                         f"by rkl, pref(delta='kl'), ndkl and skew")
 
 
 def _binary_target(target: TargetLike, b: Batch, default: Tensor, name: str, open_interval: bool,
                    validate: bool) -> Tensor:
     """Scalar protected-group probability per list, ``[B]``."""
     B = b.mask.shape[0]
-    if target is None:
+    check_target_string(target, _TARGET_STRINGS)
+    if target is None or target == "list":
         return default
+    if target == "equal":  # the protected group's share when every group is equally represented
+        return torch.full((B,), 1.0 / b.num_groups, dtype=b.scores.dtype, device=b.scores.device)
+    if not isinstance(target, (Tensor, int, float)) or isinstance(target, bool):
+        raise ValueError(f"`{name}` must be a float, a tensor [B] = [{B}] of protected-group probabilities, "
+                         f"'list' or 'equal'; got {target!r}")
     t = torch.as_tensor(target, dtype=b.scores.dtype, device=b.scores.device)
     if t.dim() == 0:
         t = t.expand(B)
@@ -118,14 +163,20 @@ def _binary_target(target: TargetLike, b: Batch, default: Tensor, name: str, ope
         if not (torch.isfinite(t).all() and lo_ok.all() and hi_ok.all()):
             rng = "(0, 1)" if open_interval else "[0, 1]"
             raise ValueError(f"`{name}` must be a probability in {rng}; got {target!r}")
-    return t
+    return t.detach()
 
 
 def _multinomial_target(target: TargetLike, b: Batch, default: Tensor, name: str, validate: bool) -> Tensor:
     """Target distribution over groups per list, ``[B, G]`` (strictly positive where given, sums to 1)."""
     B, G = b.mask.shape[0], default.shape[-1]
-    if target is None:
+    check_target_string(target, _TARGET_STRINGS)
+    if target is None or target == "list":
         return default
+    if target == "equal":
+        return torch.full((B, G), 1.0 / G, dtype=b.scores.dtype, device=b.scores.device)
+    if not isinstance(target, Tensor) and not isinstance(target, (list, tuple)):
+        raise ValueError(f"`{name}` must be a distribution over the {G} groups ([G] or [B, G]), 'list' or "
+                         f"'equal'; got {target!r}")
     t = torch.as_tensor(target, dtype=b.scores.dtype, device=b.scores.device)
     if t.dim() == 1 and t.shape[0] == G:
         t = t.expand(B, G)
@@ -137,7 +188,7 @@ def _multinomial_target(target: TargetLike, b: Batch, default: Tensor, name: str
                 t.sum(-1), torch.ones((), dtype=t.dtype, device=t.device), atol=1e-4):
             raise ValueError(f"`{name}` must hold strictly positive probabilities summing to 1 (KL to a zero target "
                              f"probability is infinite); got {target!r}")
-    return t
+    return t.detach()
 
 
 # ---------------------------------------------------------------------------------------------------- distances
@@ -145,22 +196,37 @@ def _multinomial_target(target: TargetLike, b: Batch, default: Tensor, name: str
 # The same function scores the ranking and the states of the exact normaliser.
 
 def _delta_nd(m: Tensor, i: Tensor, t: Tensor) -> Tensor:
-    """``|G+(L<=i)| / i - p|`` (``002`` table 4, ``001`` eq. 2); column 0 is the protected mass."""
+    """``|G+(L<=i)| / i - p|`` (Raj & Ekstrand, SIGIR 2022, table 4; Kuhlman et al., AIES 2021, eq. 2); column 0
+    is the protected mass."""
     return (m[..., 0] / i - t).abs()
 
 
 def _delta_rd(m: Tensor, i: Tensor, t: Tensor) -> Tensor:
-    """``| |G+| / |G-| - p / (1 - p) |`` (``002`` table 4, ``001`` eq. 3); ratio := 0 when ``|G-(L<=i)| = 0``."""
-    ratio, _ = safe_div(m[..., 0], i - m[..., 0])
-    return (ratio - t / (1 - t)).abs()
+    """``| |G+| / |G-| - p / (1 - p) |`` (Raj & Ekstrand, SIGIR 2022, table 4; Kuhlman et al., AIES 2021, eq. 3);
+    ratio := 0 when ``|G-(L<=i)| = 0``.
+
+    For the fractional prefix counts of stochastic and relaxed orderings the ratio is continued linearly between
+    ``|G-| = 1`` (ratio ``i - 1``, the largest an integer prefix has) and ``|G-| = 0`` (ratio 0), so that it stays
+    continuous and bounded instead of exploding as ``|G-| -> 0``; integer counts are unchanged."""
+    neg = i - m[..., 0]
+    big = neg >= 1
+    ratio = torch.where(big, m[..., 0] / torch.where(big, neg, torch.ones_like(neg)),
+                        (i - 1).clamp(min=0) * neg.clamp(min=0))
+    odds, _ = safe_div(t, 1 - t)  # t = 1 (no non-protected item) is flagged invalid by the caller
+    return (ratio - odds).abs()
 
 
 def _delta_kl(m: Tensor, i: Tensor, t: Tensor) -> Tensor:
-    """``D_KL(p(L<=i) || p)`` with ``p(L<=i) = m / sum(m)`` (``002`` table 4, ``001`` eq. 5, 17); 0 for no mass."""
+    """``D_KL(p(L<=i) || p)`` with ``p(L<=i) = m / sum(m)`` (Raj & Ekstrand, SIGIR 2022, table 4; Kuhlman et al., AIES
+    2021, eq. 5, 17); 0 for no mass."""
     tot = m.sum(-1, keepdim=True)
     P, _ = safe_div(m, tot.expand_as(m))
     t = t.expand_as(P)
-    kl = (torch.xlogy(P, P) - torch.xlogy(P, torch.where(P > 0, t, torch.ones_like(t)))).sum(-1)
+    # 0 log 0 = 0 with a zero (not NaN) gradient: both logs see 1 where P = 0 (torch.xlogy's gradient is NaN there)
+    pos = P > 0
+    one = torch.ones_like(P)
+    logratio = torch.log(torch.where(pos, P, one)) - torch.log(torch.where(pos & (t > 0), t, one))
+    kl = torch.where(pos, P * logratio, torch.zeros_like(P)).sum(-1)
     return torch.where(tot[..., 0] > 0, kl, torch.zeros_like(kl)).clamp(min=0)
 
 
@@ -173,13 +239,15 @@ _Z_CACHE: Dict[tuple, float] = {}
 _Z_CACHE_SIZE = 4096
 
 
-def _max_over_rankings(types: Tensor, counts: Tuple[int, ...], step: int, delta: str, target: Tensor) -> float:
-    """Exact ``max over arrangements of sum_{i = step, 2 step, ...} delta(prefix_i) / log2(max(i, 2))``.
+def _max_over_rankings(types: Tensor, counts: Tuple[int, ...], step: int, delta: str, target: Tensor,
+                       last: Optional[int] = None) -> float:
+    """Exact ``max over arrangements of sum_{i = step, 2 step, ... <= last} delta(prefix_i) / log2(max(i, 2))``.
 
     ``types [T, G']`` are the distinct membership rows of the list (float64, CPU), ``counts`` their multiplicities.
     Dynamic programme over count vectors ``c`` (how many items of each type the prefix holds): a ranking is a
     monotone lattice path from 0 to ``counts`` and the sum only depends on the states at the cut-off layers, so
     ``V(c) = term(c) + max_t V(c - e_t)`` and ``Z = V(counts)``.  Exact, ``O(T prod_t (n_t + 1))``.
+    ``last`` (default: the list length) is the largest cut-off that counts (the measures' ``k``).
     """
     shape = [c + 1 for c in counts]
     size = math.prod(shape)
@@ -187,6 +255,7 @@ def _max_over_rankings(types: Tensor, counts: Tuple[int, ...], step: int, delta:
         raise ValueError(f"the exact normaliser needs {size} states (> MAX_NORMALISER_STATES = "
                          f"{MAX_NORMALISER_STATES}) for this group composition; pass normalize=False")
     n = sum(counts)
+    last = n if last is None else min(last, n)
     fn = _DELTA_FN[delta]
     T = len(counts)
     axes = [torch.arange(s, dtype=torch.int32) for s in shape]
@@ -206,7 +275,7 @@ def _max_over_rankings(types: Tensor, counts: Tuple[int, ...], step: int, delta:
             ok = c[:, t] >= 1
             prev = torch.where(ok, idx - strides[t], torch.zeros_like(idx))
             best = torch.maximum(best, torch.where(ok, V[prev], neg_inf))
-        if s % step == 0:
+        if s % step == 0 and s <= last:
             m = c.to(torch.float64) @ types
             i = torch.full((idx.numel(),), float(s), dtype=torch.float64)
             best = best + fn(m, i, target) / math.log2(max(s, 2))
@@ -214,54 +283,82 @@ def _max_over_rankings(types: Tensor, counts: Tuple[int, ...], step: int, delta:
     return float(V[size - 1])
 
 
-def _exact_normaliser(cols: Tensor, mask: Tensor, step: int, delta: str, target: Tensor) -> Tensor:
-    """``Z [B]``: exact maximum over all rankings of each list's items (same length and composition)."""
+def _exact_normaliser(cols: Tensor, mask: Tensor, step: int, delta: str, target: Tensor,
+                      need: Optional[Tensor] = None, last: Optional[int] = None) -> Tensor:
+    """``Z [B]``: exact maximum over all rankings of each list's items (same length and composition).
+
+    Lists where ``need`` is False (no cut-off inside the list, or a fully padded list) get ``Z = 0``."""
     B = cols.shape[0]
     cols64 = cols.detach().to("cpu", torch.float64)
     mask_c = mask.to("cpu")
+    need_c = mask_c.any(-1) if need is None else (need.to("cpu") & mask_c.any(-1))
     tgt = target.detach().to("cpu", torch.float64)
     out = []
     for b in range(B):
+        if not bool(need_c[b]):
+            out.append(0.0)
+            continue
         rows = cols64[b][mask_c[b]]
         types, counts = torch.unique(rows, dim=0, return_counts=True)
         counts_t = tuple(int(c) for c in counts.tolist())
-        key = (delta, step, tuple(types.flatten().tolist()), types.shape[1], counts_t, tuple(tgt[b].flatten().tolist()))
+        n_b = sum(counts_t)
+        last_b = n_b if last is None else min(last, n_b)
+        key = (delta, step, last_b, tuple(types.flatten().tolist()), types.shape[1], counts_t,
+               tuple(tgt[b].flatten().tolist()))
         z = _Z_CACHE.get(key)
         if z is None:
-            z = _max_over_rankings(types, counts_t, step, delta, tgt[b])
+            z = _max_over_rankings(types, counts_t, step, delta, tgt[b], last_b)
             if len(_Z_CACHE) >= _Z_CACHE_SIZE:
                 _Z_CACHE.pop(next(iter(_Z_CACHE)))
             _Z_CACHE[key] = z
         out.append(z)
-    return torch.tensor(out, dtype=cols.dtype, device=cols.device)
+    return torch.tensor(out, dtype=precise_dtype(cols.device, cols.dtype), device=cols.device)
 
 
 # ---------------------------------------------------------------------------------------------------- core
 def _prefix_sum(b: Batch, ordering: OrderingLike, cols: Tensor, delta: str, target: Tensor, step: int,
-                normalize: bool) -> Tuple[Tensor, Tensor]:
-    """``(1/Z) sum_{i = step, 2 step, ... <= n} delta(L<=i, target) / log2(i)`` and its validity, ``[B]``."""
+                normalize: bool, k: Optional[int] = None) -> Tuple[Tensor, Tensor]:
+    """``(1/Z) sum_{i = step, 2 step, ... <= min(n, k)} delta(L<=i, target) / log2(i)`` and its validity, ``[B]``.
+
+    The value is undefined (0, invalid) for a list without a cut-off and, normalised, when ``Z`` is 0 up to
+    rounding (``Z <= Z_TOLERANCE * eps * sum of the discounts``: e.g. the only cut-off is the whole list, whose
+    composition is the target).  Valid normalised values are in ``[0, 1]``: ``Z`` is the exact maximum, and the
+    value of any ordering is at most ``Z`` (a doubly stochastic ordering is a mixture of rankings and every
+    distance is convex in the prefix composition), so only rounding is clamped."""
     ob = order(b, ordering)
     B, N = b.mask.shape
     n = b.mask.sum(-1)
+    last = n if k is None else n.clamp(max=k)
     J = N // step
+    wd = cols.dtype
     if J == 0:
-        z = torch.zeros(B, dtype=cols.dtype, device=cols.device)
+        z = torch.zeros(B, dtype=wd, device=cols.device)
         return z, torch.zeros(B, dtype=torch.bool, device=cols.device)
-    C = prefix_mass(ob, cols)  # [B, N, G']
+    # the distances and their sum in float64 (where the device has it): a normaliser can be small, and float32
+    # rounding of the prefix sums (~1e-7) would then show in the ratio
+    hd = precise_dtype(cols.device, wd)
+    C = prefix_mass(ob, cols).to(hd)  # [B, N, G']
     lengths = step * torch.arange(1, J + 1, device=cols.device)
     Cj = C[:, lengths - 1, :]  # [B, J, G']
-    lf = lengths.to(cols.dtype)
+    lf = lengths.to(hd)
+    target = target.to(hd)
     tgt = target[:, None] if target.dim() == 1 else target[:, None, :]
     d = _DELTA_FN[delta](Cj, lf[None, :].expand(B, J), tgt)
-    inside = lengths[None, :] <= n[:, None]
-    raw = (d * _cutoff_discount(lf)[None, :] * inside.to(d.dtype)).sum(-1)
+    inside = lengths[None, :] <= last[:, None]
+    disc = _cutoff_discount(lf)[None, :] * inside.to(d.dtype)
+    raw = (d / torch.log2(lf.clamp(min=2.0))[None, :] * inside.to(d.dtype)).sum(-1)  # divided, as in the DP
     has_cut = inside.any(-1)
     if not normalize:
-        return torch.where(has_cut, raw, torch.zeros_like(raw)), has_cut
-    Z = _exact_normaliser(cols, b.mask, step, delta, target)
-    value, valid = safe_div(raw, Z)
-    valid = valid & has_cut
+        return torch.where(has_cut, raw, torch.zeros_like(raw)).to(wd), has_cut
+    Z = _exact_normaliser(cols, b.mask, step, delta, target, need=has_cut, last=k).to(hd)
+    valid = has_cut & (Z > Z_TOLERANCE * torch.finfo(wd).eps * disc.sum(-1))
+    value, _ = safe_div(raw, torch.where(valid, Z, torch.zeros_like(Z)))
+    value = clamp_rounding(value.to(wd), 0.0, 1.0)
     return torch.where(valid, value, torch.zeros_like(value)), valid
+
+
+def _precise(x: Tensor) -> Tensor:
+    return x.to(precise_dtype(x.device, x.dtype))
 
 
 def _default_binary_target(cols: Tensor, mask: Tensor) -> Tensor:
@@ -277,10 +374,11 @@ def _default_multinomial_target(memb: Tensor) -> Tensor:
 
 # ---------------------------------------------------------------------------------------------------- public
 def pref(scores: Tensor, groups: Tensor, *, delta: str = "kl", protected: int = 1, target: TargetLike = None,
-         step: int = 10, normalize: bool = True, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
-         ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
-         validate_args: bool = True):
-    r"""Prefix fairness PreF_Delta (``002`` eq. 1 with the distances of table 4; Yang & Stoyanovich 2017).
+         step: int = 10, k: Optional[int] = None, normalize: bool = True, mask: Optional[Tensor] = None,
+         num_groups: Optional[int] = None, ordering: OrderingLike = None, reduction: str = "none",
+         return_valid: bool = False, validate_args: bool = True):
+    r"""Prefix fairness PreF_Delta (Raj & Ekstrand, SIGIR 2022, eq. 1 with the distances of table 4; Yang &
+    Stoyanovich 2017).
 
     .. math:: \mathrm{PreF}_\Delta(L) = \frac{1}{Z} \sum_{i = 10, 20, 30, \ldots}^{N} \frac{\Delta(L_{\le i}, \hat p)}{\log_2 i},
               \qquad Z = \max_{L'} \mathrm{PreF}'_\Delta(L', \hat p)
@@ -290,9 +388,13 @@ def pref(scores: Tensor, groups: Tensor, *, delta: str = "kl", protected: int = 
     without non-protected item) -- both binomial, ``protected`` vs the rest, ``target`` a probability (float or
     ``[B]``) -- or ``"kl"`` ``D_KL(p(L<=i) || p_hat)``, multinomial over all groups, soft membership allowed,
     ``target`` a distribution ``[G]`` or ``[B, G]``; items of unknown group (-1) take positions but are left out of
-    the prefix distribution.  ``target`` defaults to the full ranking's composition (Yang & Stoyanovich).
-    Range [0, 1], 0 = fair.  Shape ``[...]``.  Undefined (list shorter than ``step``, or ``Z = 0``: a single group):
-    0, flagged in ``valid``.  :func:`rnd`, :func:`rrd` are ``pref`` with ``delta="nd"``, ``"rd"``.
+    the prefix distribution.  ``target`` defaults to the full ranking's composition (``"list"``, Yang &
+    Stoyanovich); ``"equal"`` gives every group the same share (``1/G``; for ``"nd"``/``"rd"`` the protected
+    group's share ``1/G``).  ``k`` keeps the cut-offs ``<= k`` (in the value and in ``Z``).  Range [0, 1], 0 = fair.
+    Shape ``[B]`` (``[]``); with ``return_valid`` the pair ``(value, valid)``.  Undefined (no cut-off inside the
+    list: shorter than ``step``, fully padded; or ``Z = 0`` up to rounding: a single group, or the only cut-off is
+    the whole list with the default target): 0, flagged in ``valid``.  :func:`rnd`, :func:`rrd` are ``pref`` with
+    ``delta="nd"``, ``"rd"``.
 
     Example (20 items, 5 protected (id 1); cut-offs 10 and 20, where Delta = 0; Z = |5/10 - 1/4| / log2 10)::
 
@@ -305,35 +407,43 @@ def pref(scores: Tensor, groups: Tensor, *, delta: str = "kl", protected: int = 
         >>> pref(s, torch.tensor([1, 0] * 10), delta="nd", step=2)   # alternating groups: every even prefix at 1/2
         tensor(0.)
     """
-    if delta not in _DELTAS:
-        raise ValueError(f"`delta` must be one of {_DELTAS}; got {delta!r}")
-    _check_int(step, "step")
+    check_choice(delta, "delta", _DELTAS)
+    step = _check_int(step, "step")
+    k = check_k(k)
+    check_bool(normalize, "normalize")
+    check_reduction(reduction)
+    check_target_string(target, _TARGET_STRINGS)
     if delta != "kl":
+        check_group_id(protected, "protected", num_groups)
         _require_hard(groups, f"pref(delta={delta!r})")
     b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
     if delta == "kl":
         cols = b.membership
-        t = _multinomial_target(target, b, _default_multinomial_target(cols), "target", validate_args)
+        t = _multinomial_target(target, b, _default_multinomial_target(_precise(cols)), "target", validate_args)
     else:
         cols = _binary_columns(b, protected, "groups", validate_args)
-        t = _binary_target(target, b, _default_binary_target(cols, b.mask), "target", delta == "rd", validate_args)
-    value, valid = _prefix_sum(b, ordering, cols, delta, t, step, normalize)
+        t = _binary_target(target, b, _default_binary_target(_precise(cols), b.mask), "target", delta == "rd",
+                           validate_args)
+    value, valid = _prefix_sum(b, ordering, cols, delta, t, step, normalize, k)
     if delta == "rd":  # the full list's p/(1-p) is infinite when no item is non-protected
         valid = valid & (t < 1)
         value = torch.where(valid, value, torch.zeros_like(value))
     return finish(b, value, valid, reduction, return_valid)
 
 
-def rnd(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, normalize: bool = True,
-        mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
-        reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
-    r"""Normalised discounted difference rND (Yang & Stoyanovich 2017; ``001`` eq. 1-2, ``002`` eq. 1 with ND).
+def rnd(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, k: Optional[int] = None,
+        normalize: bool = True, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
+        ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
+        validate_args: bool = True):
+    r"""Normalised discounted difference rND (Yang & Stoyanovich 2017; Kuhlman et al., AIES 2021, eq. 1-2, Raj &
+    Ekstrand, SIGIR 2022, eq. 1 with ND).
 
     .. math:: \mathrm{rND} = \frac{1}{Z} \sum_{i=10,20,\ldots}^{N} \frac{1}{\log_2 i}
               \left| \frac{|S^+_{1..i}|}{i} - \frac{|S^+|}{N} \right|
 
     ``S+`` = items of group ``protected``; ``Z`` the exact maximum over rankings of the same composition.
-    [0, 1], 0 = fair; ``[...]``.  See :func:`pref` for the conventions.
+    [0, 1], 0 = fair; ``[B]`` (``[]``), or ``(value, valid)`` with ``return_valid``.  ``k``: cut-offs ``<= k``.
+    See :func:`pref` for the conventions.
 
     Example (10 items, 3 protected (id 1); cut-off 10 is the whole list, so add ``step=5``)::
 
@@ -342,23 +452,26 @@ def rnd(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, n
         tensor(0.3333)
     """
     _require_hard(groups, "rnd")
-    return pref(scores, groups, delta="nd", protected=protected, step=step, normalize=normalize, mask=mask,
+    return pref(scores, groups, delta="nd", protected=protected, step=step, k=k, normalize=normalize, mask=mask,
                 num_groups=num_groups, ordering=ordering, reduction=reduction, return_valid=return_valid,
                 validate_args=validate_args)
 
 
-def rrd(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, normalize: bool = True,
-        mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
-        reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
-    r"""Normalised discounted ratio rRD (Yang & Stoyanovich 2017; ``001`` eq. 1, 3, ``002`` eq. 1 with RD).
+def rrd(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, k: Optional[int] = None,
+        normalize: bool = True, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
+        ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
+        validate_args: bool = True):
+    r"""Normalised discounted ratio rRD (Yang & Stoyanovich 2017; Kuhlman et al., AIES 2021, eq. 1, 3, Raj & Ekstrand,
+    SIGIR 2022, eq. 1 with RD).
 
     .. math:: \mathrm{rRD} = \frac{1}{Z} \sum_{i=10,20,\ldots}^{N} \frac{1}{\log_2 i}
               \left| \frac{|S^+_{1..i}|}{|S^-_{1..i}|} - \frac{|S^+|}{|S^-|} \right|
 
     The ratio of a prefix with no non-protected item is taken as 0.  ``Z`` is the exact maximum, which for rRD is in
     general *not* the all-protected-first or -last ranking (the module docstring gives an example).  Yang &
-    Stoyanovich intend rRD for a minority protected group (``002``: "does not work when G- is small").  Undefined
-    (0, invalid) when every item is protected.  [0, 1]; ``[...]``.
+    Stoyanovich intend rRD for a minority protected group (Raj & Ekstrand, SIGIR 2022: "does not work when G- is
+    small").  Undefined (0, invalid) when every item is protected.  [0, 1]; ``[B]`` (``[]``), or ``(value, valid)`` with
+    ``return_valid``.  ``k``: cut-offs ``<= k``.
 
     Example (the one cut-off at 5 holds 2 protected and 3 others: ``|2/3 - 3/7|``; the maximum, 3 protected in the
     top 5, gives ``|3/2 - 3/7|``)::
@@ -368,24 +481,25 @@ def rrd(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, n
         tensor(0.2222)
     """
     _require_hard(groups, "rrd")
-    return pref(scores, groups, delta="rd", protected=protected, step=step, normalize=normalize, mask=mask,
+    return pref(scores, groups, delta="rd", protected=protected, step=step, k=k, normalize=normalize, mask=mask,
                 num_groups=num_groups, ordering=ordering, reduction=reduction, return_valid=return_valid,
                 validate_args=validate_args)
 
 
-def rkl(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, normalize: bool = True,
-        mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
-        reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
-    r"""Normalised discounted KL divergence rKL (Yang & Stoyanovich 2017; ``001`` eq. 1, 5, 17).
+def rkl(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, k: Optional[int] = None,
+        normalize: bool = True, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
+        ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
+        validate_args: bool = True):
+    r"""Normalised discounted KL divergence rKL (Yang & Stoyanovich 2017; Kuhlman et al., AIES 2021, eq. 1, 5, 17).
 
     .. math:: \mathrm{rKL} = \frac{1}{Z} \sum_{i=10,20,\ldots}^{N} \frac{1}{\log_2 i}\, D_{KL}(P_i \,\|\, Q),
               \quad P_i = \Big(\frac{|S^+_{1..i}|}{i}, \frac{|S^-_{1..i}|}{i}\Big),\ Q = \Big(\frac{|S^+|}{N}, \frac{|S^-|}{N}\Big)
 
-    Binary: ``protected`` against every other item (unknown ones included); natural logarithm.  ``001`` eq. 17
-    prints the second KL term with a minus sign; the KL divergence (used here) has a plus.  Soft membership
+    Binary: ``protected`` against every other item (unknown ones included); natural logarithm.  Kuhlman et al., AIES
+    2021, eq. 17 prints the second KL term with a minus sign; the KL divergence (used here) has a plus.  Soft membership
     ``[B, N, G]`` is allowed (column ``protected`` is the protected mass).  For the multi-group version use
     :func:`pref` with ``delta="kl"`` (equal to ``rkl`` for two groups and no unknown items).  ``Z`` exact.
-    [0, 1]; ``[...]``.
+    [0, 1]; ``[B]`` (``[]``), or ``(value, valid)`` with ``return_valid``.  ``k``: cut-offs ``<= k``.
 
     Example::
 
@@ -395,26 +509,31 @@ def rkl(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, n
         >>> rkl(torch.tensor([4., 2., 3., 1.]), g, step=2)   # a fair one: P_2 = Q
         tensor(0.)
     """
-    _check_int(step, "step")
+    step = _check_int(step, "step")
+    k = check_k(k)
+    check_bool(normalize, "normalize")
+    check_reduction(reduction)
+    check_group_id(protected, "protected", num_groups)
     b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
     cols = _binary_columns(b, protected, "groups", validate_args)
-    t = _default_binary_target(cols, b.mask)
+    t = _default_binary_target(_precise(cols), b.mask)
     t2 = torch.stack([t, 1 - t], -1)
-    value, valid = _prefix_sum(b, ordering, cols, "kl", t2, step, normalize)
+    value, valid = _prefix_sum(b, ordering, cols, "kl", t2, step, normalize, k)
     return finish(b, value, valid, reduction, return_valid)
 
 
 def skew(scores: Tensor, groups: Tensor, *, k: int = 10, target: TargetLike = None, mask: Optional[Tensor] = None,
          num_groups: Optional[int] = None, ordering: OrderingLike = None, reduction: str = "none",
          return_valid: bool = False, validate_args: bool = True):
-    r"""skew@k of every group (Geyik et al. 2019; ``001`` eq. 4 and 16).
+    r"""skew@k of every group (Geyik et al. 2019; Kuhlman et al., AIES 2021, eq. 4 and 16).
 
     .. math:: \mathrm{skew}_g@k = \ln \frac{P(x \in g \mid \rho(x) \le k)}{P(x \in g)}
 
     ``P(x in g | top k)`` = mass of g in the top ``min(k, n)`` positions / ``min(k, n)`` (a list shorter than k is
     its own top-k); ``P(x in g)`` = ``target`` (``[G]`` or ``[B, G]``, Geyik et al.'s desired proportion) or, by
-    default, the group's share of the whole list (``001``).  Items of unknown group count in k and n.  Negative:
-    g under-represented, 0: parity, positive: over-represented.  Soft membership allowed.  Shape ``[..., G]``;
+    default, the group's share of the whole list (Kuhlman et al., AIES 2021).  Items of unknown group count in k and
+    n.  Negative: g under-represented, 0: parity, positive: over-represented.  Soft membership allowed.  Shape ``[B,
+    G]`` (``[G]``), or ``(value, valid)`` with ``return_valid``;
     undefined where the group is absent from the top-k (log 0) or from the target: 0, flagged in ``valid``.
 
     Example::
@@ -422,7 +541,9 @@ def skew(scores: Tensor, groups: Tensor, *, k: int = 10, target: TargetLike = No
         >>> skew(torch.tensor([4., 3., 2., 1.]), torch.tensor([0, 1, 1, 1]), k=2)   # ln((1/2)/(1/4)), ln((1/2)/(3/4))
         tensor([ 0.6931, -0.4055])
     """
-    _check_int(k, "k")
+    k = _check_int(k, "k")
+    check_reduction(reduction)
+    check_target_string(target, _TARGET_STRINGS)
     b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
     ob = order(b, ordering)
     memb = b.membership
@@ -432,20 +553,21 @@ def skew(scores: Tensor, groups: Tensor, *, k: int = 10, target: TargetLike = No
     C = prefix_mass(ob, memb)
     top = C.gather(1, (kk - 1).clamp(min=0)[:, None, None].expand(B, 1, memb.shape[-1]))[:, 0]  # [B, G]
     P = top / kk[:, None].to(top.dtype).clamp(min=1)
-    if target is None:
+    if target is None or target == "list":
         Q = memb.sum(1) / n[:, None].to(top.dtype).clamp(min=1)
     else:
         Q = _multinomial_target(target, b, memb.sum(1), "target", validate_args)
     valid = (top > 0) & (Q > 0) & (kk[:, None] > 0)
-    ratio = torch.where(valid, P, torch.ones_like(P)) / torch.where(valid, Q, torch.ones_like(Q))
-    value = torch.where(valid, torch.log(ratio), torch.zeros_like(ratio))
+    value = torch.where(valid, safe_log(torch.where(valid, P, torch.ones_like(P))) -
+                        safe_log(torch.where(valid, Q, torch.ones_like(Q))), torch.zeros_like(P))
     return finish(b, value, valid, reduction, return_valid)
 
 
 def ndkl(scores: Tensor, groups: Tensor, *, k: Optional[int] = None, target: TargetLike = None,
          mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
          reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
-    r"""Normalised discounted KL divergence NDKL (Geyik et al. 2019; ``004``, FairRankTune's definition).
+    r"""Normalised discounted KL divergence NDKL (Geyik et al. 2019; FairRankTune docs, Cachel et al., FairRankTune
+    0.0.7: FairRankTune's definition).
 
     .. math:: \mathrm{NDKL}(\tau) = \frac{1}{Z} \sum_{i=1}^{|\tau|} \frac{1}{\log_2(i+1)}\, d_{KL}(D_{\tau_i} \| D_X),
               \qquad Z = \sum_{i=1}^{|\tau|} \frac{1}{\log_2(i+1)}
@@ -455,15 +577,17 @@ def ndkl(scores: Tensor, groups: Tensor, *, k: Optional[int] = None, target: Tar
     ``[0, inf)``, 0 = fair).  ``D_{tau_i}`` is the group distribution of the top i, ``D_X`` the ``target``
     (default: the list's composition), natural logarithm.  Multi-group and soft membership; items of unknown group
     take positions but are left out of the distributions (a prefix without known item contributes 0).
-    Shape ``[...]``; undefined (0, invalid) for a list without any known-group item.
+    Shape ``[B]`` (``[]``), in ``[0, inf)``, or ``(value, valid)`` with ``return_valid``; undefined (0, invalid)
+    for a list without any known-group item.
 
     Example (``D_X = (1/2, 1/2)``; the top-1 is ``(1, 0)``: ``ln 2``, the top-2 matches)::
 
         >>> ndkl(torch.tensor([2., 1.]), torch.tensor([0, 1]))   # ln 2 / (1 + 1/log2 3)
         tensor(0.4250)
     """
-    if k is not None:
-        _check_int(k, "k")
+    k = check_k(k)
+    check_reduction(reduction)
+    check_target_string(target, _TARGET_STRINGS)
     b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
     ob = order(b, ordering)
     memb = b.membership
@@ -510,9 +634,10 @@ def _binomial_cdf(x: Tensor, p: Tensor, N: int) -> Tensor:
 
 
 def fair(scores: Tensor, groups: Tensor, *, protected: int = 1, target: TargetLike = None,
-         mask: Optional[Tensor] = None, num_groups: Optional[int] = None, ordering: OrderingLike = None,
-         reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
-    r"""FAIR: the FA*IR binomial prefix test of Zehlike et al. as a metric (``002`` eq. 2).
+         k: Optional[int] = None, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
+         ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
+         validate_args: bool = True):
+    r"""FAIR: the FA*IR binomial prefix test of Zehlike et al. as a metric (Raj & Ekstrand, SIGIR 2022, eq. 2).
 
     .. math:: \mathrm{FAIR}(L) = \frac{1}{N} \sum_{k=1}^{N} P_{\mathrm{Binomial}}\big(m \le |G^+(L_{\le k})| \;\big|\; p, k\big)
               = \frac{1}{N} \sum_{k=1}^{N} \sum_{j=0}^{|G^+(L_{\le k})|} \binom{k}{j} p^j (1-p)^{k-j}
@@ -522,13 +647,18 @@ def fair(scores: Tensor, groups: Tensor, *, protected: int = 1, target: TargetLi
     ``target`` (float or ``[B]``) or, by default, the protected share of the whole list.  Range [0, 1], 1 = fair:
     it penalises under-representation of the protected group only.  With a relaxed ordering the expected
     protected count is fractional and the CDF is interpolated linearly between integers.  Binomial: integer ids
-    only.  Pure torch (``lgamma``), memory ``O(B N^2)``.  Shape ``[...]``.
+    only.  ``k``: prefixes ``k' = 1 .. min(k, N)``, averaged over ``min(k, N)``.  Pure torch (``lgamma``), memory
+    ``O(B N^2)``.  Shape ``[B]`` (``[]``), or ``(value, valid)`` with ``return_valid``.
 
     Example (p = 1/2; prefixes hold 0, 1 protected: CDFs 1/2 and 3/4)::
 
         >>> fair(torch.tensor([2., 1.]), torch.tensor([0, 1]))
         tensor(0.6250)
     """
+    k = check_k(k)
+    check_reduction(reduction)
+    check_target_string(target, _TARGET_STRINGS)
+    check_group_id(protected, "protected", num_groups)
     _require_hard(groups, "fair")
     b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
     cols = _binary_columns(b, protected, "groups", validate_args)
@@ -536,8 +666,10 @@ def fair(scores: Tensor, groups: Tensor, *, protected: int = 1, target: TargetLi
     ob = order(b, ordering)
     B, N = b.mask.shape
     n = b.mask.sum(-1)
+    last = n if k is None else n.clamp(max=k)
     x = prefix_mass(ob, cols[..., :1])[..., 0]  # [B, N] protected mass in the first k positions
     cdf = _binomial_cdf(x, p, N)
-    inside = (torch.arange(1, N + 1, device=x.device)[None, :] <= n[:, None]).to(cdf.dtype)
-    value, valid = safe_div((cdf * inside).sum(-1), n.to(cdf.dtype))
+    inside = (torch.arange(1, N + 1, device=x.device)[None, :] <= last[:, None]).to(cdf.dtype)
+    value, valid = safe_div((cdf * inside).sum(-1), last.to(cdf.dtype))
+    value = clamp_rounding(value, 0.0, 1.0)
     return finish(b, value, valid, reduction, return_valid)

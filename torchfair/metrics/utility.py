@@ -1,4 +1,4 @@
-"""Utility (ranking quality) measures: DCG, NDCG, precision, recall, MRR, RBP, ERR.
+"""Utility (ranking quality) measures: DCG, NDCG, precision, recall, MRR, RBP, ERR; the ideal ranking and ideal DCG.
 
 Like every measure of the package they are written once against an ordering (:mod:`torchfair.orderings`): an
 item's contribution is its gain times its exposure ``E[F(pos_i)]`` under a browsing model, so the default
@@ -7,16 +7,38 @@ item's contribution is its gain times its exposure ``E[F(pos_i)]`` under a brows
 Common arguments
 ----------------
 scores, relevance : ``[B, N]`` or ``[N]`` float; ``relevance >= 0`` (graded or binary).
-k : cut-off (only positions ``0 .. k-1`` count); ``None`` = the whole list.  On the real-valued positions of
-    soft orderings the cut-off is the linear ramp of :class:`~torchfair.browsing.TopK`.
+k : cut-off (only positions ``0 .. k-1`` count); ``None`` = the whole list.  It is the browsing model truncated
+    at ``k`` (:class:`~torchfair.browsing.TopK`); on the real-valued positions of soft orderings the cut-off is
+    TopK's linear ramp.  The same keyword, with the same meaning, as every other measure of the package.
 mask : ``[B, N]`` bool, True for real items (default: all real).  Padded items are never ranked nor counted.
 ordering : an :class:`~torchfair.orderings.Ordering` (default ``Hard()``, ties broken by list index; use
     ``Hard(ties="average")`` for the tie-averaged values of McSherry & Najork) or a precomputed ``OrderedBatch``.
 reduction : ``"none"`` (per list, default), ``"mean"`` or ``"sum"`` over the lists where the value is defined.
 return_valid : also return the boolean validity mask.
 
-Undefined values (an empty list; NDCG or recall of a list with no relevant item) are 0 and flagged ``False`` in
-the validity mask; ``reduction="mean"`` excludes them.  Nothing returns NaN.
+Returns: ``value`` of shape ``[B]`` (``[]`` for a single ``[N]`` list or a reduced batch); with
+``return_valid=True`` the pair ``(value, valid)`` of that shape.
+
+Stochastic orderings (``Sampled``, ``PlackettLuce``).  DCG, NDCG, precision, recall, RBP and ERR are linear in the
+items' expected exposure (ERR's cascade exposure is computed ranking by ranking), so on a mixture of rankings
+they *are* the expectation of the measure over the rankings.  MRR is not linear (a maximum over the relevant
+items): it is evaluated on every ranking of the mixture and averaged with the mixture's weights, so it is the
+expected reciprocal rank as well.  On a relaxed ordering (``SoftRank``, ``NeuralSort``, ``FastSoftRank``) MRR is
+a differentiable surrogate (see :func:`mrr`).
+
+Ranges.  The ranges stated for each measure hold exactly for ``Hard``, ``Sampled``, ``DoublyStochastic`` and
+``PlackettLuce`` orderings (mixtures of rankings).  Relaxed orderings are smooth approximations and their values
+can leave the range: SoftRank evaluates the browsing model at the expected position (``F(E[pos])``, not
+``E[F(pos)]``), so precision@k of an all-tied list counts every item in the top ``k`` and NDCG@k can exceed 1.
+
+Large grades.  The exponential gain ``2**r - 1`` overflows float32 at ``r >= 128``.  NDCG and ERR are ratios in
+which a common factor ``2**c`` cancels: gains are computed relative to the largest grade of the list (NDCG) or
+to ``max_grade`` (ERR), so both are exact for grades up to the dtype's exponent range (~1000 in float32 for
+NDCG).  Unnormalised DCG is scaled back by ``2**c``; a DCG above the largest finite value of the dtype is
+undefined there (0, invalid): use float64 (grades up to ~1000) or NDCG.
+
+Undefined values (an empty list; NDCG or recall of a list with no relevant item; an overflowing DCG) are 0 and
+flagged ``False`` in the validity mask; ``reduction="mean"`` excludes them.  Nothing returns NaN.
 """
 from __future__ import annotations
 
@@ -26,33 +48,32 @@ from typing import Callable, Optional, Union
 import torch
 from torch import Tensor
 
-from .._validation import Batch, prepare
-from ..browsing import Cascade, Logarithmic, RBP, ReciprocalRank, TopK, Uniform, BrowsingModel
+from .._validation import Batch, check_number, check_reduction, prepare
+from ..browsing import Cascade, Logarithmic, RBP, ReciprocalRank, Uniform, BrowsingModel
 from ..orderings.base import OrderingLike
-from ..orderings import OrderedBatch, Ordering
+from ..orderings import OrderedBatch
 from ..orderings.hard import HardOrderedBatch
-from ._common import finish, order, safe_div
+from ._common import (check_bool, check_k, clamp_rounding, cut_browsing, expectation_over_rankings, finish,
+                      ideal_sort, order, safe_div)
+from .exposure import _ideal
 
-__all__ = ["dcg", "ndcg", "precision", "recall", "mrr", "rbp", "err"]
+__all__ = ["dcg", "ndcg", "precision", "recall", "mrr", "rbp", "err", "ideal_dcg", "ideal_ranking"]
 
 GainLike = Union[str, Callable[[Tensor], Tensor]]
 
+#: exponential gains are computed as ``2**(r - c)`` with ``c = max(0, max_r - GAIN_EXPONENT_HEADROOM)`` per list
+GAIN_EXPONENT_HEADROOM = 64.0
+
 
 # ----------------------------------------------------------------------------------------------------- helpers
-def _check_k(k: Optional[int]) -> Optional[int]:
-    if k is None:
-        return None
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"`k` must be a positive int or None; got {k!r}")
-    return k
-
-
 def _cut(base: BrowsingModel, k: Optional[int]) -> BrowsingModel:
-    return base if k is None else TopK(base, k)
+    return cut_browsing(base, base, k)
 
 
-def _gains(b: Batch, gain: GainLike, validate: bool) -> Tensor:
+def _gains(b: Batch, gain: GainLike, validate: bool):
+    """Gains ``[B, N]`` divided by ``2**c`` and ``c [B]`` (``c > 0`` only for exponential gains of grades > 64)."""
     rel = b.relevance
+    c = torch.zeros(rel.shape[0], dtype=rel.dtype, device=rel.device)
     if callable(gain):
         g = gain(rel)
         if not isinstance(g, Tensor) or g.shape != rel.shape:
@@ -61,69 +82,140 @@ def _gains(b: Batch, gain: GainLike, validate: bool) -> Tensor:
         if validate and (not torch.isfinite(g[b.mask]).all() or (g[b.mask] < 0).any()):
             raise ValueError("`gain` callable must return finite, non-negative gains")
     elif gain == "exponential":
-        g = torch.pow(2.0, rel) - 1.0
+        rmax = torch.where(b.mask, rel, torch.zeros_like(rel)).amax(-1)
+        c = (rmax - GAIN_EXPONENT_HEADROOM).clamp(min=0).detach()
+        # 2**r - 1 = 2**c (2**(r - c) - 2**(-c)); exactly 2**r - 1 when c = 0, and expm1(r ln 2) below r = 1,
+        # where 2**r - 1 cancels (a relevance of 1e-30 would get gain 0)
+        small = rel < 1
+        plain = torch.where(small, torch.expm1(torch.where(small, rel, torch.zeros_like(rel)) * math.log(2.0)),
+                            torch.pow(2.0, torch.where(small, torch.ones_like(rel), rel)) - 1.0)
+        g = torch.where(c[:, None] > 0, torch.exp2(rel - c[:, None]) - torch.exp2(-c[:, None]),
+                        torch.where(c[:, None] > 0, torch.zeros_like(rel), plain))
     elif gain == "linear":
         g = rel
     else:
         raise ValueError(f"`gain` must be 'exponential' (2**r - 1), 'linear' (r) or a callable; got {gain!r}")
-    return torch.where(b.mask, g, torch.zeros_like(g))
+    return torch.where(b.mask, g, torch.zeros_like(g)), c
 
 
 def _nonempty(b: Batch) -> Tensor:
     return b.mask.any(-1)
 
 
-def _check_threshold(threshold: float) -> float:
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
-        raise ValueError(f"`threshold` must be a finite number; got {threshold!r}")
-    return float(threshold)
+def _check_threshold(threshold) -> float:
+    return check_number(threshold, "threshold")
 
 
-def _dcg(b: Batch, ob: OrderedBatch, k: Optional[int], gain: GainLike, validate: bool) -> Tensor:
-    g = _gains(b, gain, validate)
+def _scale_back(x: Tensor, c: Tensor):
+    """``x * 2**c`` and whether it is finite in the dtype (``x >= 0``); 0 with zero gradient where it is not."""
+    big = c > 0
+    log_max = math.log2(torch.finfo(x.dtype).max)
+    pos = x > 0
+    lx = torch.log2(torch.where(pos, x, torch.ones_like(x))) + c
+    ok = ~big | ~pos | (lx.detach() < log_max)
+    scaled = torch.exp2(torch.where(ok & pos, lx, torch.zeros_like(lx)))
+    out = torch.where(big, torch.where(pos & ok, scaled, torch.zeros_like(x)), x)
+    return out, ok
+
+
+def _dcg(b: Batch, ob: OrderedBatch, k: Optional[int], g: Tensor) -> Tensor:
+    """DCG of the ordering with gains ``g`` (already scaled)."""
     e = ob.exposure(_cut(Logarithmic(), k))
     return (g * e).sum(-1)
 
 
-def _ideal_dcg(b: Batch, k: Optional[int], gain: GainLike, validate: bool) -> Tensor:
-    g = _gains(b, gain, validate)  # padded items have gain 0 and sort after every real (non-negative) gain
-    ideal = torch.sort(g, dim=-1, descending=True).values
-    B, N = g.shape
-    w = Logarithmic().weights(N, dtype=g.dtype, device=g.device)
-    if k is not None:
-        w = w * (torch.arange(N, device=g.device) < k).to(g.dtype)
-    return (ideal * w).sum(-1)
+def _ideal_dcg(g: Tensor, mask: Tensor, k: Optional[int]) -> Tensor:
+    """The one ideal-DCG computation: the DCG of the ranking by decreasing gain (ties by index), ``[B]``.
+
+    The ideal ranking and the exposure of its positions come from
+    :func:`torchfair.metrics.exposure._ideal` (the ideal-exposure computation), with the DCG discount cut at ``k``:
+    ``IDCG = sum_i g_i t_i`` where ``t_i`` is the discount of item i's ideal position (averaged over items of equal
+    gain, which leaves the sum unchanged)."""
+    return (g * _ideal(g, mask, _cut(Logarithmic(), k))).sum(-1)
+
+
+def ideal_ranking(relevance: Tensor, *, mask: Optional[Tensor] = None, validate_args: bool = True) -> Tensor:
+    r"""The ideal ranking: items by decreasing relevance, ties by list index, padded items last.
+
+    .. math:: \sigma^* = \operatorname{argsort}(-r) \quad (\text{stable})
+
+    ``relevance`` ``[B, N]`` or ``[N]``; returns ``[B, N]`` (``[N]``) long item indices by 0-based position.  The
+    one sort behind :func:`ideal_dcg`, :func:`~torchfair.metrics.exposure.ideal_exposure` and ListMLE's target
+    ranking (:func:`torchfair.losses.listmle_loss`).
+
+    Example::
+
+        >>> ideal_ranking(torch.tensor([1., 3., 0., 3.]))
+        tensor([1, 3, 0, 2])
+    """
+    b = prepare(relevance, None, None, mask, validate=validate_args, scores_name="relevance")
+    if validate_args and (b.scores[b.mask] < 0).any():
+        raise ValueError("`relevance` must be non-negative")
+    return b.out(ideal_sort(b.scores, b.mask)[1])
+
+
+def ideal_dcg(relevance: Tensor, *, k: Optional[int] = None, gain: GainLike = "exponential",
+              mask: Optional[Tensor] = None, return_valid: bool = False, validate_args: bool = True):
+    r"""DCG@k of the ideal ranking (relevance sorted), the normaliser of :func:`ndcg`.
+
+    .. math:: \mathrm{IDCG@}k = \sum_{p < k} \frac{g(r_{\sigma^*(p)})}{\log_2(p + 2)}, \qquad
+              \sigma^* = \operatorname{argsort}(-g(r))
+
+    (Järvelin & Kekäläinen, TOIS 2002.)  ``relevance`` ``[B, N]`` or ``[N]``; returns ``[B]`` (``[]``), or
+    ``(value, valid)`` with ``return_valid``.  ``gain`` as in :func:`dcg`.  Undefined (0, invalid): an empty list,
+    and an ideal DCG above the dtype's largest finite value (exponential gains of grades ``>= 128`` in float32:
+    use :func:`ndcg`, which cancels the scale, or float64).
+
+    Example::
+
+        >>> ideal_dcg(torch.tensor([1., 0., 2.]))   # 3 + 1/log2(3)
+        tensor(3.6309)
+    """
+    k = check_k(k)
+    b = prepare(relevance, None, None, mask, validate=validate_args, scores_name="relevance")
+    if validate_args and (b.scores[b.mask] < 0).any():
+        raise ValueError("`relevance` must be non-negative")
+    b.relevance = b.scores
+    g, c = _gains(b, gain, validate_args)
+    value, ok = _scale_back(_ideal_dcg(g, b.mask, k), c)
+    valid = ok & _nonempty(b)
+    value, valid = b.out(torch.where(valid, value, torch.zeros_like(value))), b.out(valid)
+    return (value, valid) if check_bool(return_valid, "return_valid") else value
 
 
 # ----------------------------------------------------------------------------------------------------- DCG / NDCG
 def dcg(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, gain: GainLike = "exponential",
         mask: Optional[Tensor] = None, ordering: OrderingLike = None, reduction: str = "none",
         return_valid: bool = False, validate_args: bool = True):
-    r"""Discounted cumulative gain at ``k`` (Järvelin & Kekäläinen 2002; Burges et al. 2005 for ``2^r - 1``).
+    r"""Discounted cumulative gain at ``k`` (Järvelin & Kekäläinen, TOIS 2002; Burges et al., ICML 2005 for
+    ``2^r - 1``).
 
     .. math:: \mathrm{DCG@}k = \sum_i g(r_i)\, \frac{1(\mathrm{pos}_i < k)}{\log_2(\mathrm{pos}_i + 2)}
 
     The discount is the :class:`~torchfair.browsing.Logarithmic` browsing model applied through the ordering's
     ``exposure``, so a soft ordering makes DCG differentiable.  ``gain``: ``"exponential"`` ``2**r - 1``
     (default), ``"linear"`` ``r`` (sklearn and torchmetrics), or a callable ``[B, N] -> [B, N]`` returning
-    non-negative gains.  Shape ``[...]``; invalid (0) only for an empty list.
+    non-negative gains.  Shape ``[B]`` (``[]``); invalid (0) for an empty list and for a DCG that overflows the
+    dtype (exponential gains of grades ``>= 128`` in float32; see the module docstring).
 
     Example::
 
         >>> dcg(torch.tensor([3., 2., 1.]), torch.tensor([1., 0., 1.]))   # 1/log2(2) + 1/log2(4)
         tensor(1.5000)
     """
-    k = _check_k(k)
+    k = check_k(k)
+    check_reduction(reduction)
     b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
+    g, c = _gains(b, gain, validate_args)
     ob = order(b, ordering)
-    value = _dcg(b, ob, k, gain, validate_args)
-    return finish(b, value, _nonempty(b), reduction, return_valid)
+    value, ok = _scale_back(_dcg(b, ob, k, g), c)
+    return finish(b, value, ok & _nonempty(b), reduction, return_valid)
 
 
 def ndcg(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, gain: GainLike = "exponential",
          mask: Optional[Tensor] = None, ordering: OrderingLike = None, reduction: str = "none",
          return_valid: bool = False, validate_args: bool = True):
-    r"""Normalised DCG at ``k``: :func:`dcg` divided by the DCG@k of the ideal ranking (relevance sorted).
+    r"""Normalised DCG at ``k``: :func:`dcg` divided by the DCG@k of the ideal ranking (:func:`ideal_dcg`).
 
     .. math:: \mathrm{NDCG@}k = \frac{\mathrm{DCG@}k(\sigma)}{\mathrm{DCG@}k(\sigma^*)}, \qquad
               \sigma^* = \mathrm{argsort}(-r)
@@ -134,16 +226,21 @@ def ndcg(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, gain: Ga
     return 0 for such a list but *include* it in their mean (torchmetrics' ``RetrievalNormalizedDCG`` module
     has an ``empty_target_action`` option instead).  Both use linear gains (``gain="linear"`` here) and average
     over tied scores (``ordering=Hard(ties="average")`` here); our default breaks ties by list index.
+    Exponential gains are computed relative to the list's largest grade (the factor cancels), so grades up to
+    ~1000 are exact in float32.  Shape ``[B]`` (``[]``).
 
     Example::
 
         >>> ndcg(torch.tensor([3., 2., 1.]), torch.tensor([1., 0., 1.]))   # 1.5 / (1 + 1/log2(3))
         tensor(0.9197)
     """
-    k = _check_k(k)
+    k = check_k(k)
+    check_reduction(reduction)
     b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
+    g, _ = _gains(b, gain, validate_args)
     ob = order(b, ordering)
-    value, valid = safe_div(_dcg(b, ob, k, gain, validate_args), _ideal_dcg(b, k, gain, False))
+    value, valid = safe_div(_dcg(b, ob, k, g), _ideal_dcg(g, b.mask, k))
+    value = clamp_rounding(value, 0.0, 1.0)
     return finish(b, value, valid & _nonempty(b), reduction, return_valid)
 
 
@@ -163,22 +260,25 @@ def precision(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, thr
 
     The divisor is ``k`` even for a list shorter than ``k`` (the trec_eval convention); ``adaptive_k=True``
     divides by ``min(k, n)`` instead.  ``k=None`` means ``k = n`` (the fraction of relevant items).
-    Shape ``[...]``; a list without relevant item has precision 0 (valid); invalid only for an empty list.
+    Shape ``[B]`` (``[]``), in ``[0, 1]``; a list without relevant item has precision 0 (valid); invalid only for
+    an empty list.
 
     Example::
 
         >>> precision(torch.tensor([3., 2., 1.]), torch.tensor([1., 0., 1.]), k=2)
         tensor(0.5000)
     """
-    k = _check_k(k)
+    k = check_k(k)
     threshold = _check_threshold(threshold)
+    check_bool(adaptive_k, "adaptive_k")
+    check_reduction(reduction)
     b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
     ob = order(b, ordering)
     hits, _ = _relevant_in_top(b, ob, k, threshold)
     n = b.mask.sum(-1).to(hits.dtype)
     den = n if k is None else (torch.clamp(n, max=float(k)) if adaptive_k else torch.full_like(n, float(k)))
     value, valid = safe_div(hits, den * _nonempty(b).to(n.dtype))
-    return finish(b, value, valid, reduction, return_valid)
+    return finish(b, clamp_rounding(value, 0.0, 1.0), valid, reduction, return_valid)
 
 
 def recall(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, threshold: float = 0.0,
@@ -188,20 +288,21 @@ def recall(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, thresh
 
     .. math:: R@k = \frac{\sum_i 1(r_i > \theta)\, 1(\mathrm{pos}_i < k)}{\sum_i 1(r_i > \theta)}
 
-    Shape ``[...]``; undefined (0, invalid) for a list with no relevant item.
+    Shape ``[B]`` (``[]``), in ``[0, 1]``; undefined (0, invalid) for a list with no relevant item.
 
     Example::
 
         >>> recall(torch.tensor([3., 2., 1.]), torch.tensor([1., 0., 1.]), k=2)
         tensor(0.5000)
     """
-    k = _check_k(k)
+    k = check_k(k)
     threshold = _check_threshold(threshold)
+    check_reduction(reduction)
     b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
     ob = order(b, ordering)
     hits, n_rel = _relevant_in_top(b, ob, k, threshold)
     value, valid = safe_div(hits, n_rel)
-    return finish(b, value, valid, reduction, return_valid)
+    return finish(b, clamp_rounding(value, 0.0, 1.0), valid, reduction, return_valid)
 
 
 # ----------------------------------------------------------------------------------------------------- MRR
@@ -239,63 +340,73 @@ def _hard_average_rr(ob: HardOrderedBatch, rel: Tensor, k: Optional[int]) -> Ten
     return torch.where(anyrel, rr, torch.zeros_like(rr))
 
 
+def _reciprocal_rank(ob: OrderedBatch, rel: Tensor, k: Optional[int]) -> Tensor:
+    """Reciprocal rank of the first relevant item on one (non-mixture) ordered batch, ``[B]``."""
+    if isinstance(ob, HardOrderedBatch) and ob.ties == "average":
+        return _hard_average_rr(ob, rel, k)
+    e = ob.exposure(_cut(ReciprocalRank(), k))
+    return (rel * e).max(-1).values
+
+
 def mrr(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, threshold: float = 0.0,
         mask: Optional[Tensor] = None, ordering: OrderingLike = None, reduction: str = "none",
         return_valid: bool = False, validate_args: bool = True):
-    r"""Reciprocal rank of the first relevant item (``r > threshold``); its batch mean is MRR.
+    r"""Reciprocal rank of the first relevant item (``r > threshold``); its batch mean is MRR (Voorhees, TREC-8
+    QA track 1999).
 
     .. math:: RR = \max_{i:\, r_i > \theta} \frac{1(\mathrm{pos}_i < k)}{\mathrm{pos}_i + 1}
 
     Exact for hard orderings, including ``Hard(ties="average")`` (the expectation over the orders of the tie
-    block holding the first relevant items).  For other orderings it is the largest *expected* reciprocal rank
+    block holding the first relevant items), and the expectation ``E[RR]`` over the rankings of a mixture ordering
+    (``Sampled``, ``PlackettLuce``: RR evaluated on each ranking, averaged with the mixture's weights; a
+    Plackett-Luce policy gets the score-function gradient).  For other orderings (relaxed ones: ``SoftRank``,
+    ``NeuralSort``, ``FastSoftRank``; ``DoublyStochastic``) it is the largest *expected* reciprocal rank
     ``max_i E[1 / (pos_i + 1)]`` of a relevant item (through the ordering's exposure under
-    :class:`~torchfair.browsing.ReciprocalRank`), a differentiable surrogate that is exact on hard rankings.
-    Shape ``[...]``; undefined (0, invalid) for a list with no relevant item.  ``k`` (default ``None``)
-    cuts the list: a first relevant item at position ``>= k`` counts 0.
+    :class:`~torchfair.browsing.ReciprocalRank`), a differentiable surrogate that is exact on hard rankings.  ``k``
+    cuts the list: a first relevant item at position ``>= k`` counts 0.  Shape ``[B]`` (``[]``), in ``[0, 1]``;
+    undefined (0, invalid) for a list with no relevant item.
 
     Example::
 
         >>> mrr(torch.tensor([3., 2., 1.]), torch.tensor([0., 1., 1.]))
         tensor(0.5000)
     """
-    k = _check_k(k)
+    k = check_k(k)
     threshold = _check_threshold(threshold)
+    check_reduction(reduction)
     b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
     ob = order(b, ordering)
     rel = ((b.relevance > threshold) & b.mask).to(b.scores.dtype)
     valid = rel.sum(-1) > 0
-    if isinstance(ob, HardOrderedBatch) and ob.ties == "average":
-        value = _hard_average_rr(ob, rel, k)
-    else:
-        e = ob.exposure(_cut(ReciprocalRank(), k))
-        value = (rel * e).max(-1).values
-    value = torch.where(valid, value, torch.zeros_like(value))
+    value = expectation_over_rankings(ob, lambda inner, S: _reciprocal_rank(inner, rel.repeat(S, 1), k))
+    value = clamp_rounding(value, 0.0, 1.0)
     return finish(b, value, valid, reduction, return_valid)
 
 
 # ----------------------------------------------------------------------------------------------------- RBP / ERR
-def rbp(scores: Tensor, relevance: Tensor, *, p: float = 0.8, mask: Optional[Tensor] = None,
-        ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
-        validate_args: bool = True):
-    r"""Rank-biased precision (Moffat & Zobel 2008) with persistence ``p``.
+def rbp(scores: Tensor, relevance: Tensor, *, p: float = 0.8, k: Optional[int] = None,
+        mask: Optional[Tensor] = None, ordering: OrderingLike = None, reduction: str = "none",
+        return_valid: bool = False, validate_args: bool = True):
+    r"""Rank-biased precision (Moffat & Zobel, TOIS 2008) with persistence ``p``.
 
-    .. math:: \mathrm{RBP} = (1 - p) \sum_i p^{\mathrm{pos}_i}\, r_i
+    .. math:: \mathrm{RBP@}k = (1 - p) \sum_i p^{\mathrm{pos}_i}\, 1(\mathrm{pos}_i < k)\, r_i
 
-    The :class:`~torchfair.browsing.RBP` browsing model through the ordering's exposure.  Relevance is used as the
-    gain as it is (binary, or graded in ``[0, 1]`` for values in ``[0, 1]``).  ``p`` defaults to 0.8, Moffat &
-    Zobel's usual choice (the DIPS paper's browsing model is ``p = 0.9``).  Shape ``[...]``; invalid (0) only for an
-    empty list.
+    The :class:`~torchfair.browsing.RBP` browsing model (truncated at ``k``) through the ordering's exposure.
+    Relevance is used as the gain as it is (binary, or graded in ``[0, 1]`` for values in ``[0, 1]``).  ``p``
+    defaults to 0.8, Moffat & Zobel's usual choice (the DIPS paper's browsing model is ``p = 0.9``).  Shape
+    ``[B]`` (``[]``), in ``[0, max r]``; invalid (0) only for an empty list.
 
     Example::
 
         >>> rbp(torch.tensor([3., 2., 1.]), torch.tensor([1., 0., 1.]), p=0.5)   # 0.5 * (1 + 0.25)
         tensor(0.6250)
     """
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not (0 < p < 1):
-        raise ValueError(f"`p` must be a persistence probability in (0, 1); got {p!r}")
+    p = check_number(p, "p", low=0.0, high=1.0, low_open=True, high_open=True)
+    k = check_k(k)
+    check_reduction(reduction)
     b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
     ob = order(b, ordering)
-    value = (1.0 - p) * (b.relevance * ob.exposure(RBP(float(p)))).sum(-1)
+    value = (1.0 - p) * (b.relevance * ob.exposure(_cut(RBP(p), k))).sum(-1)
     return finish(b, value, _nonempty(b), reduction, return_valid)
 
 
@@ -306,6 +417,66 @@ class _ERRBrowsing(Cascade):
     def weight(self, k: Tensor) -> Tensor:
         return 1.0 / (k + 1.0)
 
+    def stop_probability(self, relevance: Tensor) -> Tensor:
+        return _err_stop(relevance, self.max_grade)
+
+
+def _err_stop(relevance: Tensor, max_grade: float) -> Tensor:
+    """``(2**r - 1) / 2**g`` computed as ``2**(r - g) - 2**(-g)``: no overflow for any grade ``r <= g``.
+
+    Grades above ``g`` count as ``g`` (stop probability 1): relaxed orderings sort relevance softly, and a softly
+    sorted grade may exceed the largest one."""
+    g = torch.as_tensor(max_grade, dtype=relevance.dtype, device=relevance.device)
+    small = relevance < 1  # 2**r - 1 cancels for tiny r: 2**(-g) expm1(r ln 2) there
+    tiny = torch.exp2(-g) * torch.expm1(torch.where(small, relevance, torch.zeros_like(relevance)) * math.log(2.0))
+    return torch.where(small, tiny, torch.exp2((relevance - g).clamp(max=0)) - torch.exp2(-g))
+
+
+def _hard_average_err(ob: HardOrderedBatch, R: Tensor, k: Optional[int]) -> Tensor:
+    """Exact ``E[ERR]`` under ``Hard(ties="average")``: the mean over all orders of the tied items, ``[B]``.
+
+    A tie block of size ``t`` starting at position ``a`` is reached with the survival probability ``S`` of the
+    blocks above it (a product, whatever their order).  In a uniformly random order of the block the first ``p``
+    members all let the user continue with probability ``m_p = e_p(x) / C(t, p)`` (``x = 1 - R``, ``e_p`` the
+    elementary symmetric polynomial), so the member at offset ``p`` stops the user with probability
+    ``m_p - m_{p+1}`` and the block adds ``S sum_p (m_p - m_{p+1}) / (a + p + 1)``.  ``m`` is built member by member
+    with the convex update ``m'_p = ((n + 1 - p) m_p + p x m_{p-1}) / (n + 1)`` (no cancellation), one position of
+    every list per step: ``O(N T)`` per list for blocks of size at most ``T``.
+    """
+    B, N = R.shape
+    dt = R.dtype
+    dev = R.device
+    x = 1.0 - R.gather(-1, ob.order)  # by position; padded positions have R = 0
+    a = ob.block_start.gather(-1, ob.block_sorted)  # [B, N] start of the block holding position k
+    t = ob.block_size.gather(-1, ob.block_sorted).long()
+    pos = torch.arange(N, device=dev)
+    w = torch.where(pos[None, :] < ob.n_items[:, None], 1.0 / (pos + 1.0).to(dt)[None, :], torch.zeros((), dtype=dt,
+                                                                                                     device=dev))
+    if k is not None:
+        w = w * (pos < k).to(dt)[None, :]
+    T = int(t.max())
+    p = torch.arange(T + 1, device=dev, dtype=dt)
+    e0 = (p == 0).to(dt).expand(B, T + 1)
+    m = e0.clone()
+    S = torch.ones(B, dtype=dt, device=dev)
+    stop = torch.zeros(B, T, dtype=dt, device=dev)  # w at the offsets of the current block
+    out = torch.zeros(B, dtype=dt, device=dev)
+    for kk in range(N):
+        first = (a[:, kk] == kk)[:, None]
+        m = torch.where(first, e0, m)
+        stop = torch.where(first, torch.zeros_like(stop), stop)
+        n = (kk - a[:, kk]).to(dt)[:, None]  # members already in the block
+        m_prev = torch.cat([torch.zeros_like(m[:, :1]), m[:, :-1]], -1)
+        m = ((n + 1 - p).clamp(min=0) * m + p * x[:, kk, None] * m_prev) / (n + 1)
+        off = (kk - a[:, kk]).clamp(max=T - 1)
+        stop = stop.scatter(-1, off[:, None], w[:, kk, None])
+        last = kk == a[:, kk] + t[:, kk] - 1
+        gain = (stop * (m[:, :-1] - m[:, 1:])).sum(-1)
+        tb = t[:, kk].clamp(max=T)
+        out = torch.where(last, out + S * gain, out)
+        S = torch.where(last, S * m.gather(-1, tb[:, None])[:, 0], S)
+    return out
+
 
 def err(scores: Tensor, relevance: Tensor, *, max_grade: Optional[float] = None, k: Optional[int] = None,
         mask: Optional[Tensor] = None, ordering: OrderingLike = None, reduction: str = "none",
@@ -315,27 +486,34 @@ def err(scores: Tensor, relevance: Tensor, *, max_grade: Optional[float] = None,
     .. math:: \mathrm{ERR} = \sum_{k} \frac{1}{k + 1}\, R_{\sigma(k)} \prod_{k' < k} (1 - R_{\sigma(k')}),
               \qquad R = \frac{2^{r} - 1}{2^{g_{\max}}}
 
-    (0-based positions ``k``).  ``max_grade`` is ``g_max``, the largest grade of the relevance scale (e.g. 4 for
-    0-4 judgements); ``None`` uses the largest relevance of the inputs (at least 1), which makes values depend on
-    the batch: pass it explicitly.  Uses the cascade browsing model, which needs a strict order:
-    ``Hard(ties="average")`` raises ``ValueError``.  ``k`` cuts the list.  Shape ``[...]``; invalid (0) only for an
-    empty list.
+    (0-based positions ``k``; ``R`` computed as ``2^(r - g_max) - 2^(-g_max)``, which never overflows).
+    ``max_grade`` is ``g_max``, the largest grade of the relevance scale (e.g. 4 for 0-4 judgements); ``None``
+    uses the largest relevance of the inputs (at least 1), which makes values depend on the batch: pass it
+    explicitly.  Uses the cascade browsing model; under ``Hard(ties="average")`` the value is the exact mean over
+    all orders of the tied items (McSherry & Najork, ECIR 2008).  On a mixture ordering (``Sampled``,
+    ``PlackettLuce``) the cascade is followed ranking by ranking, so the value is the expected ERR.  ``k`` cuts the
+    list.  Shape ``[B]`` (``[]``), in ``[0, 1]``; invalid (0) only for an empty list.
 
     Example::
 
         >>> err(torch.tensor([3., 2., 1.]), torch.tensor([1., 0., 1.]), max_grade=1)   # 1/2 + 1/3 * 1/2 * 1/2
         tensor(0.5833)
     """
-    k = _check_k(k)
+    k = check_k(k)
+    check_reduction(reduction)
+    if max_grade is not None:
+        max_grade = check_number(max_grade, "max_grade", low=0.0, low_open=True)
     b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
     if max_grade is None:
         max_grade = max(1.0, float(b.relevance[b.mask].max())) if b.mask.any() else 1.0
-    elif isinstance(max_grade, bool) or not isinstance(max_grade, (int, float)) or not (max_grade > 0):
-        raise ValueError(f"`max_grade` must be a positive number; got {max_grade!r}")
     if validate_args and (b.relevance[b.mask] > max_grade).any():
         raise ValueError(f"`relevance` exceeds `max_grade`={max_grade}: stop probabilities would exceed 1")
     ob = order(b, ordering)
-    F = _cut(_ERRBrowsing(gamma=1.0, max_grade=float(max_grade)), k)
-    R = (torch.pow(2.0, b.relevance) - 1.0) / (2.0 ** float(max_grade))
-    value = (R * b.mask * ob.exposure(F, b.relevance)).sum(-1)
+    R = _err_stop(b.relevance, float(max_grade)) * b.mask
+    if isinstance(ob, HardOrderedBatch) and ob.ties == "average":
+        value = _hard_average_err(ob, R, k)
+    else:
+        F = _cut(_ERRBrowsing(gamma=1.0, max_grade=float(max_grade)), k)
+        value = (R * ob.exposure(F, b.relevance)).sum(-1)
+    value = clamp_rounding(value, 0.0, 1.0)
     return finish(b, value, _nonempty(b), reduction, return_valid)
