@@ -380,10 +380,12 @@ def register(name: str, fn: Callable[..., Any], *, defaults: Optional[Mapping[st
     return spec
 
 
-def register_declared(m: Measure, **kwargs: Any) -> MeasureSpec:
+def register_declared(m: Measure, *, columns: Optional[Callable[..., Columns]] = None, diagonal: bool = False,
+                      overwrite: bool = True) -> MeasureSpec:
     """Register a declared measure: name, function, description, direction and options from its declaration."""
     return register(m.name, m.fn, defaults=m.defaults, description=m.description, ignore_global=m.ignore_global,
-                    higher_is_better=m.higher_is_better, declaration=m, **kwargs)
+                    higher_is_better=m.higher_is_better, declaration=m, columns=columns, diagonal=diagonal,
+                    overwrite=overwrite)
 
 
 def unregister(name: str) -> None:

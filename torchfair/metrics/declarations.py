@@ -231,7 +231,13 @@ MEASURES: Dict[str, Measure] = {m.name: m for m in _DECLARED}
 
 
 def get_declaration(name: str) -> Measure:
-    """The :class:`Measure` declared as ``name``; ``ValueError`` naming the known ones otherwise."""
+    """The :class:`Measure` declared as ``name``; ``ValueError`` naming the known ones otherwise.
+
+    Example::
+
+        >>> get_declaration("ndcg").higher_is_better, get_declaration("dips").output
+        (True, 'pair')
+    """
     try:
         return MEASURES[name]
     except (KeyError, TypeError):
