@@ -52,10 +52,10 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .._validation import check_choice, check_number
+from .._validation import check_choice, check_int as _check_int, check_number
 from ..browsing import BrowsingModel, Uniform
-from .._validation import check_int as _check_int
 from .base import OrderedBatch, Ordering, _promote, row_blocks, work_scores
+from .soft import SoftRank
 from .mixture import MixtureOrderedBatch
 from .stochastic import SampledOrderedBatch
 
@@ -408,7 +408,6 @@ class PlackettLuce(Ordering):
         if self.estimator == "relaxed":
             relax = self.relaxation
             if relax is None:
-                from .soft import SoftRank
                 relax = SoftRank(temperature=0.1)
             pert = (logits.unsqueeze(0) + _gumbel((S, B, N), self.generator, logits)).reshape(S * B, N)
             pert = torch.where(mask.repeat(S, 1), pert, torch.zeros((), dtype=pert.dtype, device=pert.device))
