@@ -615,6 +615,9 @@ class Row:
             names = tuple(n for n in names if n != "PlackettLuce(exact)")
         return names
 
+    def __repr__(self) -> str:
+        return f"Row({self.name!r})"
+
     def accepts_soft(self, opts) -> bool:
         return self.soft(opts) if callable(self.soft) else bool(self.soft)
 
@@ -2335,13 +2338,59 @@ def _probe_calls(rows: Sequence[Row], full: bool):
             yield row, case, combos
 
 
+def explore(rows: Sequence[Row], examples: int, seed: int = 0) -> Dict[tuple, list]:
+    """Random hypothesis examples (row, case, ordering, mode, options drawn as in the tests) that never stop at a
+    failure: every violation is recorded, keyed by (row, kind, message head)."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hseed
+    from hypothesis import strategies as st
+    seen: Dict[tuple, list] = {}
+
+    @hseed(seed)
+    @settings(max_examples=examples, deadline=None, database=None, phases=(Phase.generate,),
+              suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def run(data):
+        row = data.draw(st.sampled_from(list(rows)))
+        case = data.draw(cases())
+        ordering = data.draw(st.sampled_from(row.ordering_names(case)))
+        mode = data.draw(st.sampled_from(MODES))
+        opts = {k: data.draw(st.sampled_from(list(v))) for k, v in row.options.items()}
+        try:
+            run_valid(row, case, ordering, mode, opts)
+        except Violation as v:
+            first = v.detail.split("\n")[0]
+            msg = first.split(":")[0] if v.kind in ("out of range", "non-finite value") else first[:140]
+            seen.setdefault((row.name, v.kind, msg), []).append((case.label, ordering, mode, str(v)))
+
+    run()
+    return seen
+
+
 def main(argv: Sequence[str]) -> int:
     """``python tests/contract_cases.py probe [--full] [ROW-SUBSTRING ...]``: run the degenerate catalogue over the
     rows (every ordering in fp32, every dtype mode with one differentiable ordering and Hard; ``--full`` every
-    ordering x mode) and print each distinct violation once, with the first reproduction."""
+    ordering x mode) and print each distinct violation once, with the first reproduction.
+
+    ``python tests/contract_cases.py explore N [--seed S] [ROW-SUBSTRING ...]``: N random examples as the tests
+    draw them, without stopping at failures; prints each distinct violation once."""
     import collections
     import time
     args = list(argv)
+    if args and args[0] == "explore":
+        n = int(args[1])
+        sd = int(args[args.index("--seed") + 1]) if "--seed" in args else 0
+        pats = [a for a in args[2:] if not a.startswith("--") and not a.isdigit()]
+        rows = [r for r in ROWS if not pats or any(p in r.name for p in pats)]
+        torch.set_num_threads(1)
+        t0 = time.time()
+        seen = explore(rows, n, sd)
+        print(f"# {n} random examples, {time.time() - t0:.1f} s, {len(seen)} distinct violations\n")
+        for (rname, kind, msg), hits in sorted(seen.items()):
+            print(f"## {rname} | {kind} | {msg}\n   {len(hits)} hits; orderings: "
+                  f"{', '.join(sorted({h[1] for h in hits}))}; modes: {', '.join(sorted({h[2] for h in hits}))}\n")
+            print("   " + min(hits, key=lambda h: len(h[3]))[3].replace("\n", "\n   ") + "\n")
+        return 0
     if not args or args[0] != "probe":
         print(main.__doc__)
         return 2
