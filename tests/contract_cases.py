@@ -618,6 +618,9 @@ class Row:
     def __repr__(self) -> str:
         return f"Row({self.name!r})"
 
+    def _repr_pretty_(self, p, cycle) -> None:  # hypothesis' printer
+        p.text(repr(self))
+
     def accepts_soft(self, opts) -> bool:
         return self.soft(opts) if callable(self.soft) else bool(self.soft)
 
@@ -845,7 +848,12 @@ def check_gradients(outs: List[Out], leaf: Tensor, real: Tensor, ctx: Ctx, total
         total = term if total is None else total + term
     if not any_grad:
         return  # nothing depends on the scores (e.g. uniform browsing): no gradient to check
-    total.backward()
+    try:
+        total.backward()
+    except Exception as e:  # noqa: BLE001 - a crash in backward breaks the contract too
+        tb_last = traceback.extract_tb(e.__traceback__)[-1]
+        where = f"{tb_last.filename.split('torchfair/')[-1]}:{tb_last.lineno}"
+        raise Violation(f"{type(e).__name__} in backward", f"{type(e).__name__} at {where}: {e}")
     g = leaf.grad
     if g is None:
         g = torch.zeros_like(leaf)
@@ -1050,10 +1058,6 @@ def _opt(opts, name, default):
 
 
 # ============================================================================================== the table
-def _two_group_ids(x: X) -> Tensor:
-    return x.g
-
-
 def frt_regular(ctx: Ctx, need_rel: bool = False) -> bool:
     """FairRankTune's numbers are IEEE (nan/inf) on degenerate input, as FRT's: the documented domain where
     values are finite is every list holding every group of ``[0, G)``, no unknown items, hard ids, and (for the
@@ -1131,11 +1135,6 @@ def _membership(x: X) -> Tensor:
     safe = torch.where(known, g, torch.zeros_like(g))
     dt = torch.float64 if s.dtype == torch.float64 else torch.float32
     return torch.nn.functional.one_hot(safe, G).to(dt) * known[..., None].to(dt)
-
-
-def _filled_scores(x: X) -> Tensor:
-    s, _, _, m = x.batched
-    return torch.where(m, s, torch.zeros((), dtype=s.dtype))
 
 
 def _ordering_call(x: X, ordering, opts):
@@ -1614,7 +1613,8 @@ def build_rows() -> List[Row]:
     add(Row("metrics.misallocation_norm", tm.misallocation_norm, E, call=_misallocation_norm_call,
             orderings=ORDERINGS, options={"p": (OMIT, 2.0)}, out=val(0.0, 2.0), invalid_params=("p",),
             exempt_invalid={"p=1.5": "any norm order p >= 1 is valid"},
-            code="delta = exposure_misallocation(s, r, g, mask=m, ordering=o)\nout = misallocation_norm(delta, {opts})"))
+            code="delta = exposure_misallocation(s, r, g, mask=m, ordering=o)\n"
+                 "out = misallocation_norm(delta, {opts})"))
     add(Row("metrics.individual_misallocation", tm.individual_misallocation, E, args=("scores", "relevance"),
             options={"target": ("ea", "ee", "ea-dp"), "browsing": BROWSINGS},
             out=val(lambda c: -float(c.N), n_max), linear=True))
@@ -1680,10 +1680,11 @@ def build_rows() -> List[Row]:
     add(Row("metrics.matched_pair_calibration", tm.matched_pair_calibration, C, call=_mpc_call(
         tm.matched_pair_calibration), options=_mpc_options(), out=_mpc_out, grad="never", soft=False,
             invalid_params=("group", "eps", "k", "quantile", "ci", "level", "browsing", "ordering", "num_groups"),
-            code="out = matched_pair_calibration(s, r, g, mask=m, ordering=o, {opts}, eps=0.5)"))
+            code="out = matched_pair_calibration(s, r, g, mask=m, ordering=o, {opts})  # + the _thr threshold"))
     add(Row("metrics.matched_pairs", tm.matched_pairs, C, call=_mpc_call(tm.matched_pairs),
             options={k: v for k, v in _mpc_options().items() if k != "ci"}, out=_pairs_out, grad="never",
-            soft=False, invalid_params=("group", "eps", "k", "quantile", "browsing", "ordering", "num_groups"), code="out = matched_pairs(s, r, g, mask=m, ordering=o, {opts}, eps=0.5)"))
+            soft=False, invalid_params=("group", "eps", "k", "quantile", "browsing", "ordering", "num_groups"),
+            code="out = matched_pairs(s, r, g, mask=m, ordering=o, {opts})  # + eps=0.5 / k=3 / quantile=0.5 (_thr)"))
     add(Row("metrics.mpc_cluster_variance", tm.mpc_cluster_variance, C, call=_mpc_call(tm.matched_pairs, True),
             options={"_thr": ("eps", "k", "quantile"), "_cluster": ("item", "query")},
             out=lambda res, ctx: [Out("variance", res, None, 0.0, INF)], grad="never", soft=False,
@@ -1764,7 +1765,8 @@ def build_rows() -> List[Row]:
             invalid_params=("reduction",), validates=False,
             out=val(), grad="always", orderings=("none",),
             code="per = torch.where(m, s, torch.zeros(())).sum(-1) / 1e18\nout = reduce_loss(per, m.any(-1), {opts})"))
-    add(Row("losses.FairnessRegularizer", tl.FairnessRegularizer, L, call=_regularizer_call, invalid_params=("lam", "schedule"),
+    add(Row("losses.FairnessRegularizer", tl.FairnessRegularizer, L, call=_regularizer_call,
+            invalid_params=("lam", "schedule"),
             options={"_fairness": ("DIPSLoss", "ExposureMisallocationLoss", "PairwiseAccuracyGapLoss"),
                      "lam": (OMIT, 0.0), "schedule": (OMIT, "linear")},
             out=val(0.0, INF), grad="always", orderings=ORDERINGS + ("default",), pairwise=True,
@@ -1790,14 +1792,16 @@ def build_rows() -> List[Row]:
                        (to.PlackettLuce, ("PlackettLuce", "PlackettLuce(score_function)", "PlackettLuce(relaxed)",
                                           "PlackettLuce(exact)")),
                        (to.Sampled, ("Sampled",)), (to.DoublyStochastic, ("DoublyStochastic",))):
-        add(Row(f"orderings.{cls.__name__}", cls, O, call=_ordering_call, out=_ordering_out, orderings=names, validates=False,
+        add(Row(f"orderings.{cls.__name__}", cls, O, call=_ordering_call, out=_ordering_out, orderings=names,
+                validates=False,
                 code=_ORDERING_CODE))
     add(Row("orderings.scores_from_ranking", to.scores_from_ranking, O, call=_scores_from_ranking_call, args=(),
             out=lambda res, ctx: [Out("scores", res[0], None, check_dtype=False)], grad="never",
             orderings=("none",), extra=_scores_from_ranking_extra,
             code="order = torch.sort(torch.where(m, s.double(), -inf), dim=-1, descending=True, stable=True).indices\n"
                  "out = scores_from_ranking(order)"))
-    add(Row("orderings.sample_rankings", to.sample_rankings, O, call=_sample_rankings_call, grad="never", validates=False,
+    add(Row("orderings.sample_rankings", to.sample_rankings, O, call=_sample_rankings_call, grad="never",
+            validates=False,
             orderings=("none",), extra=_sample_rankings_extra,
             code="out = sample_rankings(s, m, 3, torch.Generator().manual_seed(0))"))
     add(Row("orderings.log_probability", to.log_probability, O, call=_log_probability_call, validates=False,
@@ -1863,7 +1867,8 @@ def build_rows() -> List[Row]:
         lo, hi = (0.0, 1.0) if fn is frt.MinMaxRatio else ((1.0, INF) if fn is frt.MaxMinRatio else (0.0, INF))
         add(Row(f"compat.fairranktune.{fn.__name__}", fn, Cm, call=_frt_agg_call(fn), out=_agg_out(lo, hi), args=(),
                 grad="never", orderings=("none",), code=f"out = {fn.__name__}(r.sum(0) + 1.0)"))
-    add(Row("compat.fairranktune.aggregate", frt.aggregate, Cm, call=_frt_aggregate_call, args=(), invalid_params=("combo",),
+    add(Row("compat.fairranktune.aggregate", frt.aggregate, Cm, call=_frt_aggregate_call, args=(),
+            invalid_params=("combo",),
             options={"combo": frt.COMBOS}, out=_agg_out(), grad="never", orderings=("none",),
             code="out = aggregate(r.sum(0) + 1.0, {opts})"))
     add(Row("compat.expeval.expeval", cee.expeval, Cm, call=_expeval_call(), args=(),
@@ -1871,7 +1876,8 @@ def build_rows() -> List[Row]:
             options={"user_model": (OMIT, "gerr"), "patience": (OMIT, 0.9), "relevant_only": (OMIT, False),
                      "_groups": (False, True)},
             out=_expeval_out, grad="never", orderings=("none",), expect=_expeval_expect,
-            code="ranks = ...  # 1-based ranks of the items by descending score\nout = expeval(ranks, r, mask=m, {opts})"))
+            code="ranks = ...  # 1-based ranks of the items by descending score\n"
+                 "out = expeval(ranks, r, mask=m, {opts})"))
     add(Row("compat.expeval.rankings_from_ranks", cee.rankings_from_ranks, Cm, call=_expeval_call(True), args=(),
             grad="never", orderings=("none",), extra=_rankings_extra,
             code="ranks = ...  # 1-based ranks\nout = rankings_from_ranks(ranks, m)"))
