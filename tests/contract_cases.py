@@ -539,6 +539,7 @@ class Out:
     hi: Any = INF
     zero_invalid: bool = True  # entries flagged invalid must be exactly 0
     check_dtype: bool = True
+    allow_nonfinite: bool = False  # documented IEEE results (FairRankTune's ratio aggregators on a zero)
 
 
 @dataclass
@@ -574,7 +575,7 @@ class Row:
     call: Optional[Callable[[X, Any, Dict[str, Any]], Any]] = None  # custom invocation
     code: Optional[str] = None  # custom reproduction (format fields: {opts})
     orderings: Optional[Tuple[str, ...]] = None  # None: every ordering if the function takes `ordering`
-    pairwise: bool = False  # needs pair probabilities: DoublyStochastic is invalid (ValueError `ordering`)
+    pairwise: Any = False  # needs pair probabilities: DoublyStochastic is invalid (bool or callable(opts))
     masked: bool = True  # takes a mask (else padding is filled with real items)
     linear: bool = False  # value under a mixture of rankings = mixture of the values (default options)
     ieee: Optional[Callable[[Ctx], bool]] = None  # documented IEEE (nan/inf) results for this input
@@ -788,6 +789,8 @@ def check_outputs(outs: List[Out], ctx: Ctx) -> None:
             raise Violation("dtype", f"{o.label}: result dtype {v.dtype} for {ctx.mode} inputs "
                                      f"(expected {' or '.join(str(d) for d in _expected_dtype(ctx.mode))})")
         vd = v.detach().double()
+        if o.allow_nonfinite:
+            continue
         if not torch.isfinite(vd).all():
             bad = vd[~torch.isfinite(vd)]
             raise Violation("non-finite value", f"{o.label}: {bad.numel()} non-finite entries "
@@ -912,7 +915,8 @@ def expected_error(row: Row, ctx: Ctx) -> Optional[Tuple[str, ...]]:
         names += ["browsing", "relevance"]
     if cascade and o == "Hard(average)":
         names += ["ordering", "browsing"]
-    if o == "DoublyStochastic" and (row.pairwise or cascade):
+    pairwise = row.pairwise(opts) if callable(row.pairwise) else row.pairwise
+    if o == "DoublyStochastic" and (pairwise or cascade):
         names += ["ordering"]
     if row.expect is not None:
         names += list(row.expect(ctx) or ())
@@ -1089,7 +1093,10 @@ def _frt_out(combo_default="MinMaxRatio"):
             hi = 1.0
         elif combo == "MaxMinRatio":
             lo = 1.0
-        return [Out("value", res.value, None, lo, hi), Out("per_group", res.per_group, None, 0.0, INF)]
+        # FRT's ratio aggregators divide by the smallest / largest group value: x / 0 = inf, 0 / 0 = nan (numpy)
+        ieee = combo in ("MinMaxRatio", "MaxMinRatio") and bool((res.per_group.detach() == 0).any())
+        return [Out("value", res.value, None, lo, hi, allow_nonfinite=ieee),
+                Out("per_group", res.per_group, None, 0.0, INF)]
 
     return f
 
@@ -1769,7 +1776,8 @@ def build_rows() -> List[Row]:
             invalid_params=("lam", "schedule"),
             options={"_fairness": ("DIPSLoss", "ExposureMisallocationLoss", "PairwiseAccuracyGapLoss"),
                      "lam": (OMIT, 0.0), "schedule": (OMIT, "linear")},
-            out=val(0.0, INF), grad="always", orderings=ORDERINGS + ("default",), pairwise=True,
+            out=val(0.0, INF), grad="always", orderings=ORDERINGS + ("default",),
+            pairwise=lambda o: o.get("_fairness", "DIPSLoss") != "ExposureMisallocationLoss",
             code="reg = FairnessRegularizer(ListNetLoss(), DIPSLoss(ordering=o), {opts})\nout = reg(s, r, g, m)"))
     util_opts = {"reduction": red_l}
     for obj in (tl.listnet_loss, tl.ListNetLoss, tl.listmle_loss, tl.ListMLELoss):
@@ -1861,6 +1869,8 @@ def build_rows() -> List[Row]:
     add(Row("compat.fairranktune.IAA", frt.IAA, Cm, call=lambda x, o, opts: frt.IAA(
         x.s, x.r, mask=x.m, ordering=o, **{k: v for k, v in opts.items() if v is not OMIT}),
             options={"per_ranking": (OMIT, True), "strict_docs": (OMIT, True)}, out=val(0.0, INF),
+            expect=lambda ctx: ("per_ranking", "strict_docs") if ctx.opts.get("per_ranking") is True and
+            ctx.opts.get("strict_docs") is True else None,
             code="out = IAA(s, r, mask=m, ordering=o, {opts})"))
     for fn in (frt.MinMaxRatio, frt.MaxMinRatio, frt.MaxMinDiff, frt.MaxAbsDiff, frt.MeanAbsDev, frt.LTwo,
                frt.Variance):
