@@ -78,6 +78,8 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+from .. import _linalg
+
 from .._validation import check_choice, check_number, check_reduction
 from ..browsing import RBP, Cascade
 from ..metrics._common import reduce
@@ -222,7 +224,7 @@ def expeval(ranks: Tensor, relevance: Tensor, groups: Optional[Tensor] = None, *
         A = _membership(groups, rel, unlabeled_group, num_groups)
         counted = judged if relevant_only is None else (relevant if relevant_only else mask)
         A = A * counted.unsqueeze(-1).to(rel.dtype)
-        x, y = torch.einsum("bn,bng->bg", eps, A), torch.einsum("bn,bng->bg", star, A)
+        x, y = _linalg.einsum("bn,bng->bg", eps, A), _linalg.einsum("bn,bng->bg", star, A)
         present = (A > 0).any(1)  # expeval's group keys
     disparity = (x ** 2).sum(-1)
     relevance_ = (x * y).sum(-1)

@@ -90,6 +90,8 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Union
 import torch
 from torch import Tensor
 
+from .. import _linalg
+
 from .._validation import prepare
 from ..browsing import RBP, BrowsingModel, Geometric, Logarithmic
 from ..metrics._common import order
@@ -402,7 +404,7 @@ def _prepare(rankings, groups, relevance=None, ctr=None, *, mask=None, num_group
 
 def _group_total(p: _Prepared, per_item: Tensor) -> Tensor:
     """``sum_b sum_{i in g} per_item[b, i]``: per-group sums over all rankings, ``[G]``."""
-    return torch.einsum("bn,bng->g", per_item * p.mask.to(per_item.dtype), p.memb)
+    return _linalg.einsum("bn,bng->g", per_item * p.mask.to(per_item.dtype), p.memb)
 
 
 def _result(p: _Prepared, per_group: Tensor, combo: str, strict_docs: bool) -> FRTResult:
@@ -579,7 +581,7 @@ def NDKL(rankings, groups, *, mask: Optional[Tensor] = None, num_groups: Optiona
     p = _prepare(rankings, groups, mask=mask, num_groups=num_groups, ordering=ordering, validate=validate_args)
     dt = p.dtype
     R = p.ob.position_matrix().to(dt)                          # [B, N(k), N(i)]
-    prefix = torch.cumsum(torch.bmm(R, p.memb), dim=1)         # [B, N, G] group counts among positions <= k
+    prefix = torch.cumsum(_linalg.bmm(R, p.memb), dim=1)         # [B, N, G] group counts among positions <= k
     B, N = p.mask.shape
     n = p.mask.sum(-1).to(dt)                                  # [B]
     k1 = torch.arange(1, N + 1, dtype=dt, device=p.mask.device)

@@ -54,6 +54,8 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+from .. import _linalg
+
 from .._validation import check_choice, check_reduction, prepare
 from ..browsing import BrowsingModel, Logarithmic, get_browsing
 from ..metrics._common import finish, order
@@ -149,7 +151,7 @@ def trec_fair_awrf(scores: Optional[Tensor], groups: Tensor, target: Tensor, *, 
         raise ValueError("`target` must be non-negative and finite with a positive sum")
     p = p / p.sum(-1, keepdim=True)
 
-    E = torch.einsum("bn,bng->bg", e, A)
+    E = _linalg.einsum("bn,bng->bg", e, A)
     tot = E.sum(-1, keepdim=True)
     has = tot > 0
     eps = E / torch.where(has, tot, torch.ones_like(tot))

@@ -34,6 +34,8 @@ from typing import NamedTuple, Optional, Union
 import torch
 from torch import Tensor
 
+from .. import _linalg
+
 from .._validation import check_choice, check_group_id, check_number, prepare
 from ..browsing import BrowsingModel, get_browsing
 from ..orderings.base import OrderingLike
@@ -365,7 +367,7 @@ def matched_pair_calibration(scores: Tensor, relevance: Tensor, groups: Tensor, 
         draws = torch.randint(0, C, (n_boot, C), generator=generator)
         counts = torch.zeros(n_boot, C, dtype=torch.float64).scatter_add_(
             1, draws, torch.ones(n_boot, C, dtype=torch.float64))
-        reps = (counts @ Sc) / (counts @ Wc)  # every cluster has W > 0, so the denominator is positive
+        reps = _linalg.matmul(counts, Sc) / _linalg.matmul(counts, Wc)  # every cluster has W > 0, so the denominator is positive
         alpha = 1.0 - level
         qs = torch.quantile(reps, torch.tensor([alpha / 2, 1 - alpha / 2], dtype=torch.float64))
         lo, hi = qs[0].to(dt).to(dev), qs[1].to(dt).to(dev)

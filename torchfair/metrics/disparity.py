@@ -22,6 +22,8 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+from .. import _linalg
+
 from .._validation import Batch, check_group_id, check_number, prepare
 from ..browsing import BrowsingModel, Logarithmic, TopK, get_browsing
 from ..orderings.base import OrderingLike
@@ -41,7 +43,7 @@ def _two_sides(b: Batch, protected: int, num_groups: Optional[int]) -> Tensor:
 
 def _group_means(sides: Tensor, x: Tensor) -> Tuple[Tensor, Tensor]:
     """``[B, 2]`` mean of ``x [B, N]`` over each side's items, and whether the side is present."""
-    return safe_div(torch.einsum("bns,bn->bs", sides, x), sides.sum(1))
+    return safe_div(_linalg.einsum("bns,bn->bs", sides, x), sides.sum(1))
 
 
 def top1_exposure_gap(scores: Tensor, groups: Tensor, *, protected: int = 1, mask: Optional[Tensor] = None,

@@ -51,6 +51,8 @@ from typing import NamedTuple, Optional, Union
 import torch
 from torch import Tensor
 
+from .. import _linalg
+
 from .._validation import Batch, check_choice, check_group_id, check_number, check_reduction, prepare
 from ..browsing import RBP, BrowsingModel, Geometric, Logarithmic, ReciprocalRank
 from ..orderings.base import OrderingLike
@@ -100,7 +102,7 @@ def _exposure(b: Batch, ob: OrderedBatch, F: BrowsingModel) -> Tensor:
 
 def _gsum(memb: Tensor, x: Tensor) -> Tensor:
     """``[B, G]`` group sums ``sum_i a_ig x_i``."""
-    return torch.einsum("bn,bng->bg", x, memb)
+    return _linalg.einsum("bn,bng->bg", x, memb)
 
 
 def ideal_exposure(relevance: Tensor, *, browsing: BrowsingLike = None, k: Optional[int] = None,

@@ -31,6 +31,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .. import _linalg
+
 from .._validation import check_group_id, prepare
 from ..orderings.base import OrderingLike
 from ._common import check_bool, check_k, order
@@ -168,8 +170,8 @@ def monotonicity_test(scores: Tensor, groups: Tensor, *, protected: int = 1, k: 
     R = ob.position_matrix().detach()  # [B, K, N]
     memb = b.membership.detach().to(R.dtype)
     known = memb.sum(-1)  # 1 for items of known group (0 for unknown and padded)
-    counts = torch.einsum("bki,bi->k", R, known)
-    prot = torch.einsum("bki,bi->k", R, memb[..., protected])
+    counts = _linalg.einsum("bki,bi->k", R, known)
+    prot = _linalg.einsum("bki,bi->k", R, memb[..., protected])
     N = counts.shape[0]
     if top is not None and top < N:
         counts = counts.clone()

@@ -52,6 +52,8 @@ from typing import NamedTuple, Optional, Union
 import torch
 from torch import Tensor
 
+from .. import _linalg
+
 from .._validation import check_group_id, check_number, check_reduction, prepare
 from ..browsing import RBP, BrowsingModel, TopK, Uniform
 from ..orderings.base import OrderingLike
@@ -83,7 +85,7 @@ def _udp_weight(rel: Tensor, tie_weight: float, strict_only: bool = False):
 
 def _group_sum(memb: Tensor, per_item: Tensor) -> Tensor:
     """``S[b, g, h] = sum_i memb[b, i, g] * per_item[b, i, h]``."""
-    return torch.einsum("big,bih->bgh", memb, per_item)
+    return _linalg.einsum("big,bih->bgh", memb, per_item)
 
 
 def individual_dissatisfaction(scores: Tensor, relevance: Tensor, groups: Optional[Tensor] = None, *,

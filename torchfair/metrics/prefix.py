@@ -62,6 +62,8 @@ from typing import Callable, Dict, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+from .. import _linalg
+
 from .._validation import Batch, check_choice, check_group_id, check_number, check_reduction, prepare
 from ..orderings.base import OrderingLike
 from ..orderings import OrderedBatch
@@ -109,7 +111,7 @@ def prefix_mass(ordered: OrderedBatch, membership: Tensor) -> Tensor:
     if not isinstance(membership, Tensor) or membership.dim() != 3 or membership.shape[:2] != ordered.mask.shape:
         raise ValueError(f"`membership` must be a tensor [B, N, G] with [B, N] = {tuple(ordered.mask.shape)}")
     R = ordered.position_matrix().to(membership.dtype)
-    return torch.cumsum(torch.bmm(R, membership), dim=1)
+    return torch.cumsum(_linalg.bmm(R, membership), dim=1)
 
 
 def _check_int(x, name: str, minimum: int = 1) -> int:

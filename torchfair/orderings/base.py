@@ -38,6 +38,8 @@ from typing import Callable, Iterator, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
+
+from .. import _linalg
 from torch.utils.checkpoint import checkpoint
 
 from ..browsing import BrowsingModel
@@ -171,7 +173,7 @@ class OrderedBatch(ABC):
                 x = blk.joint if which == "joint" else blk.above
             if pair_weight is not None:
                 x = x * pair_weight(start, stop)
-            return torch.bmm(x.to(right.dtype), right)
+            return _linalg.bmm(x.to(right.dtype), right)
 
         # With gradients, each block is recomputed in backward (activation checkpointing) instead of keeping its
         # [B, rows, N] intermediates alive: forward + backward memory stays within the block bound too.

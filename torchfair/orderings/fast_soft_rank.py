@@ -82,6 +82,8 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from .. import _linalg
+
 from ..browsing import BrowsingModel
 from .._validation import check_int as _check_int
 from .._validation import check_choice
@@ -365,8 +367,8 @@ class FastSoftRankOrderedBatch(OrderedBatch):
             return browsing.weight(self.positions) * mf
         R = self.position_matrix()  # [B, K, N]: a relevance-dependent model sees the softly sorted relevance R @ r
         f = ranked_exposure(browsing, relevance, self.mask, R.dtype,
-                            lambda rel: torch.bmm(R, rel.unsqueeze(-1)).squeeze(-1))
-        return torch.einsum("bk,bki->bi", f, R) * mf
+                            lambda rel: _linalg.bmm(R, rel.unsqueeze(-1)).squeeze(-1))
+        return _linalg.einsum("bk,bki->bi", f, R) * mf
 
     def pair_context(self, browsing, relevance) -> Optional[Tensor]:
         return None if browsing is None else self.exposure(browsing, relevance)

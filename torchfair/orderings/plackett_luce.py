@@ -52,6 +52,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from .. import _linalg
+
 from .._validation import check_choice, check_int as _check_int, check_number
 from ..browsing import BrowsingModel, Uniform
 from .base import OrderedBatch, Ordering, _promote, row_blocks, work_scores
@@ -272,7 +274,7 @@ class _PLRankPairContract(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         logits, rankings, mask, fk, right, weight_full = ctx.saved_tensors
-        C = torch.bmm(grad_out, right.transpose(1, 2)) * weight_full  # C[i, j] = sum_h g[i,h] right[j,h] w[i,j]
+        C = _linalg.bmm(grad_out, right.transpose(1, 2)) * weight_full  # C[i, j] = sum_h g[i,h] right[j,h] w[i,j]
         N = C.shape[-1]
         pairs = ((mask.unsqueeze(-1) & mask.unsqueeze(1)) & ~torch.eye(N, dtype=torch.bool, device=C.device)).to(C.dtype)
         C = C * pairs

@@ -112,6 +112,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from .. import _linalg
+
 from .._validation import check_choice, check_number
 from ..browsing import BrowsingModel
 from .._validation import check_int as _check_int
@@ -242,7 +244,7 @@ def _soft_sorted_exposure(P: Tensor, mask: Tensor, browsing: BrowsingModel, rele
     """``[B, N]`` exposure of every position of a relaxed permutation ``P [B, K, N]`` (0 for rows ``k >= n_b``);
     a relevance-dependent model sees the softly sorted relevance ``P @ r``."""
     return ranked_exposure(browsing, relevance, mask, P.dtype,
-                           lambda rel: torch.bmm(P, rel.unsqueeze(-1)).squeeze(-1))
+                           lambda rel: _linalg.bmm(P, rel.unsqueeze(-1)).squeeze(-1))
 
 
 # ------------------------------------------------------------------------------------------------- SoftRank
@@ -321,7 +323,7 @@ class SoftRankOrderedBatch(OrderedBatch):
             return browsing.weight(self.expected_positions()) * mf
         R = self.position_matrix()
         f = _soft_sorted_exposure(R, self.mask, browsing, relevance)
-        return torch.einsum("bk,bki->bi", f, R) * mf
+        return _linalg.einsum("bk,bki->bi", f, R) * mf
 
     def pair_context(self, browsing, relevance) -> _SoftRankCtx:
         return _SoftRankCtx(None if browsing is None else self.exposure(browsing, relevance))
@@ -412,7 +414,7 @@ class PermutationOrderedBatch(OrderedBatch):
 
     def exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor] = None) -> Tensor:
         f = self._position_exposure(browsing, relevance)
-        return torch.einsum("bk,bki->bi", f, self.P) * self.mask.to(self.P.dtype)
+        return _linalg.einsum("bk,bki->bi", f, self.P) * self.mask.to(self.P.dtype)
 
     def pair_context(self, browsing, relevance) -> _PermCtx:
         cum = _exclusive_cumsum(self.P, 1)
@@ -426,8 +428,8 @@ class PermutationOrderedBatch(OrderedBatch):
         N = self.mask.shape[1]
         Pi = self.P[:, :, start:stop].transpose(1, 2)  # [B, rows, K]
         off = _offdiag(start, stop, N, Pi.device).to(Pi.dtype)
-        above = torch.bmm(Pi, context.cum) * off
-        joint = None if context.cum_f is None else torch.bmm(Pi, context.cum_f) * off
+        above = _linalg.bmm(Pi, context.cum) * off
+        joint = None if context.cum_f is None else _linalg.bmm(Pi, context.cum_f) * off
         return PairBlock(above=above, joint=joint)
 
     def position_matrix(self) -> Tensor:

@@ -33,6 +33,8 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from .. import _linalg
+
 from .._validation import check_number
 from ..browsing import BrowsingModel
 from .base import PAIR_BLOCK_ELEMENTS, OrderedBatch, Ordering, PairBlock, ranked_exposure, _promote
@@ -208,14 +210,14 @@ class DoublyStochasticOrderedBatch(OrderedBatch):
     def expected_positions(self) -> Tensor:
         N = self.mask.shape[1]
         k = torch.arange(N, device=self.mask.device, dtype=self.dtype)
-        return torch.einsum("bki,k->bi", self.R, k)
+        return _linalg.einsum("bki,k->bi", self.R, k)
 
     def exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor] = None) -> Tensor:
         if browsing.relevance_dependent:
             raise ValueError(f"the browsing model {browsing!r} depends on the relevance of the items ranked above, "
                              "which a doubly stochastic matrix does not determine: use Sampled(rankings)")
         f = ranked_exposure(browsing, relevance, self.mask, self.dtype, None)  # [B, K]
-        return torch.einsum("bki,bk->bi", self.R, f) * self.mask.to(self.dtype)
+        return _linalg.einsum("bki,bk->bi", self.R, f) * self.mask.to(self.dtype)
 
     def pair_context(self, browsing, relevance):
         raise ValueError("pairwise measures need rankings: a doubly stochastic matrix R (DoublyStochastic) gives "

@@ -1,0 +1,37 @@
+"""Matrix products that ``torch.autocast`` leaves alone.
+
+Autocast runs matrix products in float16 / bfloat16.  Inside the library every quantity is already in its working
+precision (float32 for half-precision inputs, float64 for float64, see :mod:`torchfair._validation`), and a
+fairness measure summed over thousands of pairs in half precision loses the very differences it measures (or
+overflows), so the library's own products run with autocast disabled: under autocast the measures and losses
+return float32 values, as they do for half-precision inputs.  Used for every ``bmm`` / ``einsum`` / ``matmul``
+in torchfair.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["bmm", "einsum", "matmul"]
+
+
+def _no_autocast(t: Tensor):
+    return torch.autocast(device_type=t.device.type, enabled=False)
+
+
+def bmm(a: Tensor, b: Tensor) -> Tensor:
+    """``torch.bmm`` in the inputs' own dtype, also under autocast."""
+    with _no_autocast(a):
+        return torch.bmm(a, b)
+
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """``torch.matmul`` in the inputs' own dtype, also under autocast."""
+    with _no_autocast(a):
+        return torch.matmul(a, b)
+
+
+def einsum(equation: str, *operands: Tensor) -> Tensor:
+    """``torch.einsum`` in the operands' own dtype, also under autocast."""
+    with _no_autocast(operands[0]):
+        return torch.einsum(equation, *operands)
