@@ -90,6 +90,8 @@ def check_group_id(value, name: str, num_groups: Optional[int] = None) -> int:
     """A group id: a non-negative int (``< num_groups`` when given), else ``ValueError`` naming ``name``.
 
     Negative ids are refused rather than read Python-style (``-1`` is not "the last group")."""
+    if num_groups is not None and (isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1):
+        raise ValueError(f"`num_groups` must be a positive int; got {num_groups!r}")
     if isinstance(value, Tensor) and value.numel() == 1 and not value.is_floating_point():
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (

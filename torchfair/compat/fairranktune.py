@@ -92,7 +92,7 @@ from torch import Tensor
 
 from .. import _linalg
 
-from .._validation import prepare
+from .._validation import check_number, prepare
 from ..browsing import RBP, BrowsingModel, Geometric, Logarithmic
 from ..metrics._common import order
 from ..metrics.pairwise import rank_parity
@@ -498,6 +498,7 @@ def AWRF(rankings, groups, p: float, combo: str = "MinMaxRatio", *, mask: Option
 
 def _rbp_total(p: _Prepared, decay: float) -> Tensor:
     """``(1 - decay) sum_rankings sum_{i in g} decay^(rank_i - 1)`` (Kirnap et al. eq. 2), ``[G]``."""
+    decay = check_number(decay, "decay", low=0, high=1, low_open=True)
     return (1 - decay) * _group_total(p, p.ob.exposure(RBP(decay)))
 
 

@@ -59,7 +59,10 @@ class FairnessMetric(Metric):
         super().__init__(**metric_kwargs)
         req = parse_request(measure)
         self.request = MeasureRequest(req.name, {**req.options, **options}, req.label)
-        self.spec = get_measure(req.name)
+        try:
+            self.spec = get_measure(req.name)
+        except ValueError as e:
+            raise ValueError(f"`measure`: {e}") from None
         self.num_groups = (num_groups if num_groups is not None else 2) if self.spec.uses_groups else None
         self.validate_args = validate_args
         if not validate_args and self.spec.accepts("validate_args"):

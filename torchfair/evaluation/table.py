@@ -392,7 +392,10 @@ def evaluate(lists: Union[Sequence[ListLike], Mapping[str, Any]],
     if not reqs:
         raise ValueError("`measures` is empty")
     for r in reqs:
-        get_measure(r.name)  # unknown names fail before any computation
+        try:
+            get_measure(r.name)  # unknown names fail before any computation
+        except ValueError as e:
+            raise ValueError(f"`measures`: {e}") from None
     G = num_groups if num_groups is not None else _infer_num_groups(data)
     soft = any(g is not None and g.is_floating_point() for _, _, g in data)
     if any(g is None for _, _, g in data) and any(g is not None for _, _, g in data):

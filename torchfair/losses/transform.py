@@ -41,7 +41,7 @@ from typing import Any, Callable, Dict, Optional, Tuple, Union
 import torch
 from torch import Tensor, nn
 
-from .._validation import check_choice, check_group_id, check_reduction, prepare
+from .._validation import check_choice, check_group_id, check_reduction, prepare, work_dtype
 from ..metrics.declarations import Measure, get_declaration
 from ..orderings import SoftRank
 from ..orderings.base import OrderingLike
@@ -59,6 +59,7 @@ def reduce_loss(per_list: Tensor, valid: Tensor, reduction: str = "mean") -> Ten
     """Reduce per-list losses ``[B]`` over the valid lists: ``"mean"`` (0 when none is valid), ``"sum"`` or
     ``"none"`` (per list, 0 where invalid)."""
     check_reduction(reduction)
+    per_list = per_list.to(work_dtype(per_list.dtype))  # half precision is reduced in float32
     per_list = torch.where(valid, per_list, torch.zeros_like(per_list))
     if reduction == "none":
         return per_list

@@ -95,6 +95,8 @@ def _closest_alias(closest, k):
     """``closest``, or the deprecated ``k`` (a number of pairs, not the package's top-k cut-off)."""
     if k is None:
         return closest
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"`k` (deprecated name of `closest`) must be an int >= 1; got {k!r}")
     if closest is not None:
         raise ValueError("give `closest` only (`k` is its deprecated name)")
     warnings.warn("`k` of matched_pairs / matched_pair_calibration (the number of closest pairs) is renamed "

@@ -43,6 +43,7 @@ from .. import _linalg
 from torch.utils.checkpoint import checkpoint
 
 from ..browsing import BrowsingModel
+from .._validation import check_int
 
 __all__ = ["Ordering", "OrderedBatch", "OrderingLike", "PairBlock", "PAIR_BLOCK_ELEMENTS", "row_blocks",
            "ranked_exposure"]
@@ -53,7 +54,7 @@ PAIR_BLOCK_ELEMENTS = 2 ** 18
 
 def row_blocks(B: int, N: int, budget: Optional[int] = None) -> Iterator[Tuple[int, int]]:
     """Row ranges ``[start, stop)`` such that ``B * (stop - start) * N <= budget`` (at least one row)."""
-    budget = PAIR_BLOCK_ELEMENTS if budget is None else budget
+    budget = PAIR_BLOCK_ELEMENTS if budget is None else check_int(budget, "budget", low=1)
     rows = max(1, min(N, budget // max(1, B * N)))
     for start in range(0, N, rows):
         yield start, min(N, start + rows)

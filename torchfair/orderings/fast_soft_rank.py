@@ -320,7 +320,7 @@ def _work(scores: Tensor, mask: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
 
 def soft_rank(scores: Tensor, temperature: float = 1.0, mask: Optional[Tensor] = None, *, scale: str = "none",
               min_scale: float = MIN_SCALE, rel_min_scale: float = REL_MIN_SCALE, regularization: str = "l2",
-              backend: str = "auto", window_budget: Optional[int] = None) -> Tensor:
+              backend: str = "auto", window_budget: Optional[int] = None, validate_args: bool = True) -> Tensor:
     """Fast soft ranks (Blondel et al., 2020): 0-based soft positions, **0 = highest score** (descending).
 
     ``scores``: ``[B, N]`` or ``[N]`` floating.  ``temperature``: the regularisation strength ``epsilon`` in score
@@ -346,6 +346,11 @@ def soft_rank(scores: Tensor, temperature: float = 1.0, mask: Optional[Tensor] =
         scores = scores.unsqueeze(0)
         mask = None if mask is None else mask.unsqueeze(0)
     s, mask = _work(scores, mask)
+    if validate_args:
+        if not mask.any():  # one host sync; validate_args=False skips it
+            raise ValueError("`mask` has no real item: the batch holds no list with an item to rank")
+        if not torch.isfinite(s[mask]).all():
+            raise ValueError("`scores` must be finite (no NaN or inf) on real items")
     eps = _temperature(s, mask, temperature, scale, min_scale, rel_min_scale)
     be = _pick_backend(backend, s.device)
     pos = _ProjectPermutahedron.apply(s, eps, mask, be, window_budget)

@@ -147,8 +147,10 @@ def log_probability(logits: Tensor, rankings: Tensor, mask: Tensor) -> Tensor:
 
 def all_rankings(N: int, device=None) -> Tensor:
     """All ``N!`` permutations of ``0..N-1``: ``[N!, N]`` (``N <= 8``)."""
+    if isinstance(N, bool) or not isinstance(N, int) or N < 1:
+        raise ValueError(f"`N` must be an int >= 1; got {N!r}")
     if N > 8:
-        raise ValueError(f"exact enumeration is limited to N <= 8 items (N! rankings); got N = {N}")
+        raise ValueError(f"`N`: exact enumeration is limited to N <= 8 items (N! rankings); got N = {N}")
     return torch.tensor(list(itertools.permutations(range(N))), dtype=torch.long, device=device)
 
 

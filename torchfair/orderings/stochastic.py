@@ -220,7 +220,7 @@ class DoublyStochasticOrderedBatch(OrderedBatch):
         return _linalg.einsum("bki,bk->bi", self.R, f) * self.mask.to(self.dtype)
 
     def pair_context(self, browsing, relevance):
-        raise ValueError("pairwise measures need rankings: a doubly stochastic matrix R (DoublyStochastic) gives "
+        raise ValueError("`ordering`: pairwise measures need rankings: a doubly stochastic matrix R (DoublyStochastic) gives "
                          "P(item i at position k) but not P(j above i); use Sampled(rankings) instead")
 
     def pair_block(self, context, start: int, stop: int) -> PairBlock:
