@@ -1920,6 +1920,19 @@ def build_rows() -> List[Row]:
 
 #: public names deliberately without a row, with the reason (the coverage test requires one or the other)
 EXEMPT: Dict[str, str] = {
+    # issue 8's design layer: covered by tests/test_design.py (declarations, transformation, public surface)
+    "metrics.MEASURES": "the declaration table (tests/test_design.py)",
+    "metrics.Measure": "the declaration type (tests/test_design.py)",
+    "metrics.get_declaration": "declaration lookup (tests/test_design.py)",
+    "metrics.top1_exposure_gap": "TODO contract row; values and degenerate batches in tests/test_design.py",
+    "metrics.disparate_exposure": "TODO contract row; values and degenerate batches in tests/test_design.py",
+    "losses.measure_loss": "TODO contract row; every declared loss in tests/test_design.py",
+    "losses.MeasureLoss": "module form of measure_loss (tests/test_design.py)",
+    "losses.LossModule": "base class of the loss modules, each with a row",
+    "losses.REDUCERS": "a table of reducers (tests/test_design.py)",
+    "losses.default_ordering": "returns SoftRank(0.1), which has a row",
+    "evaluation.register_declared": "registry plumbing (tests/test_design.py)",
+    "orderings.list_scale": "TODO contract row; tested in tests/test_orderings_robust.py",
     # result types and constants: checked through the rows of the functions that return them
     "metrics.RankParity": "result type of rank_parity",
     "metrics.ExpectedExposure": "result type of expected_exposure",
