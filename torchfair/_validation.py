@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 __all__ = ["Batch", "prepare", "work_dtype", "as_membership", "check_choice", "check_number", "check_group_id",
-           "check_reduction", "check_int", "check_bool", "REDUCTIONS"]
+           "check_reduction", "pad_groups", "check_int", "check_bool", "REDUCTIONS"]
 
 
 REDUCTIONS = ("none", "mean", "sum")
@@ -68,6 +68,15 @@ def check_number(value, name: str, *, low: Optional[float] = None, high: Optiona
         kind = "an int" if integer else "a finite number"
         raise ValueError(f"`{name}` must be {kind}{' ' + rng if rng else ''}; got {value!r}")
     return int(value) if integer else float(value)
+
+
+def pad_groups(membership: Tensor, num_groups: int) -> Tensor:
+    """``membership [B, N, G]`` with zero columns appended up to ``num_groups`` (a group id beyond the groups seen
+    in a batch is a group absent from it: its values are undefined, not an error)."""
+    G = membership.shape[-1]
+    if G >= num_groups:
+        return membership
+    return torch.nn.functional.pad(membership, (0, num_groups - G))
 
 
 def check_int(value, name: str, low: Optional[int] = None, high: Optional[int] = None) -> int:

@@ -53,7 +53,7 @@ from torch import Tensor
 
 from .. import _linalg
 
-from .._validation import Batch, check_choice, check_group_id, check_number, check_reduction, prepare
+from .._validation import Batch, check_choice, check_group_id, check_number, check_reduction, pad_groups, prepare
 from ..browsing import RBP, BrowsingModel, Geometric, Logarithmic, ReciprocalRank
 from ..orderings.base import OrderingLike
 from ..orderings import OrderedBatch
@@ -433,9 +433,8 @@ def awrf(scores: Optional[Tensor], groups: Tensor, *, target: Union[str, Tensor,
     if protected is not None:
         check_group_id(protected, "protected", num_groups)
     b, ob = _setup(scores, None, groups, mask, num_groups, ordering, validate_args, require_groups=True)
-    G = b.num_groups
-    if protected is not None:
-        check_group_id(protected, "protected", G)
+    if protected is not None:  # a protected group absent from the batch: its entries are undefined
+        b.membership = pad_groups(b.membership, protected + 1)
     E = _gsum(b.membership, _exposure(b, ob, F))
     eps, valid = safe_div(E, E.sum(-1, keepdim=True))  # valid [B, 1]
     p = _target_distribution(target, b)
@@ -467,16 +466,14 @@ def _ratio(kind: str, log: bool, scores, relevance, groups, protected, reference
     F = cut_browsing(browsing, Logarithmic(), check_k(k))
     check_bool(amortize, "amortize")
     check_reduction(reduction)
-    check_group_id(protected, "protected")
+    check_group_id(protected, "protected", num_groups)
     if reference is not None:
-        check_group_id(reference, "reference")
+        check_group_id(reference, "reference", num_groups)
     b, ob = _setup(scores, relevance, groups, mask, num_groups, ordering, validate_args,
                    require_relevance=kind != "dp", require_groups=True)
-    G = b.num_groups
-    if G < 2:
-        raise ValueError(f"`groups` must have at least 2 groups for {kind}; got {G}")
-    check_group_id(protected, "protected", G)
-    if reference is not None and check_group_id(reference, "reference", G) == protected:
+    # groups absent from the batch (one group only, or a protected id beyond those seen) make the ratio undefined
+    b.membership = pad_groups(b.membership, max(2, protected + 1, (reference or 0) + 1))
+    if reference is not None and reference == protected:
         raise ValueError(f"`reference` must be a group id other than `protected`; got {reference!r}")
     memb = b.membership
     mp = memb[..., protected]

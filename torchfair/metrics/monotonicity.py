@@ -33,7 +33,7 @@ from torch import Tensor
 
 from .. import _linalg
 
-from .._validation import check_group_id, prepare
+from .._validation import check_group_id, pad_groups, prepare
 from ..orderings.base import OrderingLike
 from ._common import check_bool, check_k, order
 
@@ -165,7 +165,8 @@ def monotonicity_test(scores: Tensor, groups: Tensor, *, protected: int = 1, k: 
         k = check_k(top, "top")
     top = check_k(k)
     b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
-    check_group_id(protected, "protected", b.num_groups)
+    check_group_id(protected, "protected", num_groups)
+    b.membership = pad_groups(b.membership, protected + 1)
     ob = order(b, ordering)
     R = ob.position_matrix().detach()  # [B, K, N]
     memb = b.membership.detach().to(R.dtype)

@@ -64,7 +64,7 @@ from torch import Tensor
 
 from .. import _linalg
 
-from .._validation import Batch, check_choice, check_group_id, check_number, check_reduction, prepare
+from .._validation import Batch, check_choice, check_group_id, check_number, check_reduction, pad_groups, prepare
 from ..orderings.base import OrderingLike
 from ..orderings import OrderedBatch
 from ._common import (check_bool, check_k, check_target_string, clamp_rounding, finish, order, precise_dtype,
@@ -127,9 +127,8 @@ def _cutoff_discount(lengths: Tensor) -> Tensor:
 
 def _binary_columns(b: Batch, protected: int, name: str, validate: bool) -> Tensor:
     """``[B, N, 2]``: (protected, non-protected) membership; unknown items count as non-protected."""
-    G = b.num_groups
-    check_group_id(protected, "protected", G)
-    p = b.membership[..., protected]
+    check_group_id(protected, "protected")  # against the caller's num_groups in the public functions
+    p = pad_groups(b.membership, protected + 1)[..., protected]
     rest = b.mask.to(p.dtype) - p
     return torch.stack([p, rest], dim=-1)
 
