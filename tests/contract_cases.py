@@ -89,8 +89,9 @@ def mode_prefix_code(mode: str) -> Tuple[str, str]:
 
 
 def tolerance(mode: str) -> float:
-    """Absolute tolerance of range checks (scaled by the size of the bound)."""
-    return 1e-9 if mode == "fp64" else 1e-4
+    """Absolute tolerance of range checks (scaled by the size of the bound): rounding, and the tiny column-sum
+    error of the permutation relaxations (NeuralSort's recall reaches 1 + 6e-9 in fp64)."""
+    return 1e-6 if mode == "fp64" else 1e-4
 
 
 # ============================================================================================== cases
