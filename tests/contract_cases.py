@@ -1597,6 +1597,16 @@ def _agg_out(lo=0.0, hi=INF):
     return lambda res, ctx: [Out("value", res, None, lo, hi, check_dtype=False)]
 
 
+#: the functional form of every loss module: the module rows read their parameters from it (modules take
+#: ``**kwargs``), so they keep working however the modules are declared
+MODULE_FUNCTION = {tl.DIPSLoss: tl.dips_loss, tl.ExposureMisallocationLoss: tl.exposure_misallocation_loss,
+                   tl.PairwiseAccuracyGapLoss: tl.pairwise_accuracy_gap_loss, tl.DELTRLoss: tl.deltr_loss,
+                   tl.FairPGRankLoss: tl.fair_pg_rank_loss, tl.PairwiseCorrelationLoss: tl.pairwise_correlation_loss,
+                   tl.ListNetLoss: tl.listnet_loss, tl.ListMLELoss: tl.listmle_loss,
+                   tl.ApproxNDCGLoss: tl.approx_ndcg_loss, tl.NeuralNDCGLoss: tl.neural_ndcg_loss,
+                   tl.PLNDCGLoss: tl.pl_ndcg_loss}
+
+
 def build_rows() -> List[Row]:
     P = "pairwise"
     rows: List[Row] = []
@@ -1985,6 +1995,9 @@ SURFACE = (("metrics", tm), ("losses", tl), ("orderings", to), ("browsing", tb),
            ("compat.expeval", cee), ("evaluation", tev))
 
 ROWS: List[Row] = build_rows()
+for _r in ROWS:
+    if _r.obj in MODULE_FUNCTION and _r.params_of is None:
+        _r.params_of = MODULE_FUNCTION[_r.obj]
 ROW_INDEX: Dict[str, Row] = {r.name: r for r in ROWS}
 FAMILIES: Dict[str, List[Row]] = {}
 for _r in ROWS:
