@@ -1,7 +1,8 @@
 """The contract of issue 8 as data: input cases, orderings, dtype modes, one adapter row per public function, and
-the checks.  ``tests/test_contract.py`` turns it into tests; ``python tests/contract_cases.py probe`` runs a
-catalogue of degenerate inputs over every row x ordering x dtype and prints every violation with a reproduction
-(see :func:`main`).
+the checks.  ``tests/test_contract.py`` turns it into tests; ``python tests/contract_cases.py probe [ROW ...]``
+runs a catalogue of degenerate inputs over every row x ordering x dtype and ``python tests/contract_cases.py
+explore N [ROW ...]`` N random examples, each printing every distinct violation once with a reproduction (see
+:func:`main`).  Run them from the repository root: they import this checkout's torchfair.
 
 The contract (issue 8, section 1), for every public function and every ordering, on CPU in fp32 and fp64, with
 fp16 / bf16 inputs and under ``torch.autocast("cpu", ...)``:
