@@ -267,7 +267,9 @@ def make_batch(gen: torch.Generator, B: int, N: int, G: int, score_kind: str, re
         g = w / w.sum(-1, keepdim=True)
         if group_kind == "soft_partial":  # rows summing to less than 1: partly unknown group
             g = g * torch.rand(B, N, 1, generator=gen, dtype=torch.float64)
-        elif dtype in (torch.float16, torch.bfloat16):  # rows that still sum to at most 1 after rounding
+        if dtype in (torch.float16, torch.bfloat16):
+            # rows that still sum to at most 1 after rounding to half precision: the membership check allows 1e-4
+            # (torchfair/_validation.py), less than bfloat16's rounding of a row of three entries
             g = g * 0.98
     mask = torch.ones(B, N, dtype=torch.bool)
     if pad_items and N > 1:
