@@ -915,7 +915,7 @@ def expected_error(row: Row, ctx: Ctx) -> Optional[Tuple[str, ...]]:
     cascade = _uses_cascade(row, opts)
     if cascade and "relevance" not in row.args and row.call is None:  # no relevance to browse by
         names += ["browsing", "relevance"]
-    if cascade and o == "Hard(average)":
+    if cascade and o == "Hard(average)" and row.name != "metrics.err":  # err averages its tie orders exactly
         names += ["ordering", "browsing"]
     pairwise = row.pairwise(opts) if callable(row.pairwise) else row.pairwise
     if o == "DoublyStochastic" and (pairwise or cascade):
@@ -1962,6 +1962,8 @@ EXEMPT: Dict[str, str] = {
     "losses.default_ordering": "returns SoftRank(0.1), which has a row",
     "evaluation.register_declared": "registry plumbing (tests/test_design.py)",
     "orderings.list_scale": "TODO contract row; tested in tests/test_orderings_robust.py",
+    "metrics.ideal_dcg": "TODO contract row; the ideal DCG inside ndcg (rows metrics.ndcg, metrics.dcg)",
+    "metrics.ideal_ranking": "TODO contract row; the ideal order inside ndcg and ListMLE (their rows)",
     # result types and constants: checked through the rows of the functions that return them
     "metrics.RankParity": "result type of rank_parity",
     "metrics.ExpectedExposure": "result type of expected_exposure",

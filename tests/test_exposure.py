@@ -300,7 +300,7 @@ def test_awrf_targets_and_protected():
     with pytest.raises(ValueError, match="`distance`"):
         awrf(sc, grp, distance="l2")
     with pytest.raises(ValueError, match="`protected`"):
-        awrf(sc, grp, protected=2)
+        awrf(sc, grp, protected=2, num_groups=2)
 
 
 # ------------------------------------------------------------------------------------------ DP / EUR / RUR
@@ -339,11 +339,14 @@ def test_ratio_amortized_sums_before_dividing():
 
 def test_ratio_validation():
     with pytest.raises(ValueError, match="`protected`"):
-        dp(_t([2., 1.]), torch.tensor([0, 1]), protected=2)
+        dp(_t([2., 1.]), torch.tensor([0, 1]), protected=2, num_groups=2)
     with pytest.raises(ValueError, match="`reference`"):
         dp(_t([2., 1.]), torch.tensor([0, 1]), protected=1, reference=1)
-    with pytest.raises(ValueError, match="`groups`"):
+    with pytest.raises(ValueError, match="`protected`"):  # one declared group: no protected group 1
         dp(_t([2., 1.]), torch.tensor([0, 0]), num_groups=1)
+    # without num_groups, a batch holding one group only: the ratio is undefined, not an error
+    v, ok = dp(_t([2., 1.]), torch.tensor([0, 0]), return_valid=True)
+    assert v.item() == 0 and not ok.item()
     with pytest.raises(ValueError, match="`relevance`"):
         eur(_t([2., 1.]), None, torch.tensor([0, 1]))
     with pytest.raises(TypeError):

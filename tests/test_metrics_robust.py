@@ -133,8 +133,10 @@ for fn, inputs in [(M.dips, _SRG), (M.igi, _SRG), (M.ree, _SRG), (M.individual_d
         BAD.append((fn, inputs, dict(tie_weight=tw), "tie_weight"))
 for fn, inputs in [(M.rnd, _SG), (M.rrd, _SG), (M.rkl, _SG), (M.fair, _SG), (M.dp, _SG), (M.eur, _SRG),
                    (M.rur, _SRG), (M.log_dp, _SG), (M.awrf, _SG), (M.monotonicity_test, _SG)]:
-    for p in (-1, 1.5, True, 5, "1"):
+    for p in (-1, 1.5, True, "1"):
         BAD.append((fn, inputs, dict(protected=p), "protected"))
+    # beyond the groups the caller declares: an error (beyond the groups a batch happens to hold: an absent group)
+    BAD.append((fn, inputs, dict(protected=5, num_groups=2), "protected"))
 for fn, inputs in [(M.dp, _SG), (M.eur, _SRG), (M.rur, _SRG)]:
     for p in (-1, 1.5, True, 1):
         BAD.append((fn, inputs, dict(reference=p), "reference"))

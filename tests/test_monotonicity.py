@@ -174,7 +174,7 @@ def test_k_restricts_positions():
     torch.testing.assert_close(t2.probabilities, t.probabilities)
 
 
-@pytest.mark.parametrize("kw,match", [(dict(protected=-1), "protected"), (dict(protected=5), "protected"),
+@pytest.mark.parametrize("kw,match", [(dict(protected=-1), "protected"), (dict(protected=5, num_groups=2), "protected"),
                                       (dict(k=0), "`k`"), (dict(k=2.0), "`k`"), (dict(protected=1.5), "protected"),
                                       (dict(protected=True), "protected"), (dict(mask=torch.zeros(2, 3, dtype=torch.bool)), "mask"),
                                       (dict(ordering=3), "ordering")])

@@ -350,7 +350,7 @@ def test_value_errors_name_the_argument():
     cases = [
         (lambda: rnd(s, g, step=0), "step"),
         (lambda: rnd(s, g, step=2.5), "step"),
-        (lambda: rnd(s, g, protected=3), "protected"),
+        (lambda: rnd(s, g, protected=3, num_groups=2), "protected"),
         (lambda: rnd(s, soft), "groups"),
         (lambda: rrd(s, soft), "groups"),
         (lambda: fair(s, soft), "groups"),

@@ -82,6 +82,8 @@ class FairnessMetric(Metric):
         cols = self.spec.compute(scores.detach(), None if relevance is None else relevance.detach(),
                                  groups if self.spec.uses_groups else None, mask, label=self.request.label,
                                  num_groups=self.num_groups, **self.request.options)
+        if not self.columns:  # e.g. the off-diagonal entries of a one-group DIPS matrix: nothing to accumulate
+            return
         if list(cols) != self.columns:
             raise RuntimeError(f"measure {self.request.name!r} produced columns {list(cols)}, expected "
                                f"{self.columns}")

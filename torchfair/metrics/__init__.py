@@ -13,7 +13,7 @@ from .monotonicity import MonotonicityTest, isotonic_regression, monotonicity_te
 from .pairwise import (RankParity, accuracy_gaps, dips, discordant_fraction, igi, individual_dissatisfaction,
                        kendall_tau, pairwise_accuracy, pairwise_gap, rank_parity, ree)
 from .prefix import fair, ndkl, pref, prefix_mass, rkl, rnd, rrd, skew
-from .utility import dcg, err, mrr, ndcg, precision, rbp, recall
+from .utility import dcg, err, ideal_dcg, ideal_ranking, mrr, ndcg, precision, rbp, recall
 from .disparity import disparate_exposure, top1_exposure_gap
 from .declarations import MEASURES, Measure, get_declaration
 
@@ -31,7 +31,7 @@ __all__ = [
     "matched_pair_calibration", "matched_pairs", "mpc_cluster_variance", "MPCResult", "MatchedPairs",
     "monotonicity_test", "MonotonicityTest", "isotonic_regression",
     # utility
-    "dcg", "ndcg", "precision", "recall", "mrr", "rbp", "err",
+    "dcg", "ndcg", "precision", "recall", "mrr", "rbp", "err", "ideal_dcg", "ideal_ranking",
     # the baselines' disparities
     "top1_exposure_gap", "disparate_exposure",
     # declarations

@@ -33,6 +33,12 @@ __all__ = ["order", "check_k", "check_bool", "cut_browsing", "check_target_strin
            "clamp_rounding"]
 
 
+def check_ordering(ordering) -> None:
+    """``ordering`` must be ``None``, an :class:`Ordering` or an :class:`OrderedBatch`."""
+    if ordering is not None and not isinstance(ordering, (Ordering, OrderedBatch)):
+        raise ValueError(f"`ordering` must be an Ordering (e.g. torchfair.orderings.Hard()); got {ordering!r}")
+
+
 def order(batch: Batch, ordering: Union[Ordering, OrderedBatch, None]) -> OrderedBatch:
     """The ordering of ``batch``; ``None`` means the exact evaluator ``Hard()``."""
     if ordering is None:

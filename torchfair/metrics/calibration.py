@@ -40,7 +40,7 @@ from .._validation import check_choice, check_group_id, check_number, prepare
 from ..browsing import BrowsingModel, get_browsing
 from ..orderings.base import OrderingLike
 from ..orderings import row_blocks
-from ._common import check_bool, order
+from ._common import check_bool, check_ordering, order
 
 __all__ = ["MatchedPairs", "MPCResult", "matched_pairs", "matched_pair_calibration", "mpc_cluster_variance"]
 
@@ -157,6 +157,7 @@ def matched_pairs(scores: Tensor, relevance: Tensor, groups: Tensor, *, group: i
         >>> p.item_g, p.item_other, p.diff
         (tensor([1]), tensor([0]), tensor([1.]))
     """
+    check_ordering(ordering)
     closest = _closest_alias(closest, k)
     _check_options(eps, closest, quantile, adjacent, position_weight)
     if isinstance(groups, Tensor) and groups.is_floating_point():

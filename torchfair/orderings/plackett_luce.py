@@ -429,6 +429,9 @@ class PlackettLuce(Ordering):
 
     def _exact(self, logits: Tensor, scores: Tensor, mask: Tensor) -> OrderedBatch:
         B, N = logits.shape
+        if N > 8:
+            raise ValueError(f"`exact`: exact enumeration is limited to lists of N <= 8 items (N! rankings); "
+                             f"`scores` has N = {N}: sample instead (exact=False)")
         perms = all_rankings(N, device=scores.device)  # [P, N]
         P = perms.shape[0]
         rk = perms.unsqueeze(1).expand(P, B, N)

@@ -214,7 +214,7 @@ class DoublyStochasticOrderedBatch(OrderedBatch):
 
     def exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor] = None) -> Tensor:
         if browsing.relevance_dependent:
-            raise ValueError(f"the browsing model {browsing!r} depends on the relevance of the items ranked above, "
+            raise ValueError(f"`ordering`: the browsing model {browsing!r} depends on the relevance of the items ranked above, "
                              "which a doubly stochastic matrix does not determine: use Sampled(rankings)")
         f = ranked_exposure(browsing, relevance, self.mask, self.dtype, None)  # [B, K]
         return _linalg.einsum("bki,bk->bi", self.R, f) * self.mask.to(self.dtype)
