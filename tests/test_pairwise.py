@@ -27,7 +27,7 @@ MODELS = [
     (Custom([1.0, 0.7, 0.5, 0.2]), ref.ref_custom([1.0, 0.7, 0.5, 0.2])),
 ]
 MODEL_IDS = [r.name for _, r in MODELS]
-POSITION_MODELS = [(m, r) for m, r in MODELS if m.position_based]
+POSITION_MODELS = [(m, r) for m, r in MODELS if not m.relevance_dependent]
 POSITION_IDS = [r.name for _, r in POSITION_MODELS]
 
 # (name, G, soft, unknown ids, padding, score ties)

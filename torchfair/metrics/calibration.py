@@ -218,7 +218,7 @@ def matched_pairs(scores: Tensor, relevance: Tensor, groups: Tensor, *, group: i
     if F is None:
         w = torch.ones_like(diff)
     else:
-        if not F.position_based:
+        if F.relevance_dependent:
             raise ValueError(f"`browsing` must be position-based for pair weights; got {F!r}")
         pi, pj = pos[q, i], pos[q, j]
         if position_weight == "top":

@@ -142,11 +142,9 @@ def _ideal(key: Tensor, mask: Tensor, F: BrowsingModel, relevance: Optional[Tens
     skey, order_ = ideal_sort(key, mask)
     n = mask.sum(-1)
     sreal = torch.arange(N, device=key.device)[None, :] < n[:, None]
-    if F.position_based:
-        f = F.weights(N, dtype=dt, device=key.device).expand(B, N)
-    else:
-        srel = skey if relevance is None else relevance.gather(-1, order_)
-        f = F.item_exposure(torch.where(sreal, srel, torch.zeros_like(srel)))
+    # the browsing interface: position weights, or (relevance-dependent models) exposure along the ideal order
+    srel = skey if relevance is None else relevance.gather(-1, order_)
+    f = F.item_exposure(torch.where(sreal, srel.to(dt), torch.zeros((), dtype=dt, device=key.device)))
     f = f * sreal.to(dt)
     new = torch.ones_like(sreal)
     new[:, 1:] = skey[:, 1:] != skey[:, :-1]
