@@ -764,7 +764,8 @@ def test_regularizer_lam_zero_logs_fairness_without_graph():
             calls.append(out.requires_grad)
             return out
 
-    reg = FairnessRegularizer(ListNetLoss(), Spy(num_groups=2, ordering=SoftRank(TAU, scale="none")), lam=0.0)
+    reg = FairnessRegularizer(ListNetLoss(), Spy(num_groups=2, ordering=SoftRank(TAU, scale="none")), lam=0.0,
+                              log_fairness_every=1)
     total = reg(s, r, g, m)
     assert calls == [False]  # measured under no_grad
     f = dips_loss(s, r, g, mask=m, num_groups=2, ordering=SoftRank(TAU, scale="none"))

@@ -21,8 +21,10 @@ class FairnessRegularizer(nn.Module):
     module's ``state_dict``, so a run resumed from a checkpoint continues its warm-up where it stopped.
 
     When ``lambda_t = 0`` (``lam=0`` or the first warm-up step) the fairness term does not enter the loss.  It is
-    then computed for logging only every ``log_fairness_every`` calls (without a graph; ``0`` never), so a
-    regulariser at ``lam=0`` costs what the utility loss costs.  While ``lambda_t > 0`` it is computed every call.
+    then computed for logging only every ``log_fairness_every`` calls (without a graph; ``0``, the default, never),
+    so a regulariser at ``lam=0`` costs what the utility loss costs.  Measured (``experiments/bench_regularizer.py``,
+    B = 64, N = 500, DIPS on SoftRank, 2 CPU threads): a lambda = 0 step costs 1.0x a ListNet step with ``0``,
+    16x with ``10`` and 144x with ``1``.  While ``lambda_t > 0`` it is computed every call.
 
     After each forward, :attr:`last` holds detached ``utility``, ``lambda``, ``total`` and, when it was computed,
     ``fairness`` (e.g. ``self.log_dict(reg.last)`` in a LightningModule).  :meth:`terms` returns both terms *with*
@@ -32,7 +34,7 @@ class FairnessRegularizer(nn.Module):
 
         >>> from torchfair.losses import DIPSLoss, ListNetLoss
         >>> reg = FairnessRegularizer(ListNetLoss(), DIPSLoss(num_groups=2), lam=0.5, schedule="linear",
-        ...                           warmup_steps=100)
+        ...                           warmup_steps=100, log_fairness_every=10)
         >>> s = torch.randn(4, 10, requires_grad=True)
         >>> reg(s, torch.rand(4, 10), torch.randint(0, 2, (4, 10))).backward()
         >>> reg.step()
@@ -41,7 +43,7 @@ class FairnessRegularizer(nn.Module):
     """
 
     def __init__(self, utility: nn.Module, fairness: nn.Module, lam: float = 1.0, schedule: str = "constant",
-                 warmup_steps: int = 0, log_fairness_every: int = 1):
+                 warmup_steps: int = 0, log_fairness_every: int = 0):
         super().__init__()
         check_choice(schedule, "schedule", _SCHEDULES)
         self.lam = check_number(lam, "lam", low=0)
