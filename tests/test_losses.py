@@ -775,7 +775,8 @@ def test_regularizer_lam_zero_logs_fairness_without_graph():
     (g_u,) = torch.autograd.grad(listnet_loss(s, r, mask=m), s)
     torch.testing.assert_close(g_total, g_u)
     # the linear schedule at step 0 behaves the same
-    warm = FairnessRegularizer(ListNetLoss(), Spy(num_groups=2), lam=1.0, schedule="linear", warmup_steps=3)
+    warm = FairnessRegularizer(ListNetLoss(), Spy(num_groups=2), lam=1.0, schedule="linear", warmup_steps=3,
+                               log_fairness_every=1)
     warm(s, r, g, m)
     assert calls == [False, False]
     warm.step()
