@@ -165,7 +165,10 @@ def as_membership(groups: Tensor, mask: Tensor, num_groups: Optional[int], dtype
             real = memb[mask]
             if not torch.isfinite(real).all() or (real < 0).any():
                 raise ValueError(f"`{name}` soft membership must be finite and non-negative")
-            if real.numel() and (real.sum(-1) > 1 + 1e-4).any():
+            # rows normalised in half precision carry its rounding (bfloat16: ~4e-3 per entry)
+            tol = 1e-4 if groups.dtype in (torch.float32, torch.float64) else 4 * torch.finfo(groups.dtype).eps * \
+                groups.shape[-1]
+            if real.numel() and (real.sum(-1) > 1 + tol).any():
                 raise ValueError(f"`{name}` soft membership rows must sum to at most 1 (shape [B, N, G]; a row "
                                  f"summing to less than 1 is partly of unknown group)")
         return torch.where(mask.unsqueeze(-1), memb, torch.zeros((), dtype=dtype, device=memb.device))

@@ -3,8 +3,9 @@ reduced to a scalar.  Nothing here re-implements a measure: each loss is a decla
 :func:`torchfair.losses.measure_loss` (a measure, a default ordering, a list reducer).
 
 Default ordering: ``SoftRank(temperature=0.1)`` (pairwise sigmoid with the temperature scaled by each list's
-score standard deviation).  Pass ``ordering=PlackettLuce(...)`` to train a stochastic ranking policy, or any other
-ordering from :mod:`torchfair.orderings`.
+score spread, with a floor for tied lists: see :mod:`torchfair.orderings.soft`, section Temperature).  Pass
+``ordering=PlackettLuce(...)`` to train a stochastic ranking policy, or any other ordering from
+:mod:`torchfair.orderings`.
 
 Lists on which the measure is undefined (a group absent, no pair of the needed kind) contribute 0 and are excluded
 from ``reduction="mean"``: a batch full of such lists gives a loss of exactly 0 with zero gradient, never NaN.

@@ -102,7 +102,8 @@ class HardOrderedBatch(OrderedBatch):
 
     def _sorted_exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor]) -> Tensor:
         if browsing.relevance_dependent and self.ties == "average":
-            raise ValueError("relevance-dependent browsing (Cascade) needs a strict order: use Hard(ties='first')")
+            raise ValueError("`ordering`: relevance-dependent browsing (Cascade) needs a strict order: use "
+                                 "Hard(ties='first')")
         return ranked_exposure(browsing, relevance, self.mask, self.scores.dtype,
                                lambda rel: rel.gather(-1, self.order))
 
