@@ -1678,6 +1678,10 @@ def build_rows() -> List[Row]:
     add(Row("metrics.log_rur", tm.log_rur, E, options=ratio_opts, out=val(), params_of=tm.rur))
     add(Row("metrics.exp_rr", tm.exp_rr, E, args=("scores", "groups"),
             options={"browsing": BROWSINGS, "reduction": REDUCTIONS}, out=val(0.0, 1.0)))
+    add(Row("metrics.top1_exposure_gap", tm.top1_exposure_gap, E, args=("scores", "groups"),
+            options={"protected": (OMIT, 0), "reduction": REDUCTIONS}, out=val(-1.0, 1.0), grad="always"))
+    add(Row("metrics.disparate_exposure", tm.disparate_exposure, E,
+            options={"protected": (OMIT, 0), "browsing": BROWSINGS, "reduction": REDUCTIONS}, out=val(-INF, INF)))
     # ------------------------------------------------------------------------------------------- prefix
     X_ = "prefix"
     pref_opts = {"step": (OMIT, 1, 2, 3), "protected": (OMIT, 0, 1), "normalize": (OMIT, False),
@@ -1953,8 +1957,6 @@ EXEMPT: Dict[str, str] = {
     "metrics.MEASURES": "the declaration table (tests/test_design.py)",
     "metrics.Measure": "the declaration type (tests/test_design.py)",
     "metrics.get_declaration": "declaration lookup (tests/test_design.py)",
-    "metrics.top1_exposure_gap": "TODO contract row; values and degenerate batches in tests/test_design.py",
-    "metrics.disparate_exposure": "TODO contract row; values and degenerate batches in tests/test_design.py",
     "losses.measure_loss": "TODO contract row; every declared loss in tests/test_design.py",
     "losses.MeasureLoss": "module form of measure_loss (tests/test_design.py)",
     "losses.LossModule": "base class of the loss modules, each with a row",

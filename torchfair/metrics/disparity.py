@@ -85,7 +85,8 @@ def disparate_exposure(scores: Tensor, relevance: Tensor, groups: Tensor, *, pro
     DCG discount ``1/log2(k+2)`` (the paper's); ``k`` truncates it to the top ``k`` positions.  The expectation is
     over ``ordering`` (default ``Hard()``: the ranking of ``scores``; Fair-PG-Rank trains a Plackett-Luce policy,
     see :class:`torchfair.losses.FairPGRankLoss`, whose loss is ``max(0, D)``).  Shape ``[...]``; undefined (0,
-    invalid) when a side is absent or has zero merit.
+    invalid) when a side is absent or has zero merit (a mean merit below ``sqrt(finfo.tiny)``, about 1e-19 in
+    float32, counts as zero: the ratio's gradient would overflow).
 
     Example (the protected items are the relevant ones, ranked last)::
 
@@ -102,6 +103,9 @@ def disparate_exposure(scores: Tensor, relevance: Tensor, groups: Tensor, *, pro
     e = order(b, ordering).exposure(F, b.relevance)
     v, present = _group_means(sides, e)
     U, _ = _group_means(sides, b.relevance)
+    # a merit below sqrt(tiny) (~1e-19 in float32) is zero for this ratio: exposure / merit and its gradient
+    # would overflow the dtype
+    U = torch.where(U > torch.finfo(U.dtype).tiny ** 0.5, U, torch.zeros_like(U))
     ratio, ok = safe_div(v, U)
     valid = present.all(-1) & ok.all(-1)
     D = torch.where(valid, ratio[:, 0] - ratio[:, 1], torch.zeros_like(ratio[:, 0]))
