@@ -79,7 +79,6 @@ import torch
 from torch import Tensor
 
 from .. import _linalg
-
 from .._validation import check_choice, check_number, check_reduction
 from ..browsing import RBP, Cascade
 from ..metrics._common import reduce

@@ -91,7 +91,6 @@ import torch
 from torch import Tensor
 
 from .. import _linalg
-
 from .._validation import check_number, prepare
 from ..browsing import RBP, BrowsingModel, Geometric, Logarithmic
 from ..metrics._common import order

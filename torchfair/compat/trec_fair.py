@@ -55,7 +55,6 @@ import torch
 from torch import Tensor
 
 from .. import _linalg
-
 from .._validation import check_choice, check_reduction, prepare
 from ..browsing import BrowsingModel, Logarithmic, get_browsing
 from ..metrics._common import finish, order

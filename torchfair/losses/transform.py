@@ -43,6 +43,7 @@ from torch import Tensor, nn
 
 from .._validation import check_choice, check_group_id, check_reduction, prepare, work_dtype
 from ..metrics.declarations import Measure, get_declaration
+from ..metrics.pairwise import accuracy_gaps, pairwise_gap
 from ..orderings import SoftRank
 from ..orderings.base import OrderingLike
 
@@ -83,10 +84,9 @@ def _pad_groups(value: Tensor, valid: Tensor, G: int) -> Tuple[Tensor, Tensor]:
 
 
 def _pair_gaps(value: Tensor, valid: Tensor) -> Tuple[Tensor, Tensor]:
-    G = value.shape[-1]
-    off = ~torch.eye(G, dtype=torch.bool, device=value.device)
-    ok = valid & valid.transpose(-1, -2) & off
-    return value - value.transpose(-1, -2), ok
+    """The measure's own gaps ``M_gh - M_hg`` (:func:`torchfair.metrics.pairwise_gap`), off the diagonal."""
+    gap, ok = pairwise_gap(value, valid=valid)
+    return gap, ok & ~torch.eye(value.shape[-1], dtype=torch.bool, device=value.device)
 
 
 def _gap_abs(value, valid, ctx):
@@ -116,8 +116,7 @@ def _accuracy(which: str):
         if p == r:
             raise ValueError(f"`protected` and `reference` must be distinct group ids; got {p} and {r}")
         value, valid = _pad_groups(value, valid, max(p, r) + 1)
-        inter, v_inter = value[:, r, p] - value[:, p, r], valid[:, r, p] & valid[:, p, r]
-        intra, v_intra = value[:, r, r] - value[:, p, p], valid[:, r, r] & valid[:, p, p]
+        (inter, v_inter), (intra, v_intra) = accuracy_gaps(value, p, r, valid=valid)  # the measure's own gaps
         if which == "inter":
             return inter.abs(), v_inter
         if which == "intra":

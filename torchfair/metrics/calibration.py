@@ -35,7 +35,6 @@ import torch
 from torch import Tensor
 
 from .. import _linalg
-
 from .._validation import check_choice, check_group_id, check_number, prepare
 from ..browsing import BrowsingModel, get_browsing
 from ..orderings.base import OrderingLike

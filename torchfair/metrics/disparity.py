@@ -23,7 +23,6 @@ import torch
 from torch import Tensor
 
 from .. import _linalg
-
 from .._validation import Batch, check_group_id, check_number, prepare
 from ..browsing import BrowsingModel, Logarithmic, TopK, get_browsing
 from ..orderings.base import OrderingLike

@@ -52,7 +52,6 @@ import torch
 from torch import Tensor
 
 from .. import _linalg
-
 from .._validation import Batch, check_choice, check_group_id, check_number, check_reduction, pad_groups, prepare
 from ..browsing import RBP, BrowsingModel, Geometric, Logarithmic, ReciprocalRank
 from ..orderings.base import OrderingLike

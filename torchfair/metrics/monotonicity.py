@@ -32,7 +32,6 @@ import torch
 from torch import Tensor
 
 from .. import _linalg
-
 from .._validation import check_group_id, pad_groups, prepare
 from ..orderings.base import OrderingLike
 from ._common import check_bool, check_k, order

@@ -53,7 +53,6 @@ import torch
 from torch import Tensor
 
 from .. import _linalg
-
 from .._validation import check_group_id, check_number, check_reduction, prepare
 from ..browsing import RBP, BrowsingModel, TopK, Uniform
 from ..orderings.base import OrderingLike

@@ -63,7 +63,6 @@ import torch
 from torch import Tensor
 
 from .. import _linalg
-
 from .._validation import Batch, check_choice, check_group_id, check_number, check_reduction, pad_groups, prepare
 from ..orderings.base import OrderingLike
 from ..orderings import OrderedBatch

@@ -38,10 +38,9 @@ from typing import Callable, Iterator, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
-
-from .. import _linalg
 from torch.utils.checkpoint import checkpoint
 
+from .. import _linalg
 from ..browsing import BrowsingModel
 from .._validation import check_int
 

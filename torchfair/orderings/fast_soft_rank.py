@@ -83,7 +83,6 @@ import torch
 from torch import Tensor
 
 from .. import _linalg
-
 from ..browsing import BrowsingModel
 from .._validation import check_int as _check_int
 from .._validation import check_choice

@@ -53,7 +53,6 @@ import torch
 from torch import Tensor
 
 from .. import _linalg
-
 from .._validation import check_choice, check_int as _check_int, check_number
 from ..browsing import BrowsingModel, Uniform
 from .base import OrderedBatch, Ordering, _promote, row_blocks, work_scores

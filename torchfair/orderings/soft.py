@@ -113,7 +113,6 @@ import torch
 from torch import Tensor
 
 from .. import _linalg
-
 from .._validation import check_choice, check_number
 from ..browsing import BrowsingModel
 from .._validation import check_int as _check_int

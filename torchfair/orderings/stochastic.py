@@ -34,7 +34,6 @@ import torch
 from torch import Tensor
 
 from .. import _linalg
-
 from .._validation import check_number
 from ..browsing import BrowsingModel
 from .base import PAIR_BLOCK_ELEMENTS, OrderedBatch, Ordering, PairBlock, ranked_exposure, _promote
