@@ -1663,6 +1663,8 @@ def build_rows() -> List[Row]:
     add(Row("metrics.iaa", tm.iaa, E, args=("scores", "relevance"),
             options={"amortize": (OMIT, False), "_groups": (False, True), "browsing": BROWSINGS,
                      "reduction": REDUCTIONS}, out=val(0.0, 2.0)))
+    add(Row("metrics.exposure_share", tm.exposure_share, E, args=("scores", "groups"),
+            options={"browsing": BROWSINGS, "reduction": REDUCTIONS}, out=val(0.0, 1.0)))
     add(Row("metrics.awrf", tm.awrf, E, args=("scores", "groups"),
             options={"distance": ("nd", "rd", "kl"), "target": (OMIT, "equal", "list"), "protected": (OMIT, 0, 1),
                      "browsing": BROWSINGS, "reduction": REDUCTIONS},

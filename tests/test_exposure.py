@@ -571,3 +571,20 @@ def test_log_ratios_have_real_signatures():
     for fn, base in ((log_dp, dp), (log_eur, eur), (log_rur, rur)):
         assert list(inspect.signature(fn).parameters) == list(inspect.signature(base).parameters)
     assert dp.__doc__ and "protected" in dp.__doc__ and "Example" in rur.__doc__
+
+
+def test_exposure_share_is_the_group_share_of_browsing_weight_plain_loop():
+    """exposure_share against a plain loop: sort by score, weight position k by 0.5**k, sum per group, normalise."""
+    from torchfair.metrics import exposure_share
+    g = torch.Generator().manual_seed(3)
+    s, grp = torch.randn(4, 7, generator=g), torch.randint(0, 3, (4, 7), generator=g)
+    got = exposure_share(s, grp, num_groups=3, browsing="geometric:0.5")
+    for b in range(4):
+        order = sorted(range(7), key=lambda i: -float(s[b, i]))
+        E = [0.0, 0.0, 0.0]
+        for pos, i in enumerate(order):
+            E[int(grp[b, i])] += 0.5 ** pos
+        tot = sum(E)
+        assert torch.allclose(got[b], torch.tensor([e / tot for e in E]), atol=1e-6)
+    assert torch.allclose(exposure_share(torch.tensor([3., 2., 1.]), torch.tensor([0, 1, 1]), browsing="uniform"),
+                          torch.tensor([1 / 3, 2 / 3]))

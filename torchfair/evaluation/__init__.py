@@ -8,7 +8,7 @@
 * :mod:`.io`: TREC run / qrels / group files and CSV/Parquet tables.
 """
 from .io import RankedLists, read_group_file, read_qrels, read_run, read_table, read_trec
-from .metric import (AWRF, DCG, DIPS, DP, ERR, EUR, FAIR, IAA, IGI, MPC, MRR, NDCG, NDKL, RBP, REE, RKL, RND, RRD, RUR,
+from .metric import (AWRF, ExposureShare, DCG, DIPS, DP, ERR, EUR, FAIR, IAA, IGI, MPC, MRR, NDCG, NDKL, RBP, REE, RKL, RND, RRD, RUR,
                      DiscordantFraction, DisparateExposure, ExpectedExposure, ExposureMisallocation, ExpRR, FairnessMetric, KendallTau,
                      PairwiseAccuracy, Precision, PreF, RankParity, Recall, Skew, Top1ExposureGap, metric_class)
 from .registry import (MeasureRequest, MeasureSpec, available_measures, compute_columns, get_measure, parse_browsing,
@@ -20,6 +20,6 @@ __all__ = ["register", "register_declared", "unregister", "get_measure", "availa
            "evaluate", "EvaluationTable", "bootstrap_interval", "RankedLists", "read_trec", "read_run", "read_qrels",
            "read_group_file", "read_table",
            "DIPS", "IGI", "REE", "PairwiseAccuracy", "RankParity", "KendallTau", "NDCG", "DCG", "Precision",
-           "Recall", "MRR", "RBP", "ERR", "AWRF", "IAA", "ExpectedExposure", "ExposureMisallocation", "ExpRR", "DP",
+           "Recall", "MRR", "RBP", "ERR", "ExposureShare", "AWRF", "IAA", "ExpectedExposure", "ExposureMisallocation", "ExpRR", "DP",
            "EUR", "RUR", "RND", "RRD", "RKL", "Skew", "NDKL", "PreF", "FAIR", "MPC", "Top1ExposureGap",
            "DisparateExposure", "DiscordantFraction"]

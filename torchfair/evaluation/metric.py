@@ -27,7 +27,7 @@ from torchmetrics import Metric
 from .registry import MeasureRequest, get_measure, parse_request
 
 __all__ = ["FairnessMetric", "DIPS", "IGI", "REE", "PairwiseAccuracy", "RankParity", "KendallTau", "metric_class",
-           "NDCG", "DCG", "Precision", "Recall", "MRR", "RBP", "ERR", "AWRF", "IAA", "ExpectedExposure",
+           "NDCG", "DCG", "Precision", "Recall", "MRR", "RBP", "ERR", "ExposureShare", "AWRF", "IAA", "ExpectedExposure",
            "ExposureMisallocation", "ExpRR", "DP", "EUR", "RUR", "RND", "RRD", "RKL", "Skew", "NDKL", "PreF",
            "FAIR", "MPC", "Top1ExposureGap", "DisparateExposure", "DiscordantFraction"]
 
@@ -149,6 +149,7 @@ Recall = metric_class("recall", "Recall")
 MRR = metric_class("mrr", "MRR")
 RBP = metric_class("rbp", "RBP")
 ERR = metric_class("err", "ERR")
+ExposureShare = metric_class("exposure_share", "ExposureShare")
 AWRF = metric_class("awrf", "AWRF")
 IAA = metric_class("iaa", "IAA")
 ExpectedExposure = metric_class("expected_exposure", "ExpectedExposure")

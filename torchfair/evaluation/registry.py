@@ -449,8 +449,21 @@ def _pairwise_accuracy_columns(label: str, result: Any, num_groups: Optional[int
     return out
 
 
+def _misallocation_columns(label: str, result: Any, num_groups: Optional[int]) -> Columns:
+    """``delta_g`` per group plus ``label_l1`` = ``||delta||_1`` (Fabris et al., WSDM 2023, §5), valid where every
+    group's entry is."""
+    out = default_columns(label, result, num_groups)
+    value, valid = _split_result(result)
+    valid = _fit_valid(valid, value)
+    v = valid.all(-1)
+    l1 = torch.where(valid, value.abs(), torch.zeros_like(value)).sum(-1)
+    out[f"{label}_l1"] = (torch.where(v, l1, torch.zeros_like(l1)), v)
+    return out
+
+
 #: column builders of the measures whose result is not a plain value (the rest are shape driven)
 _COLUMNS = {
+    "exposure_misallocation": _misallocation_columns,
     "pairwise_accuracy": _pairwise_accuracy_columns,
     "rank_parity": _rank_parity_columns,
     "mpc": lambda label, res, G: {label: (res.per_query, res.per_query_valid)},

@@ -36,6 +36,7 @@ batch (a batch without the protected group) make its lists undefined, not an err
 from __future__ import annotations
 
 import inspect
+import typing
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import torch
@@ -277,10 +278,25 @@ class LossModule(nn.Module):
         if fn is None:
             return
         fn = fn.__func__ if isinstance(fn, staticmethod) else fn
-        options = [p for p in inspect.signature(fn).parameters.values()
+        try:  # real types, not the strings of `from __future__ import annotations` (for jsonargparse / LightningCLI)
+            hints = typing.get_type_hints(fn)
+        except Exception:  # pragma: no cover - an unresolvable annotation keeps its string
+            hints = {}
+        options = [p.replace(annotation=hints.get(p.name, p.annotation))
+                   for p in inspect.signature(fn).parameters.values()
                    if p.kind == inspect.Parameter.KEYWORD_ONLY and p.name != "mask"]
         cls._options = tuple(p.name for p in options)
         cls.__signature__ = inspect.Signature(options)
+
+        def __init__(self, **kwargs: Any) -> None:  # the options as a real signature (jsonargparse reads __init__)
+            LossModule.__init__(self, **kwargs)
+
+        self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        __init__.__signature__ = inspect.Signature([self_param] + options)  # type: ignore[attr-defined]
+        __init__.__doc__ = cls.__doc__
+        __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+        if "__init__" not in cls.__dict__:
+            cls.__init__ = __init__  # type: ignore[method-assign]
 
     def __init__(self, **kwargs: Any):
         super().__init__()

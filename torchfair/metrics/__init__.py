@@ -7,7 +7,7 @@ PreF, skew, NDKL, FAIR), :mod:`.calibration` (matched pair calibration), :mod:`.
 test), :mod:`.utility` (NDCG, DCG, precision, recall, MRR, RBP, ERR).
 """
 from .calibration import MatchedPairs, MPCResult, matched_pair_calibration, matched_pairs, mpc_cluster_variance
-from .exposure import (ExpectedExposure, awrf, dp, eur, exp_rr, expected_exposure, exposure_misallocation, iaa,
+from .exposure import (ExpectedExposure, awrf, exposure_share, dp, eur, exp_rr, expected_exposure, exposure_misallocation, iaa,
                        ideal_exposure, individual_misallocation, log_dp, log_eur, log_rur, misallocation_norm, rur)
 from .monotonicity import MonotonicityTest, isotonic_regression, monotonicity_test
 from .pairwise import (RankParity, accuracy_gaps, dips, discordant_fraction, igi, individual_dissatisfaction,
@@ -23,7 +23,7 @@ __all__ = [
     "rank_parity", "RankParity", "discordant_fraction", "kendall_tau",
     # exposure
     "exposure_misallocation", "misallocation_norm", "individual_misallocation", "ideal_exposure",
-    "expected_exposure", "ExpectedExposure", "iaa", "awrf", "dp", "eur", "rur", "log_dp", "log_eur", "log_rur",
+    "expected_exposure", "ExpectedExposure", "iaa", "exposure_share", "awrf", "dp", "eur", "rur", "log_dp", "log_eur", "log_rur",
     "exp_rr",
     # prefix
     "rnd", "rrd", "rkl", "pref", "skew", "ndkl", "fair", "prefix_mass",

@@ -46,7 +46,7 @@ returns NaN.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Union
+from typing import NamedTuple, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -60,7 +60,7 @@ from ._common import (check_bool, check_k, check_target_string, clamp_rounding, 
                       order, safe_div, safe_log)
 
 __all__ = ["exposure_misallocation", "misallocation_norm", "individual_misallocation", "ideal_exposure",
-           "expected_exposure", "ExpectedExposure", "iaa", "awrf", "dp", "eur", "rur", "log_dp", "log_eur",
+           "expected_exposure", "ExpectedExposure", "iaa", "exposure_share", "awrf", "dp", "eur", "rur", "log_dp", "log_eur",
            "log_rur", "exp_rr"]
 
 BrowsingLike = Union[BrowsingModel, str, None]
@@ -393,6 +393,40 @@ def _target_distribution(target, b: Batch, name: str = "target") -> Tensor:
     return p
 
 
+def _exposure_distribution(b: Batch, ob: OrderedBatch, F: BrowsingModel) -> Tuple[Tensor, Tensor]:
+    """``eps [B, G]``: each known group's share of the list's exposure, and its validity ``[B, 1]``."""
+    E = _gsum(b.membership, _exposure(b, ob, F))
+    return safe_div(E, E.sum(-1, keepdim=True))
+
+
+def exposure_share(scores: Optional[Tensor], groups: Tensor, *, browsing: BrowsingLike = None,
+                   k: Optional[int] = None, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
+                   ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
+                   validate_args: bool = True):
+    r"""Each group's share of the exposure of the list (Sapiezynski et al., WWW 2019; Raj & Ekstrand, SIGIR 2022,
+    eq. 3, the distribution :math:`\epsilon_L` that AWRF compares with a target).
+
+    .. math:: \epsilon_{L,g} = \frac{\sum_{i \in g} F(\mathrm{pos}_i)}{\sum_{i\ \mathrm{known}} F(\mathrm{pos}_i)}
+
+    Returns ``[B, G]`` (``[G]``), in ``[0, 1]``, summing to 1 over the groups on a valid list; soft membership
+    weights each item's exposure by its membership; items of unknown group take positions but are left out.
+    ``browsing`` defaults to ``Geometric(0.5)`` as for :func:`awrf`; ``k`` truncates it.  Undefined (no exposure on
+    known groups): 0, invalid.
+
+    Example::
+
+        >>> exposure_share(torch.tensor([3., 2., 1.]), torch.tensor([0, 1, 1]), browsing="uniform")
+        tensor([0.3333, 0.6667])
+    """
+    F = cut_browsing(browsing, Geometric(0.5), check_k(k))
+    check_reduction(reduction)
+    b, ob = _setup(scores, None, groups, mask, num_groups, ordering, validate_args, require_groups=True)
+    eps, valid = _exposure_distribution(b, ob, F)
+    valid = valid.expand_as(eps)
+    value = torch.where(valid, clamp_rounding(eps, 0.0, 1.0), torch.zeros_like(eps))
+    return finish(b, value, valid, reduction, return_valid)
+
+
 def awrf(scores: Optional[Tensor], groups: Tensor, *, target: Union[str, Tensor, None] = None,
          distance: str = "nd", protected: Optional[int] = None, browsing: BrowsingLike = None,
          k: Optional[int] = None, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
@@ -432,8 +466,7 @@ def awrf(scores: Optional[Tensor], groups: Tensor, *, target: Union[str, Tensor,
     b, ob = _setup(scores, None, groups, mask, num_groups, ordering, validate_args, require_groups=True)
     if protected is not None:  # a protected group absent from the batch: its entries are undefined
         b.membership = pad_groups(b.membership, protected + 1)
-    E = _gsum(b.membership, _exposure(b, ob, F))
-    eps, valid = safe_div(E, E.sum(-1, keepdim=True))  # valid [B, 1]
+    eps, valid = _exposure_distribution(b, ob, F)  # valid [B, 1]
     p = _target_distribution(target, b)
     if distance == "kl":
         pos = eps > 0

@@ -1,0 +1,25 @@
+"""Training: rankers, the LightningModule, the LightningDataModule over MovieLens, the ``torchfair fit`` CLI and
+checkpoint evaluation.  Imports pytorch-lightning; ``import torchfair`` does not import this package."""
+from __future__ import annotations
+
+import importlib
+from typing import Any, List
+
+__all__ = ["FairRankingModule", "DEFAULT_MEASURES", "MatrixFactorization", "TwoTower", "RANKERS", "build_ranker",
+           "MovieLensDataModule", "FairLightningCLI"]
+
+_WHERE = {"FairRankingModule": "module", "DEFAULT_MEASURES": "module", "MatrixFactorization": "rankers",
+          "TwoTower": "rankers", "RANKERS": "rankers", "build_ranker": "rankers",
+          "MovieLensDataModule": "datamodule", "FairLightningCLI": "cli"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(__all__))

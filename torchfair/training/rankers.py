@@ -1,0 +1,202 @@
+"""Rankers: modules mapping a batch of padded lists to scores ``[B, N]``.
+
+A batch (from :class:`~torchfair.training.MovieLensDataModule`) is a dict with ``user [B]``, ``items [B, N]``,
+``mask [B, N]`` and the feature tensors ``user_features [B, Fu]`` (categorical codes, 0 = unknown),
+``item_genres [B, N, num_genres]`` (multi-hot) and ``item_decade [B, N]`` (code, 0 = unknown).  Any
+``nn.Module`` whose ``forward(batch)`` returns ``[B, N]`` scores plugs into
+:class:`~torchfair.training.FairRankingModule`; scores at padded slots are ignored.
+
+* :class:`MatrixFactorization`: ``s(u, i) = <p_u, q_i> + b_u + b_i + mu`` (Koren, Bell & Volinsky, "Matrix
+  factorization techniques for recommender systems", IEEE Computer 2009, eq. 3).
+* :class:`TwoTower`: a user tower (id + demographics) and an item tower (id + genres + release decade), each an
+  MLP to ``dim``, scored by their inner product (Yi et al., "Sampling-bias-corrected neural modeling for large
+  corpus item recommendations", RecSys 2019, §3).
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
+
+import torch
+from torch import Tensor, nn
+
+from .._validation import check_number
+
+__all__ = ["MatrixFactorization", "TwoTower", "RANKERS", "build_ranker"]
+
+
+def _check_batch(batch: Mapping[str, Tensor], keys: Sequence[str], who: str) -> None:
+    if not isinstance(batch, Mapping):
+        raise ValueError(f"`batch` must be a dict of tensors for {who}; got {type(batch).__name__}")
+    missing = [k for k in keys if k not in batch]
+    if missing:
+        raise ValueError(f"`batch` lacks {missing} needed by {who}; it has {sorted(batch)}")
+
+
+class MatrixFactorization(nn.Module):
+    """Biased matrix factorisation: ``s(u, i) = <p_u, q_i> + b_u + b_i + mu``.
+
+    Args:
+        num_users, num_items: sizes of the id spaces (from the data module's ``info``).
+        dim: latent dimension.
+        init_std: standard deviation of the initial factors (biases start at 0).
+
+    Example::
+
+        >>> mf = MatrixFactorization(num_users=3, num_items=5, dim=4)
+        >>> mf({"user": torch.tensor([0, 2]), "items": torch.tensor([[0, 1, 2], [3, 4, 0]])}).shape
+        torch.Size([2, 3])
+    """
+
+    def __init__(self, num_users: int, num_items: int, dim: int = 32, init_std: float = 0.1):
+        super().__init__()
+        num_users = check_number(num_users, "num_users", low=1, integer=True)
+        num_items = check_number(num_items, "num_items", low=1, integer=True)
+        dim = check_number(dim, "dim", low=1, integer=True)
+        init_std = check_number(init_std, "init_std", low=0)
+        self.user_factors = nn.Embedding(num_users, dim)
+        self.item_factors = nn.Embedding(num_items, dim)
+        self.user_bias = nn.Embedding(num_users, 1)
+        self.item_bias = nn.Embedding(num_items, 1)
+        self.global_bias = nn.Parameter(torch.zeros(()))
+        nn.init.normal_(self.user_factors.weight, std=init_std)
+        nn.init.normal_(self.item_factors.weight, std=init_std)
+        nn.init.zeros_(self.user_bias.weight)
+        nn.init.zeros_(self.item_bias.weight)
+
+    def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
+        _check_batch(batch, ("user", "items"), "MatrixFactorization")
+        user, items = batch["user"], batch["items"]
+        p = self.user_factors(user)                                    # [B, d]
+        q = self.item_factors(items)                                   # [B, N, d]
+        dot = torch.einsum("bd,bnd->bn", p, q)
+        return dot + self.user_bias(user) + self.item_bias(items).squeeze(-1) + self.global_bias
+
+
+def _mlp(inp: int, hidden: int, out: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(inp, hidden), nn.ReLU(), nn.Linear(hidden, out))
+
+
+class TwoTower(nn.Module):
+    """Feature-aware two-tower scorer: ``s(u, i) = <f(user id, demographics), g(item id, genres, decade)>``.
+
+    Args:
+        num_users, num_items: id space sizes.
+        user_cardinalities: number of codes of each categorical user feature (``[]`` when the data has none).
+        num_genres: width of the multi-hot genre vector (0: no genre input).
+        num_decades: number of decade codes (0: no decade input).
+        dim: output dimension of each tower; ``hidden``: width of the towers' hidden layer.
+        use_ids: embed the user and item ids too (False: a pure content model that scores unseen ids).
+
+    Example::
+
+        >>> tt = TwoTower(num_users=3, num_items=5, user_cardinalities=[4, 3], num_genres=2, num_decades=3, dim=4)
+        >>> batch = {"user": torch.tensor([0]), "items": torch.tensor([[0, 1]]),
+        ...          "user_features": torch.tensor([[1, 2]]), "item_genres": torch.tensor([[[1., 0.], [0., 1.]]]),
+        ...          "item_decade": torch.tensor([[1, 2]])}
+        >>> tt(batch).shape
+        torch.Size([1, 2])
+    """
+
+    def __init__(self, num_users: int, num_items: int, user_cardinalities: Sequence[int] = (), num_genres: int = 0,
+                 num_decades: int = 0, dim: int = 32, hidden: int = 64, use_ids: bool = True):
+        super().__init__()
+        num_users = check_number(num_users, "num_users", low=1, integer=True)
+        num_items = check_number(num_items, "num_items", low=1, integer=True)
+        self.num_genres = check_number(num_genres, "num_genres", low=0, integer=True)
+        self.num_decades = check_number(num_decades, "num_decades", low=0, integer=True)
+        dim = check_number(dim, "dim", low=1, integer=True)
+        hidden = check_number(hidden, "hidden", low=1, integer=True)
+        cards = [check_number(c, "user_cardinalities", low=1, integer=True) for c in user_cardinalities]
+        self.use_ids = bool(use_ids)
+        emb = dim
+        self.user_id = nn.Embedding(num_users, emb) if self.use_ids else None
+        self.item_id = nn.Embedding(num_items, emb) if self.use_ids else None
+        self.user_feats = nn.ModuleList(nn.Embedding(c + 1, emb) for c in cards)
+        self.decade = nn.Embedding(self.num_decades + 1, emb) if self.num_decades else None
+        self.genres = nn.Linear(self.num_genres, emb, bias=False) if self.num_genres else None
+        u_in = emb * (int(self.use_ids) + len(cards))
+        i_in = emb * (int(self.use_ids) + int(self.decade is not None) + int(self.genres is not None))
+        if u_in == 0 or i_in == 0:
+            raise ValueError("`use_ids=False` needs user features and item features (genres or decades)")
+        self.user_tower = _mlp(u_in, hidden, dim)
+        self.item_tower = _mlp(i_in, hidden, dim)
+        self.item_bias = nn.Embedding(num_items, 1) if self.use_ids else None
+        if self.item_bias is not None:
+            nn.init.zeros_(self.item_bias.weight)
+
+    def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
+        keys = ["user", "items"] + (["user_features"] if len(self.user_feats) else []) \
+            + (["item_genres"] if self.genres is not None else []) + (["item_decade"] if self.decade is not None else [])
+        _check_batch(batch, keys, "TwoTower")
+        user, items = batch["user"], batch["items"]
+        u_parts = [self.user_id(user)] if self.user_id is not None else []
+        if len(self.user_feats):
+            uf = batch["user_features"]
+            if uf.shape[-1] != len(self.user_feats):
+                raise ValueError(f"`batch['user_features']` has {uf.shape[-1]} columns; the model was built for "
+                                 f"{len(self.user_feats)}")
+            u_parts += [e(uf[:, j].clamp(0, e.num_embeddings - 1)) for j, e in enumerate(self.user_feats)]
+        i_parts = [self.item_id(items)] if self.item_id is not None else []
+        if self.genres is not None:
+            i_parts.append(self.genres(batch["item_genres"].to(self.genres.weight.dtype)))
+        if self.decade is not None:
+            i_parts.append(self.decade(batch["item_decade"].clamp(0, self.num_decades)))
+        u = self.user_tower(torch.cat(u_parts, -1))                     # [B, d]
+        v = self.item_tower(torch.cat(i_parts, -1))                     # [B, N, d]
+        s = torch.einsum("bd,bnd->bn", u, v)
+        if self.item_bias is not None:
+            s = s + self.item_bias(items).squeeze(-1)
+        return s
+
+
+#: rankers by short name (``ranker: mf`` in a config); a dotted path ``package.module.Class`` works too
+RANKERS: Dict[str, type] = {"mf": MatrixFactorization, "two_tower": TwoTower}
+
+
+def _resolve(spec: str) -> Any:
+    if spec in RANKERS:
+        return RANKERS[spec]
+    if "." not in spec:
+        raise ValueError(f"`ranker` must be one of {sorted(RANKERS)} or a dotted path `package.module.Class`; "
+                         f"got {spec!r}")
+    mod, name = spec.rsplit(".", 1)
+    try:
+        return getattr(importlib.import_module(mod), name)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"`ranker` {spec!r} cannot be imported: {e}") from None
+
+
+def build_ranker(spec: Union[str, nn.Module], info: Optional[Mapping[str, Any]] = None,
+                 args: Optional[Mapping[str, Any]] = None) -> nn.Module:
+    """The ranker ``spec`` names, built for the data described by ``info`` (a data module's ``info`` dict).
+
+    ``spec`` is a name of :data:`RANKERS`, a dotted class path, or a module (returned as is).  The class is called
+    with ``args`` plus those entries of ``info`` (``num_users``, ``num_items``, ``user_cardinalities``,
+    ``num_genres``, ``num_decades``...) that its constructor accepts and ``args`` does not set.
+
+    Example::
+
+        >>> build_ranker("mf", {"num_users": 3, "num_items": 5, "num_groups": 2}, {"dim": 8}).user_factors.weight.shape
+        torch.Size([3, 8])
+    """
+    if isinstance(spec, nn.Module):
+        return spec
+    if not isinstance(spec, str):
+        raise ValueError(f"`ranker` must be a name, a dotted class path or an nn.Module; got {type(spec).__name__}")
+    cls = _resolve(spec)
+    args = dict(args or {})
+    info = dict(info or {})
+    params = inspect.signature(cls).parameters
+    takes_any = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
+    for k, v in info.items():
+        if k not in args and (k in params or takes_any and k in ("num_users", "num_items")):
+            args[k] = v
+    try:
+        ranker = cls(**args)
+    except TypeError as e:
+        raise ValueError(f"`ranker_args` do not fit {cls.__name__}: {e}") from None
+    if not isinstance(ranker, nn.Module):
+        raise ValueError(f"`ranker` {spec!r} built a {type(ranker).__name__}, not an nn.Module")
+    return ranker
