@@ -489,6 +489,31 @@ def _lines_latin1(data: bytes) -> List[str]:
     return [s[:-1] if s.endswith("\r") else s for s in lines]
 
 
+def _first_bad_field_count(data: bytes, sep: str, nfields: int, skip: int) -> Optional[int]:
+    """1-based number of the first line after ``skip`` header lines without exactly ``nfields`` fields
+    (separators counted with numpy, in chunks of whole lines), None if every line has them."""
+    arr = np.frombuffer(data, dtype=np.uint8)
+    s, n = ord(sep), len(arr)
+    start, base = 0, 0
+    while start < n:
+        end = min(n, start + (1 << 26))
+        if end < n:  # end the chunk after a newline
+            nl = data.rfind(b"\n", start, end)
+            end = nl + 1 if nl >= start else (data.find(b"\n", end) + 1 or n)
+        a = arr[start:end]
+        ends = np.flatnonzero(a == 10)
+        if len(ends) == 0 or ends[-1] != len(a) - 1:
+            ends = np.r_[ends, len(a)]  # the last line has no newline
+        per_line = np.diff(np.r_[0, np.searchsorted(np.flatnonzero(a == s), ends)])
+        bad = np.flatnonzero(per_line != nfields - 1)
+        bad = bad[bad + base >= skip]
+        if len(bad):
+            return int(bad[0]) + base + 1
+        base += len(ends)
+        start = end
+    return None
+
+
 def _parse_ratings(data: bytes, fname: str, *, sep: str, header: bool, rating_range: Tuple[float, float],
                    atomic: bool = False) -> pd.DataFrame:
     """Ratings with pandas (fast path); on any problem the first bad line is located for the message."""
@@ -517,6 +542,10 @@ def _parse_ratings(data: bytes, fname: str, *, sep: str, header: bool, rating_ra
             _check_rating_line(line, k, fname, sep, nfields, cols, rating_range)
         raise DataFormatError(fname, None, default)
 
+    bad_line = _first_bad_field_count(data, sep, nfields, nh)
+    if bad_line is not None:
+        _check_rating_line(_lines_latin1(data)[bad_line - 1], bad_line, fname, sep, nfields, cols, rating_range)
+        raise DataFormatError(fname, bad_line, "malformed line")
     try:
         df = pd.read_csv(io.BytesIO(data), sep=sep, header=None, skiprows=nh, usecols=cols,
                          dtype={c: np.float64 for c in cols}, quoting=csv.QUOTE_NONE, engine="c")
