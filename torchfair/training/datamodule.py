@@ -1,0 +1,253 @@
+"""A LightningDataModule of MovieLens ranking lists with item groups for fairness measures.
+
+:class:`MovieLensDataModule` loads a variant (:func:`torchfair.data.movielens.load_movielens`, or the offline
+``"synthetic"`` stand-in of :func:`~torchfair.data.movielens.synthetic_movielens`), encodes it, splits it
+(:func:`~torchfair.data.recsys.split_ratings`), groups the items (:func:`~torchfair.data.recsys.item_groups`) and
+serves batches of padded lists (:func:`~torchfair.data.recsys.collate_lists`):
+
+* train: per user the training items plus ``num_negatives`` unrated items, re-drawn per epoch (:meth:`set_epoch`;
+  Lightning calls the sampler's ``set_epoch`` at every epoch, which forwards it), users shuffled by a
+  ``torch.Generator`` seeded from ``seed`` and the epoch;
+* val: per user with validation ratings, every item not in the user's training ratings;
+* test / predict: per user with test ratings, every item not in the user's training or validation ratings.
+
+Batches are dicts with the keys ``user``, ``items``, ``relevance``, ``mask``, ``groups``, ``user_features``,
+``item_genres``, ``item_decade`` (shapes in :func:`~torchfair.data.recsys.collate_lists`).
+
+Example::
+
+    >>> dm = MovieLensDataModule("synthetic", n_test=3, n_val=2, num_negatives=5, batch_size=4)
+    >>> dm.setup("fit")
+    >>> dm.num_users, dm.num_items, dm.group_names
+    (60, 80, ['head', 'tail'])
+    >>> batch = next(iter(dm.train_dataloader()))
+    >>> sorted(batch)
+    ['groups', 'item_decade', 'item_genres', 'items', 'mask', 'relevance', 'user', 'user_features']
+"""
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Dict, Iterator, Optional, Tuple
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Sampler
+
+from ..data import movielens as _ml
+from ..data import recsys as _rs
+
+__all__ = ["MovieLensDataModule"]
+
+#: in-process cache of loaded and encoded data: key -> (MovieLens, Encoded)
+_LOADED: Dict[Tuple, Tuple[Any, Any]] = {}
+
+
+class _EpochShuffle(Sampler):
+    """A permutation of the training users drawn from a ``torch.Generator`` seeded by ``(seed, epoch)``;
+    ``set_epoch`` (called by Lightning every epoch) also sets the epoch of the dataset's negatives."""
+
+    def __init__(self, dataset: _rs.TrainingListDataset, seed: int):
+        self.dataset, self.seed, self.epoch = dataset, seed, dataset.epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+        self.dataset.set_epoch(self.epoch)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __iter__(self) -> Iterator[int]:
+        g = torch.Generator()
+        g.manual_seed(int(np.random.SeedSequence([self.seed, self.epoch]).generate_state(1)[0]))
+        return iter(torch.randperm(len(self.dataset), generator=g).tolist())
+
+
+def _check_int(value, name: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"`{name}` must be an int >= {low}; got {value!r}")
+    return value
+
+
+def _check_open_unit(value, name: str, allow_zero: bool = False) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not ((0 <= value < 1) if allow_zero else (0 < value < 1)):
+        raise ValueError(f"`{name}` must be in {'[0, 1)' if allow_zero else '(0, 1)'}; got {value!r}")
+    return float(value)
+
+
+class MovieLensDataModule(pl.LightningDataModule):
+    """MovieLens ranking lists for training and evaluating rankers with fairness measures (module doc).
+
+    Args (all plain values, so that LightningCLI can configure it from YAML; saved as hyperparameters):
+        variant: ``"ml-100k"``, ``"ml-1m"``, ``"ml-latest-small"``, ``"ml-20m"``, ``"ml-25m"`` or
+            ``"synthetic"`` (60 users, 80 items, 3 genres, from ``seed``; no files, no network).
+        root: a directory holding the variant's files (else the cache / download).
+        split: ``"leave_last_n"``, ``"temporal"`` or ``"random"``; ``n_test``, ``n_val`` (leave_last_n),
+            ``test_fraction``, ``val_fraction`` (temporal, random): see ``split_ratings``.
+        groups: ``"popularity"`` (``head_share``), ``"genre"`` (``genre`` required), ``"genres"`` (soft) or
+            ``"decade"``: see ``item_groups``.
+        num_negatives: unrated items added to each training list.
+        batch_size, eval_batch_size, num_workers: the data loaders'.
+        seed: splits, negatives, shuffling (and the synthetic data).
+        download: allow the network sources.
+
+    After :meth:`setup`: ``num_users``, ``num_items``, ``num_groups``, ``group_names``, ``info`` (a JSON-able
+    dict), ``features`` (:class:`~torchfair.data.recsys.FeatureTables`), ``encoded``, ``splits``.
+    """
+
+    def __init__(self, variant: str = "ml-100k", root: Optional[str] = None, split: str = "leave_last_n",
+                 n_test: int = 10, n_val: int = 5, test_fraction: float = 0.2, val_fraction: float = 0.1,
+                 groups: str = "popularity", head_share: float = 0.5, genre: Optional[str] = None,
+                 num_negatives: int = 100, batch_size: int = 64, eval_batch_size: int = 64, num_workers: int = 0,
+                 seed: int = 0, download: bool = True):
+        super().__init__()
+        variants = _ml.VARIANTS + ("synthetic",)
+        if not isinstance(variant, str) or variant not in variants:
+            raise ValueError(f"`variant` must be one of {', '.join(repr(v) for v in variants)}; got {variant!r}")
+        if root is not None and not isinstance(root, str):
+            raise ValueError(f"`root` must be a path string or None; got {root!r}")
+        if not isinstance(split, str) or split not in _rs.SPLIT_METHODS:
+            raise ValueError(f"`split` must be one of {', '.join(repr(m) for m in _rs.SPLIT_METHODS)}; got {split!r}")
+        if not isinstance(groups, str) or groups not in _rs.GROUP_KINDS:
+            raise ValueError(f"`groups` must be one of {', '.join(repr(k) for k in _rs.GROUP_KINDS)}; "
+                             f"got {groups!r}")
+        if groups == "genre" and not isinstance(genre, str):
+            raise ValueError(f"`genre` must name a genre when groups='genre'; got {genre!r}")
+        if groups != "genre" and genre is not None:
+            raise ValueError(f"`genre` is only used with groups='genre'; got genre={genre!r} with groups={groups!r}")
+        _check_int(n_test, "n_test", 1)
+        _check_int(n_val, "n_val", 0)
+        _check_open_unit(test_fraction, "test_fraction")
+        _check_open_unit(val_fraction, "val_fraction", allow_zero=True)
+        if split == "random" and test_fraction + val_fraction >= 1:
+            raise ValueError(f"`test_fraction + val_fraction` must be < 1; got {test_fraction + val_fraction}")
+        _check_open_unit(head_share, "head_share")
+        _check_int(num_negatives, "num_negatives", 0)
+        _check_int(batch_size, "batch_size", 1)
+        _check_int(eval_batch_size, "eval_batch_size", 1)
+        _check_int(num_workers, "num_workers", 0)
+        _check_int(seed, "seed", 0)
+        if not isinstance(download, bool):
+            raise ValueError(f"`download` must be a bool; got {download!r}")
+        self.save_hyperparameters()
+        self.variant, self.root, self.split = variant, root, split
+        self.n_test, self.n_val, self.test_fraction, self.val_fraction = n_test, n_val, test_fraction, val_fraction
+        self.groups, self.head_share, self.genre = groups, head_share, genre
+        self.num_negatives, self.batch_size, self.eval_batch_size = num_negatives, batch_size, eval_batch_size
+        self.num_workers, self.seed, self.download = num_workers, seed, download
+        self._epoch = 0
+        self._ready = False
+        self._train_sampler: Optional[_EpochShuffle] = None
+
+    # ------------------------------------------------------------------------------------------- data
+    def _key(self) -> Tuple:
+        if self.variant == "synthetic":
+            return ("synthetic", self.seed)
+        return (self.variant, self.root, str(_ml.default_cache_dir()) if self.root is None else None)
+
+    def _load(self) -> Tuple[Any, Any]:
+        key = self._key()
+        if key not in _LOADED:
+            if self.variant == "synthetic":
+                ml = _ml.synthetic_movielens(seed=self.seed)
+            else:
+                ml = _ml.load_movielens(self.variant, self.root, download=self.download)
+            _LOADED[key] = (ml, _rs.encode(ml))
+        return _LOADED[key]
+
+    def prepare_data(self) -> None:
+        """Fetch (and parse once, kept in-process) the variant's files."""
+        self._load()
+
+    def setup(self, stage: Optional[str] = None) -> None:
+        """Load, encode, split, group and build the datasets (once; later calls do nothing)."""
+        if self._ready:
+            return
+        self.movielens, self.encoded = self._load()
+        enc = self.encoded
+        self.splits = _rs.split_ratings(enc.ratings, self.split, n_test=self.n_test, n_val=self.n_val,
+                                        test_fraction=self.test_fraction, val_fraction=self.val_fraction,
+                                        seed=self.seed)
+        self.item_groups = _rs.item_groups(enc, self.splits.train, self.groups, head_share=self.head_share,
+                                           genre=self.genre)
+        self.features = _rs.build_features(enc)
+        U, I = enc.num_users, enc.num_items
+        self.train_dataset = _rs.TrainingListDataset(self.splits.train, U, I, num_negatives=self.num_negatives,
+                                                     seed=self.seed, epoch=self._epoch)
+        self.val_dataset = _rs.EvaluationListDataset(self.splits.train, self.splits.val, I, num_users=U)
+        self.test_dataset = _rs.EvaluationListDataset(self.splits.train, self.splits.test, I,
+                                                      exclude=self.splits.val, num_users=U)
+        self.num_users, self.num_items = U, I
+        self.num_groups, self.group_names = self.item_groups.num_groups, list(self.item_groups.names)
+        sizes = self.splits.summary()
+        sizes.update(train_lists=len(self.train_dataset), val_lists=len(self.val_dataset),
+                     test_lists=len(self.test_dataset))
+        self.info: Dict[str, Any] = {
+            "variant": self.variant, "num_users": U, "num_items": I, "num_groups": self.num_groups,
+            "group_names": list(self.group_names), "group_kind": self.groups, "soft_groups": self.item_groups.soft,
+            "user_features": list(self.features.user_feature_names),
+            "user_cardinalities": [int(c) for c in self.features.user_cardinalities],
+            "num_genres": self.features.num_genres, "genre_names": list(self.features.genre_names),
+            "num_decades": self.features.num_decades, "decade_names": list(self.features.decade_names),
+            "split": self.split, "split_sizes": {k: int(v) for k, v in sizes.items()},
+            "source": self.movielens.source}
+        self._ready = True
+
+    def _require(self) -> None:
+        if not self._ready:
+            raise RuntimeError("call `setup()` first")
+
+    # ------------------------------------------------------------------------------------------- epochs
+    def set_epoch(self, epoch: int) -> None:
+        """Use the training negatives of ``epoch`` (and its shuffle) from now on."""
+        self._epoch = _check_int(epoch, "epoch", 0)
+        if self._ready:
+            self.train_dataset.set_epoch(epoch)
+        if self._train_sampler is not None:
+            self._train_sampler.set_epoch(epoch)
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch if not self._ready else self.train_dataset.epoch
+
+    # ------------------------------------------------------------------------------------------- loaders
+    def _collate(self):
+        return functools.partial(_rs.collate_lists, item_groups=self.item_groups, features=self.features)
+
+    def train_dataloader(self) -> DataLoader:
+        self._require()
+        self._train_sampler = _EpochShuffle(self.train_dataset, self.seed)
+        return DataLoader(self.train_dataset, batch_size=self.batch_size, sampler=self._train_sampler,
+                          collate_fn=self._collate(), num_workers=self.num_workers)
+
+    def _eval_loader(self, ds) -> DataLoader:
+        self._require()
+        return DataLoader(ds, batch_size=self.eval_batch_size, shuffle=False, collate_fn=self._collate(),
+                          num_workers=self.num_workers)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._eval_loader(self.val_dataset)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._eval_loader(self.test_dataset)
+
+    def predict_dataloader(self) -> DataLoader:
+        return self._eval_loader(self.test_dataset)
+
+    # ------------------------------------------------------------------------------------------- reports
+    def val_lists(self) -> _rs.RankingLists:
+        """The validation lists (as the val loader serves them)."""
+        self._require()
+        return _rs._materialise(self.val_dataset)
+
+    def test_lists(self) -> _rs.RankingLists:
+        """The test lists (as the test loader serves them)."""
+        self._require()
+        return _rs._materialise(self.test_dataset)
+
+    def item_group_table(self) -> _rs.ItemGroups:
+        """The item groups (per item index)."""
+        self._require()
+        return self.item_groups
