@@ -3,6 +3,10 @@
 Subcommands (one ``argparse`` subparser each, registered in :data:`SUBCOMMANDS`; add ``fit``, ``evaluate``,
 ``sweep``... by writing ``_add_<name>(subparsers)`` that sets ``func``):
 
+* ``torchfair fit|validate|test|predict --config configs/ml100k_dips.yaml``: LightningCLI over the training
+  loop (:mod:`torchfair.training`);
+* ``torchfair evaluate --ckpt PATH [--ckpt PATH ...] --out DIR``: the exact measures of trained checkpoints on
+  their test lists, as report.json / report.md / exposure_by_position.png;
 * ``torchfair metrics``: fairness and utility measures of rankings read from a TREC run + qrels (+ group file) or a
   CSV/Parquet table; prints the aggregate table (mean over valid lists, bootstrap interval, number of valid lists).
 
@@ -25,7 +29,7 @@ import sys
 import textwrap
 from typing import Callable, Dict, List, Optional, Sequence
 
-__all__ = ["main", "build_parser", "split_measures", "SUBCOMMANDS", "HelpFormatter"]
+__all__ = ["main", "build_parser", "split_measures", "SUBCOMMANDS", "LIGHTNING_SUBCOMMANDS", "HelpFormatter"]
 
 #: choices of --missing-groups / --negative-grades (torchfair.evaluation.io.MISSING_GROUPS / NEGATIVE_GRADES,
 #: repeated here so that building the parser does not import torchfair.evaluation)
@@ -206,7 +210,46 @@ def _run_metrics(args: argparse.Namespace) -> int:
 
 
 #: subcommand name -> function adding its parser (``func`` default) to the subparsers
-SUBCOMMANDS: Dict[str, Callable] = {"metrics": _add_metrics}
+def _add_evaluate(sub) -> None:
+    p = sub.add_parser(
+        "evaluate", help="exact fairness and utility measures of trained checkpoints on their test lists",
+        description="Score the test lists of each checkpoint (the data and group settings come from the "
+                    "checkpoint; --config overrides them) and write DIR/report.json, DIR/report.md and "
+                    "DIR/exposure_by_position.png: NDCG@10 and every configured fairness measure (mean over users "
+                    "with a bootstrap interval), each group's exposure share and MPC for the protected group; "
+                    "several checkpoints side by side with paired differences from the first.",
+        formatter_class=HelpFormatter)
+    p.add_argument("--ckpt", action="append", required=True, metavar="PATH",
+                   help="a checkpoint written by `torchfair fit` (repeat for several)")
+    p.add_argument("--out", required=True, metavar="DIR", help="directory for the report files")
+    p.add_argument("--name", action="append", metavar="NAME", help="a name per checkpoint (default: file names)")
+    p.add_argument("--config", help="a `torchfair fit` YAML whose data: / model.measures override the checkpoint's")
+    p.add_argument("--split", choices=("test", "val"), default="test", help="which lists to score")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates (users resampled)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--confidence", type=float, default=0.95, help="interval level")
+    p.add_argument("--mpc-group", type=int, default=1, help="the group whose MPC is reported (id)")
+    p.add_argument("--device", default="cpu", help="where to score the lists (cpu, cuda, cuda:1...)")
+    p.set_defaults(func=_run_evaluate)
+
+
+def _run_evaluate(args) -> int:
+    from .training.report import evaluate_checkpoints, markdown_table
+
+    if args.bootstrap < 0:
+        raise ValueError(f"`--bootstrap` must be >= 0; got {args.bootstrap}")
+    report = evaluate_checkpoints(args.ckpt, args.out, config=args.config, names=args.name,
+                                  bootstrap=args.bootstrap, seed=args.seed, confidence=args.confidence,
+                                  device=args.device, mpc_group=args.mpc_group, split=args.split)
+    print(markdown_table(report))
+    print(f"\nwrote {os.path.join(args.out, 'report.json')}, report.md, exposure_by_position.png")
+    return 0
+
+
+#: ``torchfair fit|validate|test|predict ...`` are LightningCLI's (torchfair.training.cli.FairLightningCLI)
+LIGHTNING_SUBCOMMANDS = ("fit", "validate", "test", "predict")
+
+SUBCOMMANDS: Dict[str, Callable] = {"metrics": _add_metrics, "evaluate": _add_evaluate}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -216,11 +259,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in SUBCOMMANDS.values():
         add(sub)
+    for name in LIGHTNING_SUBCOMMANDS:  # listed in --help; parsed by LightningCLI (see main)
+        sub.add_parser(name, help=f"LightningCLI {name}: train / check a ranker from a YAML config "
+                                  f"(`torchfair {name} --help`)", add_help=False)
     return parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``torchfair`` console script; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in LIGHTNING_SUBCOMMANDS:
+        from .training.cli import run_lightning
+        return run_lightning(argv)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -1,0 +1,348 @@
+"""``torchfair evaluate``: exact measures of trained checkpoints on their test lists, as a report to paste.
+
+For each checkpoint (written by ``torchfair fit`` or any :class:`~torchfair.training.FairRankingModule` run) the
+ranker and the data settings are read from the checkpoint alone (its hyperparameters and
+``datamodule_hyper_parameters``; ``config`` may override the data settings), the test lists are scored, and every
+measure the run was validated with (NDCG@10, DIPS with tie weight 0.5 and 0, exposure misallocation, pairwise
+accuracy, by default) is computed exactly on every list by :func:`torchfair.evaluation.evaluate`: the mean over
+users with a percentile bootstrap interval (users resampled).  Added: each group's exposure share
+(:func:`~torchfair.metrics.exposure_share`, RBP(0.9) browsing, as DIPS) and Matched Pair Calibration for the
+protected group (Korevaar et al., "Matched Pair Calibration for Ranking Fairness", Definitions 1-3, adjacent pairs,
+cluster-robust interval).
+
+With several checkpoints on the same test lists, the report adds each one's difference from the first with a
+*paired* bootstrap interval (the same users drawn for both).
+
+Outputs in ``out``: ``report.json`` (everything, machine-readable), ``report.md`` (the table) and
+``exposure_by_position.png`` (per position, the share of users whose item there belongs to each group).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch import Tensor
+
+__all__ = ["evaluate_checkpoints", "load_checkpoint", "score_lists", "write_report", "LoadedRun"]
+
+#: browsing model of the added exposure-share columns and of MPC's matching (the DIPS default)
+REPORT_BROWSING = "rbp:0.9"
+
+
+@dataclass
+class LoadedRun:
+    """A checkpoint's ranker (in a :class:`FairRankingModule`), its data module and what the checkpoint records."""
+
+    path: str
+    model: Any
+    datamodule: Any
+    meta: Dict[str, Any]
+
+
+def _read(path: str) -> Dict[str, Any]:
+    if not os.path.isfile(path):
+        raise ValueError(f"`--ckpt` {path}: no such file")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # a text file, a truncated file, a pickle of something else
+        raise ValueError(f"`--ckpt` {path}: not a PyTorch checkpoint ({type(e).__name__}: {e})") from None
+    if not isinstance(ckpt, Mapping) or "state_dict" not in ckpt:
+        raise ValueError(f"`--ckpt` {path}: not a Lightning checkpoint (no `state_dict`)")
+    if "torchfair" not in ckpt or not any(k.startswith("ranker.") for k in ckpt["state_dict"]):
+        raise ValueError(f"`--ckpt` {path}: a checkpoint of another model; expected one written by `torchfair fit` "
+                         f"(a FairRankingModule with its `torchfair` record)")
+    return ckpt
+
+
+def _load_yaml(path: str) -> Dict[str, Any]:
+    import yaml  # pyyaml comes with pytorch-lightning
+
+    with open(path) as f:
+        cfg = yaml.safe_load(f) or {}
+    if not isinstance(cfg, Mapping):
+        raise ValueError(f"`--config` {path}: expected a YAML mapping with `data:` / `model:` sections")
+    return dict(cfg)
+
+
+def load_checkpoint(path: str, config: Optional[str] = None, device: str = "cpu") -> LoadedRun:
+    """Rebuild a checkpoint's ranker and data module; ``config`` (a ``torchfair fit`` YAML) overrides the data
+    settings (``data:``) and the measures (``model: measures:``)."""
+    from .datamodule import MovieLensDataModule
+    from .module import FairRankingModule
+
+    ckpt = _read(path)
+    tf = dict(ckpt["torchfair"])
+    hp = {k: v for k, v in dict(ckpt.get("hyper_parameters") or {}).items() if not k.startswith("_")}
+    data_hp = {k: v for k, v in dict(ckpt.get("datamodule_hyper_parameters") or {}).items() if not k.startswith("_")}
+    measures = hp.get("measures") or tf.get("measures")
+    if config is not None:
+        cfg = _load_yaml(config)
+        data_cfg = dict(cfg.get("data") or {})
+        data_cfg = dict(data_cfg.get("init_args", data_cfg))
+        data_hp.update(data_cfg)
+        model_cfg = dict(cfg.get("model") or {})
+        measures = model_cfg.get("measures", measures)
+    if not data_hp:
+        raise ValueError(f"`--ckpt` {path}: the checkpoint has no data settings (its data module did not save "
+                         f"hyperparameters); give them with `--config` (a YAML with a `data:` section)")
+    info = hp.get("data_info") or tf.get("data_info")
+    if not info:
+        raise ValueError(f"`--ckpt` {path}: the checkpoint records no `data_info`, so its ranker cannot be rebuilt")
+    ranker = hp.get("ranker")
+    if not isinstance(ranker, str):
+        ranker = (tf.get("ranker") or {}).get("class_path", "mf")
+    model = FairRankingModule(ranker=ranker, ranker_args=hp.get("ranker_args"), measures=measures, data_info=info)
+    state = {k[len("ranker."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("ranker.")}
+    try:
+        model.ranker.load_state_dict(state)
+    except RuntimeError as e:
+        raise ValueError(f"`--ckpt` {path}: its weights do not fit the ranker {ranker!r}: {e}") from None
+    model.eval().to(device)
+    dm = MovieLensDataModule(**data_hp)
+    meta = {"checkpoint": os.path.abspath(path), "epoch": ckpt.get("epoch"), "global_step": ckpt.get("global_step"),
+            "data": data_hp, "data_info": info, "ranker": ranker, "ranker_args": hp.get("ranker_args"),
+            "utility_loss": tf.get("utility_loss"), "fairness_loss": tf.get("fairness_loss"),
+            "lam": tf.get("lam"), "measures": list(model.measures)}
+    return LoadedRun(path, model, dm, meta)
+
+
+@torch.no_grad()
+def score_lists(model, datamodule, split: str = "test", device: str = "cpu") -> List[Dict[str, Any]]:
+    """Score every ``split`` list: ``[{"list_id": user, "scores", "relevance", "groups", "items"}]`` (1-D, real
+    items only, on the CPU)."""
+    datamodule.setup("test" if split == "test" else "validate")
+    loader = datamodule.test_dataloader() if split == "test" else datamodule.val_dataloader()
+    out: List[Dict[str, Any]] = []
+    for batch in loader:
+        batch = {k: v.to(device) if isinstance(v, Tensor) else v for k, v in batch.items()}
+        s = model(batch).float().cpu()
+        mask = batch["mask"].cpu()
+        for b in range(s.shape[0]):
+            m = mask[b]
+            out.append({"list_id": int(batch["user"][b]), "scores": s[b][m], "items": batch["items"][b].cpu()[m],
+                        "relevance": batch["relevance"][b].cpu()[m].float(), "groups": batch["groups"][b].cpu()[m]})
+    return out
+
+
+def _position_shares(lists: List[Dict[str, Any]], G: int, top: int) -> np.ndarray:
+    """``[top, G]``: at each position, the mean membership of the item placed there (over lists that long)."""
+    tot = np.zeros((top, G))
+    cnt = np.zeros((top, 1))
+    for li in lists:
+        order = torch.argsort(li["scores"], descending=True, stable=True)[:top]
+        g = li["groups"][order]
+        memb = torch.nn.functional.one_hot(g.long(), G).double() if not g.is_floating_point() else g.double()
+        n = memb.shape[0]
+        tot[:n] += memb.numpy()
+        cnt[:n] += 1
+    return tot / np.maximum(cnt, 1)
+
+
+def _mpc(lists: List[Dict[str, Any]], G: int, group: int) -> Dict[str, Any]:
+    from ..metrics import matched_pair_calibration
+
+    if G < 2 or any(li["groups"].is_floating_point() for li in lists):
+        return {"defined": False, "why": "MPC needs hard groups"}
+    from ..evaluation.table import _pad  # the padding used by evaluate()
+
+    s, r, g, m = _pad([(li["scores"], li["relevance"], li["groups"]) for li in lists], False, G, torch.device("cpu"))
+    res = matched_pair_calibration(s.double(), r.double(), g, group=group, adjacent=True, quantile=1.0, mask=m,
+                                   num_groups=G, ci="cluster")
+    return {"defined": bool(res.n_pairs > 0), "group": group, "estimate": float(res.estimate),
+            "ci_low": float(res.ci_low), "ci_high": float(res.ci_high), "n_pairs": int(res.n_pairs),
+            "pairs": "adjacent items of the two groups, every gap (Korevaar et al., §4.1, adjacent variant)"}
+
+
+def _fmt(x: Optional[float], digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return f"{x:.{digits}f}"
+
+
+def evaluate_checkpoints(ckpts: Sequence[str], out: Optional[str] = None, *, config: Optional[str] = None,
+                         names: Optional[Sequence[str]] = None, bootstrap: int = 1000, seed: int = 0,
+                         confidence: float = 0.95, device: str = "cpu", mpc_group: int = 1, top: int = 50,
+                         split: str = "test") -> Dict[str, Any]:
+    """Evaluate checkpoints on their test lists and (with ``out``) write ``report.json``, ``report.md`` and
+    ``exposure_by_position.png`` there; returns the report dict.
+
+    Example::
+
+        report = evaluate_checkpoints(["plain.ckpt", "dips.ckpt"], "reports/", names=["ListNet", "+DIPS"])
+        report["models"]["+DIPS"]["measures"]["dips_gap"]["mean"]
+    """
+    from ..evaluation import evaluate
+
+    if not ckpts:
+        raise ValueError("`ckpts` is empty: give at least one checkpoint")
+    if split not in ("test", "val"):
+        raise ValueError(f"`split` must be 'test' or 'val'; got {split!r}")
+    if names is not None and len(names) != len(ckpts):
+        raise ValueError(f"`names` has {len(names)} entries for {len(ckpts)} checkpoints")
+    names = list(names) if names is not None else _default_names(ckpts)
+    runs = [load_checkpoint(p, config, device) for p in ckpts]  # fail on a bad file before any work
+    report: Dict[str, Any] = {"models": {}, "order": names, "split": split, "bootstrap": bootstrap, "seed": seed,
+                              "confidence": confidence, "browsing_of_added_columns": REPORT_BROWSING}
+    tables, lists_of = {}, {}
+    for name, run in zip(names, runs):
+        lists = score_lists(run.model, run.datamodule, split, device)
+        info = run.meta["data_info"]
+        G = int(info.get("num_groups") or 2)
+        group_names = list(info.get("group_names") or [str(g) for g in range(G)])
+        measures = list(run.meta["measures"]) + [f"exposure_share:browsing={REPORT_BROWSING}"]
+        table = evaluate(lists, measures, bootstrap=bootstrap, seed=seed, confidence=confidence, num_groups=G,
+                         group_names=group_names)
+        tables[name], lists_of[name] = table, lists
+        report["models"][name] = {
+            "meta": run.meta, "group_names": group_names, "n_lists": len(lists),
+            "measures": table.aggregate(),
+            "position_share": _position_shares(lists, G, top).tolist(),
+            "mpc": _mpc(lists, G, mpc_group) if mpc_group is not None and mpc_group < G else {"defined": False},
+        }
+    report["differences"] = _differences(names, tables, lists_of, bootstrap, seed, confidence)
+    if out is not None:
+        write_report(report, out)
+    return report
+
+
+def _default_names(ckpts: Sequence[str]) -> List[str]:
+    names = []
+    for p in ckpts:
+        base = os.path.splitext(os.path.basename(p))[0]
+        parent = os.path.basename(os.path.dirname(os.path.abspath(p)))
+        n = base if base not in names else f"{parent}/{base}"
+        while n in names:
+            n += "'"
+        names.append(n)
+    return names
+
+
+def _same_lists(a: List[Dict[str, Any]], b: List[Dict[str, Any]]) -> bool:
+    return len(a) == len(b) and all(x["list_id"] == y["list_id"] and torch.equal(x["items"], y["items"])
+                                    and torch.equal(x["relevance"], y["relevance"]) for x, y in zip(a, b))
+
+
+def _differences(names, tables, lists_of, bootstrap, seed, confidence) -> Dict[str, Any]:
+    from ..evaluation import bootstrap_interval
+
+    out: Dict[str, Any] = {}
+    if len(names) < 2:
+        return out
+    ref = names[0]
+    for name in names[1:]:
+        if not _same_lists(lists_of[ref], lists_of[name]):
+            out[name] = {"paired": False, "why": "the test lists differ (other data settings); no paired difference"}
+            continue
+        ta, tb = tables[ref], tables[name]
+        cols = [c for c in tb.columns if c in ta.columns]
+        diff = np.stack([tb[c] - ta[c] for c in cols], 1)  # NaN where either is undefined
+        lo, hi = bootstrap_interval(diff, n_boot=bootstrap, seed=seed, confidence=confidence)
+        mean = np.array([np.nanmean(diff[:, j]) if np.any(~np.isnan(diff[:, j])) else np.nan
+                         for j in range(len(cols))])
+        out[name] = {"paired": True, "reference": ref,
+                     "columns": {c: {"mean": float(mean[j]), "ci_low": float(lo[j]), "ci_high": float(hi[j]),
+                                     "n_valid": int(np.sum(~np.isnan(diff[:, j])))} for j, c in enumerate(cols)}}
+    return out
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, float):
+        return None if math.isnan(x) else x
+    if isinstance(x, (np.floating,)):
+        return None if math.isnan(float(x)) else float(x)
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (str, int, bool)) or x is None:
+        return x
+    return repr(x)
+
+
+def markdown_table(report: Mapping[str, Any]) -> str:
+    """The report's main table: one row per measure column, one column per model (mean [interval]) and, for the
+    later models, their paired difference from the first."""
+    names = list(report["order"])
+    first = report["models"][names[0]]["measures"]
+    cols = list(first)
+    head = ["measure"] + names + [f"{n} - {names[0]}" for n in names[1:] if report["differences"].get(n, {})
+                                  .get("paired")]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for c in cols:
+        row = [c]
+        for n in names:
+            a = report["models"][n]["measures"].get(c)
+            row.append("n/a" if a is None else f"{_fmt(a['mean'])} [{_fmt(a['ci_low'])}, {_fmt(a['ci_high'])}]")
+        for n in names[1:]:
+            d = report["differences"].get(n, {})
+            if d.get("paired"):
+                e = d["columns"].get(c)
+                row.append("n/a" if e is None else f"{e['mean']:+.4f} [{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}]")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def write_report(report: Mapping[str, Any], out: str) -> Tuple[str, str, str]:
+    """Write ``report.json``, ``report.md`` and ``exposure_by_position.png`` into ``out``; returns their paths."""
+    os.makedirs(out, exist_ok=True)
+    pj, pm, pp = (os.path.join(out, f) for f in ("report.json", "report.md", "exposure_by_position.png"))
+    with open(pj, "w") as f:
+        json.dump(_jsonable(report), f, indent=2)
+    names = list(report["order"])
+    md = [f"# torchfair evaluate: {report['split']} lists", "",
+          f"Mean over users with {int(report['confidence'] * 100)}% bootstrap intervals ({report['bootstrap']} "
+          f"replicates, seed {report['seed']}); differences are paired (same users).  Columns: DIPS M[g, h] "
+          "(`dips_AB`: dissatisfaction of group A caused by B; `_gap` = AB - BA; `dips_t0`: tie weight 0), "
+          "exposure misallocation delta_g (`_l1` = ||delta||_1), pairwise accuracy (`_inter`, `_intra`), "
+          f"`exposure_share` under {report['browsing_of_added_columns']}.", "", markdown_table(report), ""]
+    for n in names:
+        m = report["models"][n]
+        meta = m["meta"]
+        groups = ", ".join(f"{chr(65 + g)} = {gn}" for g, gn in enumerate(m["group_names"])) \
+            if len(m["group_names"]) <= 26 else f"{len(m['group_names'])} groups"
+        fl = meta.get("fairness_loss") or {}
+        md.append(f"- **{n}**: `{meta['checkpoint']}` (epoch {meta['epoch']}); ranker `{meta['ranker']}`; "
+                  f"fairness loss {fl.get('repr', 'none')} (lambda {meta.get('lam')}); {m['n_lists']} lists; "
+                  f"groups {groups}.")
+        mp = m["mpc"]
+        if mp.get("defined"):
+            md.append(f"  MPC(group {mp['group']}) = {mp['estimate']:+.4f} [{mp['ci_low']:+.4f}, "
+                      f"{mp['ci_high']:+.4f}] over {mp['n_pairs']} adjacent pairs (> 0: the group is under-ranked).")
+    with open(pm, "w") as f:
+        f.write("\n".join(md) + "\n")
+    _plot(report, pp)
+    return pj, pm, pp
+
+
+def _plot(report: Mapping[str, Any], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(report["order"])
+    gnames = report["models"][names[0]]["group_names"]
+    G = len(gnames)
+    show = range(G) if G <= 6 else range(min(G, 6))
+    fig, axes = plt.subplots(1, len(list(show)), figsize=(4.2 * len(list(show)), 3.4), squeeze=False)
+    for ax, g in zip(axes[0], show):
+        for n in names:
+            share = np.asarray(report["models"][n]["position_share"])
+            ax.plot(np.arange(1, share.shape[0] + 1), share[:, g], label=n)
+        ax.set_title(f"group {gnames[g]}")
+        ax.set_xlabel("position (1 = top)")
+        ax.set_ylabel("share of users")
+        ax.set_ylim(0, 1)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"Group of the item at each position ({report['split']} lists)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
