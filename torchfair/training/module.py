@@ -37,7 +37,7 @@ from torch import Tensor, nn
 
 from .._validation import check_choice, check_number
 from ..evaluation.metric import FairnessMetric
-from ..evaluation.registry import parse_request
+from ..evaluation.registry import get_measure, parse_request
 from ..losses import FairnessRegularizer, ListNetLoss
 from .rankers import build_ranker
 
@@ -101,7 +101,10 @@ class FairRankingModule(pl.LightningModule):
                 raise ValueError(f"`{name}` must be a loss module called as loss(scores, relevance, groups, mask)")
         self.measures = [str(m) for m in (DEFAULT_MEASURES if measures is None else measures)]
         for m in self.measures:
-            parse_request(m)
+            try:
+                get_measure(parse_request(m).name)
+            except ValueError as e:
+                raise ValueError(f"`measures`: {e}") from None
         ignore = [k for k, v in (("utility_loss", utility_loss), ("fairness_loss", fairness_loss), ("ranker", ranker))
                   if isinstance(v, nn.Module)]
         self.save_hyperparameters(ignore=ignore)

@@ -1,0 +1,190 @@
+"""Training: rankers against their formulas, the LightningModule, every config under fast_dev_run, config errors,
+checkpoint evaluation (``torchfair evaluate``)."""
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+pl = pytest.importorskip("pytorch_lightning")
+
+from torchfair.cli import main as cli_main  # noqa: E402
+from torchfair.losses import DIPSLoss, ListNetLoss  # noqa: E402
+from torchfair.training import (FairRankingModule, MatrixFactorization, MovieLensDataModule, TwoTower,  # noqa: E402
+                                build_ranker)
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((ROOT / "configs").glob("ml100k_*.yaml"))
+#: the synthetic stand-in (60 users, 80 items, no network) for every config
+SYNTH = ["--data.variant", "synthetic", "--data.n_test", "3", "--data.n_val", "2", "--data.num_negatives", "5",
+         "--data.batch_size", "16", "--data.eval_batch_size", "32", "--trainer.enable_progress_bar", "false",
+         "--trainer.enable_model_summary", "false"]
+
+
+# ------------------------------------------------------------------------------------------------ rankers
+def test_mf_is_dot_plus_biases():
+    mf = MatrixFactorization(num_users=4, num_items=6, dim=3)
+    with torch.no_grad():
+        for p in mf.parameters():
+            p.normal_()
+    user, items = torch.tensor([1, 3]), torch.tensor([[0, 5, 2], [4, 4, 1]])
+    with torch.no_grad():
+        got = mf({"user": user, "items": items})
+    for b in range(2):
+        u = int(user[b])
+        for n in range(3):
+            i = int(items[b, n])
+            P, Q = mf.user_factors.weight.detach(), mf.item_factors.weight.detach()
+            want = sum(float(P[u, d] * Q[i, d]) for d in range(3)) \
+                + float(mf.user_bias.weight[u, 0]) + float(mf.item_bias.weight[i, 0]) + float(mf.global_bias.detach())
+            assert math.isclose(float(got[b, n]), want, rel_tol=1e-5, abs_tol=1e-5)
+
+
+def test_two_tower_uses_features_and_checks_the_batch():
+    tt = TwoTower(num_users=3, num_items=5, user_cardinalities=[4, 3], num_genres=2, num_decades=3, dim=4)
+    batch = {"user": torch.tensor([0, 2]), "items": torch.tensor([[0, 1, 4], [2, 3, 0]]),
+             "user_features": torch.tensor([[1, 2], [3, 0]]),
+             "item_genres": torch.rand(2, 3, 2), "item_decade": torch.tensor([[1, 2, 0], [3, 3, 1]])}
+    s = tt(batch)
+    assert s.shape == (2, 3) and torch.isfinite(s).all()
+    changed = dict(batch, item_genres=batch["item_genres"] + 1)
+    assert not torch.allclose(tt(changed), s)  # the genres enter the score
+    with pytest.raises(ValueError, match="item_genres"):
+        tt({k: v for k, v in batch.items() if k != "item_genres"})
+    with pytest.raises(ValueError, match="use_ids"):
+        TwoTower(num_users=3, num_items=5, use_ids=False)
+
+
+def test_build_ranker_by_name_path_and_module():
+    info = {"num_users": 3, "num_items": 5, "num_groups": 2, "user_cardinalities": [2], "num_genres": 2,
+            "num_decades": 1}
+    assert build_ranker("mf", info, {"dim": 7}).user_factors.weight.shape == (3, 7)
+    assert isinstance(build_ranker("torchfair.training.rankers.TwoTower", info), TwoTower)
+    mod = torch.nn.Linear(2, 2)
+    assert build_ranker(mod, info) is mod
+    with pytest.raises(ValueError, match="`ranker`"):
+        build_ranker("nope", info)
+    with pytest.raises(ValueError, match="`ranker`"):
+        build_ranker("no.such.module.Class", info)
+    with pytest.raises(ValueError, match="`ranker_args`"):
+        build_ranker("mf", info, {"width": 3})
+    with pytest.raises(ValueError, match="`num_users`"):
+        MatrixFactorization(0, 3)
+
+
+# ------------------------------------------------------------------------------------------------ module
+def test_module_validates_its_arguments():
+    for kw, name in (({"lam": -1.0}, "lam"), ({"schedule": "cosine"}, "schedule"), ({"lr": 0.0}, "lr"),
+                     ({"measures": ["nope"]}, "measure"), ({"ranker_args": [1]}, "ranker_args"),
+                     ({"utility_loss": 3}, "utility_loss")):
+        with pytest.raises(ValueError, match=name):
+            FairRankingModule(**kw)
+
+
+def test_module_trains_validates_and_reloads_from_the_checkpoint_alone(tmp_path):
+    pl.seed_everything(0)
+    dm = MovieLensDataModule("synthetic", n_test=3, n_val=2, num_negatives=5, batch_size=16)
+    model = FairRankingModule("mf", {"dim": 8}, utility_loss=ListNetLoss(), fairness_loss=DIPSLoss(num_groups=2),
+                              lam=0.5, measures=["ndcg@10", "dips"])
+    trainer = pl.Trainer(max_epochs=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, default_root_dir=tmp_path)
+    trainer.fit(model, dm)
+    m = trainer.callback_metrics
+    for k in ("train/utility", "train/fairness", "train/lambda", "val/ndcg@10", "val/dips_gap"):
+        assert k in m and torch.isfinite(m[k]), k
+    assert model.objective.current_step == trainer.global_step  # the lambda schedule advanced once per step
+    path = tmp_path / "m.ckpt"
+    trainer.save_checkpoint(path)
+    ckpt = torch.load(path, weights_only=False)
+    assert ckpt["torchfair"]["data_info"]["num_users"] == dm.num_users
+    assert ckpt["datamodule_hyper_parameters"]["variant"] == "synthetic"
+    back = FairRankingModule.load_from_checkpoint(path, fairness_loss=DIPSLoss(num_groups=2))
+    batch = next(iter(dm.test_dataloader()))
+    model.eval()
+    back.eval()
+    with torch.no_grad():
+        assert torch.equal(model(batch), back(batch))
+
+
+# ------------------------------------------------------------------------------------------------ the CLI
+@pytest.mark.parametrize("config", CONFIGS, ids=[c.stem for c in CONFIGS])
+def test_every_config_runs_under_fast_dev_run(config, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["fit", "--config", str(config), "--trainer.fast_dev_run", "true"] + SYNTH) == 0
+
+
+def test_there_are_the_five_configs_of_the_issue():
+    assert {c.stem for c in CONFIGS} >= {"ml100k_listnet", "ml100k_dips", "ml100k_misallocation",
+                                         "ml100k_pairwise_gap", "ml100k_pl_dips"}
+
+
+def test_a_config_typo_is_a_clear_error_not_a_traceback(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((ROOT / "configs" / "ml100k_dips.yaml").read_text().replace("  lam: 0.3", "  lamda: 0.3"))
+    assert cli_main(["fit", "--config", str(bad)] + SYNTH) == 2
+    err = capsys.readouterr().err
+    assert "lamda" in err and "Traceback" not in err
+    assert cli_main(["fit", "--config", str(ROOT / "configs" / "ml100k_listnet.yaml"), "--model.lamda", "3"]) == 2
+
+
+# ------------------------------------------------------------------------------------------------ evaluate
+@pytest.fixture(scope="module")
+def tiny_checkpoints(tmp_path_factory):
+    d = tmp_path_factory.mktemp("runs")
+    old = os.getcwd()
+    os.chdir(d)
+    try:
+        paths = []
+        for cfg, lam in (("ml100k_listnet", None), ("ml100k_dips", "0.5")):
+            args = ["fit", "--config", str(ROOT / "configs" / f"{cfg}.yaml"), "--trainer.max_epochs", "2",
+                    "--trainer.default_root_dir", str(d), "--trainer.logger", "false",
+                    "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.dirpath", str(d / cfg)] + SYNTH
+            if lam:
+                args += ["--model.lam", lam]
+            assert cli_main(args) == 0
+            found = sorted((d / cfg).glob("*.ckpt"))
+            assert found, list(d.rglob("*"))
+            paths.append(found[-1])
+        return paths
+    finally:
+        os.chdir(old)
+
+
+def test_evaluate_writes_the_three_files(tiny_checkpoints, tmp_path, capsys):
+    out = tmp_path / "rep"
+    rc = cli_main(["evaluate", "--ckpt", str(tiny_checkpoints[0]), "--ckpt", str(tiny_checkpoints[1]),
+                   "--out", str(out), "--name", "plain", "--name", "fair", "--bootstrap", "50"])
+    assert rc == 0, capsys.readouterr().err
+    for f in ("report.json", "report.md", "exposure_by_position.png"):
+        assert (out / f).stat().st_size > 0, f
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["order"] == ["plain", "fair"]
+    meas = rep["models"]["fair"]["measures"]
+    for col in ("ndcg@10", "dips_gap", "dips_t0_gap", "exposure_misallocation_l1", "pairwise_accuracy_inter",
+                "exposure_share_A", "exposure_share_B"):
+        assert col in meas and {"mean", "ci_low", "ci_high", "n_valid"} <= set(meas[col]), col
+        if meas[col]["n_valid"]:
+            assert meas[col]["ci_low"] <= meas[col]["mean"] + 1e-9 <= meas[col]["ci_high"] + 2e-9
+    assert "fairness_loss" in rep["models"]["fair"]["meta"] and rep["models"]["plain"]["meta"]["fairness_loss"] is None
+    diff = rep["differences"]["fair"]
+    assert diff["paired"]
+    d = diff["columns"]["ndcg@10"]["mean"]
+    assert math.isclose(d, meas["ndcg@10"]["mean"] - rep["models"]["plain"]["measures"]["ndcg@10"]["mean"],
+                        abs_tol=1e-9)
+    share = rep["models"]["plain"]["position_share"]
+    assert all(abs(sum(row) - 1) < 1e-9 for row in share)
+    assert "| ndcg@10 |" in (out / "report.md").read_text()
+
+
+def test_evaluate_rejects_files_that_are_not_its_checkpoints(tmp_path, capsys):
+    text = tmp_path / "notes.txt"
+    text.write_text("not a checkpoint")
+    other = tmp_path / "other.ckpt"
+    torch.save({"state_dict": {"layer.weight": torch.zeros(2)}, "epoch": 0}, other)
+    for path, msg in ((text, "not a PyTorch checkpoint"), (other, "another model"),
+                      (tmp_path / "missing.ckpt", "no such file")):
+        assert cli_main(["evaluate", "--ckpt", str(path), "--out", str(tmp_path / "o")]) == 2
+        assert msg in capsys.readouterr().err
