@@ -55,7 +55,7 @@ from torch import Tensor
 from .. import _linalg
 from .._validation import check_group_id, check_number, check_reduction, prepare
 from ..browsing import RBP, BrowsingModel, TopK, Uniform
-from ..orderings.base import OrderingLike
+from ..orderings.base import LevelPairWeight, OrderingLike
 from ._common import check_k, clamp_rounding, cut_browsing, finish, order, reduce, safe_div
 
 __all__ = ["dips", "individual_dissatisfaction", "igi", "ree", "pairwise_gap", "pairwise_accuracy",
@@ -67,19 +67,11 @@ def _check_tie_weight(tie_weight) -> float:
     return check_number(tie_weight, "tie_weight", low=0.0, high=1.0)
 
 
-def _udp_weight(rel: Tensor, tie_weight: float, strict_only: bool = False):
+def _udp_weight(rel: Tensor, tie_weight: float, strict_only: bool = False) -> LevelPairWeight:
     """Relevance part of the unfavourable discordant pair (Fabris et al., WSDM 2023, eq. 8):
     ``w[i, j] = 1(r_i > r_j) + c_t 1(r_i = r_j)`` (diagonal is removed by the ordering's pair quantities)."""
     tie_weight = _check_tie_weight(tie_weight)
-
-    def w(start: int, stop: int) -> Tensor:
-        ri, rj = rel[:, start:stop, None], rel[:, None, :]
-        out = (ri > rj).to(rel.dtype)
-        if tie_weight and not strict_only:
-            out = out + tie_weight * (ri == rj).to(rel.dtype)
-        return out
-
-    return w
+    return LevelPairWeight(rel, greater=1.0, equal=0.0 if strict_only else tie_weight)
 
 
 def _group_sum(memb: Tensor, per_item: Tensor) -> Tensor:

@@ -96,6 +96,37 @@ def ranked_exposure(browsing: BrowsingModel, relevance: Optional[Tensor], mask: 
     return browsing.item_exposure(ranked) * row_real
 
 
+class LevelPairWeight:
+    """A pair weight that depends only on how the relevance of ``i`` compares with that of ``j``:
+    ``w[i, j] = greater 1(r_i > r_j) + equal 1(r_i = r_j) + less 1(r_i < r_j)``.
+
+    Called as ``w(start, stop)`` it gives the dense rows ``[B, stop - start, N]`` that
+    :meth:`OrderedBatch.contract` multiplies in; its structure lets an ordering contract without forming pairs
+    (:meth:`torchfair.orderings.HardOrderedBatch.contract` sweeps the ranking once per relevance level).
+    """
+
+    def __init__(self, relevance: Tensor, greater: float = 1.0, equal: float = 0.0, less: float = 0.0):
+        self.relevance, self.greater, self.equal, self.less = relevance, float(greater), float(equal), float(less)
+
+    def __call__(self, start: int, stop: int) -> Tensor:
+        rel = self.relevance
+        ri, rj = rel[:, start:stop, None], rel[:, None, :]
+        out = (ri > rj).to(rel.dtype) if self.greater == 1.0 else self.greater * (ri > rj).to(rel.dtype)
+        if self.equal:
+            out = out + self.equal * (ri == rj).to(rel.dtype)
+        if self.less:
+            out = out + self.less * (ri < rj).to(rel.dtype)
+        return out
+
+    def level_matrix(self, levels: Tensor) -> Tensor:
+        """``[L, L]`` weights between sorted distinct relevance ``levels``: entry ``[a, b]`` is ``w`` for
+        ``r_i = levels[a]``, ``r_j = levels[b]``."""
+        a = torch.arange(levels.shape[0], device=levels.device)
+        gt, eq = (a[:, None] > a[None, :]), (a[:, None] == a[None, :])
+        lt = ~(gt | eq)
+        return self.greater * gt.to(levels.dtype) + self.equal * eq.to(levels.dtype) + self.less * lt.to(levels.dtype)
+
+
 @dataclass
 class PairBlock:
     """Pair quantities for the rows ``i in [start, stop)``: ``above`` and ``joint`` are ``[B, stop-start, N]``.
