@@ -11,12 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from torchfair.data import movielens as M
-from torchfair.data.movielens import (ChecksumError, DataFormatError, DataUnavailableError, load_movielens,
-                                      synthetic_movielens)
-
-_REAL_FETCH = M._fetch_recbole_wheel
-_REAL_RECBOLE_SHA256 = dict(M._RECBOLE_SHA256)
+# torchfair.data.movielens is imported when a test runs, not when the file is collected (fixture `M`): Hypothesis
+# draws examples from the constants of the local modules loaded so far, so loading this module during collection
+# would change the examples of the (derandomized) contract tests that run before these.
+_ORIGINAL = {}
 
 # the 19 genre flags of ML-100K's u.item, written out here as the reference
 FLAGS = ["unknown", "Action", "Adventure", "Animation", "Children's", "Comedy", "Crime", "Documentary", "Drama",
@@ -67,8 +65,17 @@ def write_atomic(d, name="ml-100k", inter=ATOMIC_INTER, item=ATOMIC_ITEM, user=A
     return d
 
 
+@pytest.fixture
+def M():
+    """The module under test (see the note at the top)."""
+    import torchfair.data.movielens as mod
+    if not _ORIGINAL:
+        _ORIGINAL.update(fetch=mod._fetch_recbole_wheel, recbole_sha256=dict(mod._RECBOLE_SHA256))
+    return mod
+
+
 @pytest.fixture(autouse=True)
-def _no_network(monkeypatch):
+def _no_network(monkeypatch, M):
     """No test here reaches the network unless it says so."""
     def refuse(*a, **k):
         raise OSError("network disabled in tests")
@@ -80,8 +87,8 @@ def _no_network(monkeypatch):
 
 # ----------------------------------------------------------------------------------------------- formats
 
-def test_grouplens_100k(tmp_path):
-    ml = load_movielens("ml-100k", root=str(write_100k(tmp_path / "d")), verbose=False)
+def test_grouplens_100k(tmp_path, M):
+    ml = M.load_movielens("ml-100k", root=str(write_100k(tmp_path / "d")), verbose=False)
     assert ml.variant == "ml-100k" and "root" in ml.source
     r = ml.ratings
     assert list(r.columns) == ["user_id", "item_id", "rating", "timestamp"]
@@ -104,16 +111,16 @@ def test_grouplens_100k(tmp_path):
     assert set(ml.files) == {"u.data", "u.item", "u.user"}
 
 
-def test_u_genre_is_used_when_present(tmp_path):
+def test_u_genre_is_used_when_present(tmp_path, M):
     d = write_100k(tmp_path)
     (d / "u.genre").write_text("".join(f"{g}|{k}\n" for k, g in enumerate(FLAGS)) + "\n")  # ends blank, as GroupLens
-    assert load_movielens("ml-100k", root=str(d)).items["genres"].iloc[1] == ["Action", "Adventure", "Thriller"]
+    assert M.load_movielens("ml-100k", root=str(d)).items["genres"].iloc[1] == ["Action", "Adventure", "Thriller"]
     (d / "u.genre").write_text("Action|0\n")
-    with pytest.raises(DataFormatError, match="u.item, line 1: expected 6 fields"):
-        load_movielens("ml-100k", root=str(d))
+    with pytest.raises(M.DataFormatError, match="u.item, line 1: expected 6 fields"):
+        M.load_movielens("ml-100k", root=str(d))
 
 
-def test_grouplens_1m(tmp_path):
+def test_grouplens_1m(tmp_path, M):
     d = tmp_path / "ml-1m"  # root may name the parent of the variant's folder
     d.mkdir()
     (d / "movies.dat").write_bytes("1::Toy Story (1995)::Animation|Children's|Comedy\n"
@@ -121,7 +128,7 @@ def test_grouplens_1m(tmp_path):
                                    "3::Shanghai Triad (Yao a yao yao dao waipo qiao) (1995)::Drama\n".encode("latin-1"))
     (d / "users.dat").write_text("1::F::1::10::48067\n2::M::56::16::70072\n")
     (d / "ratings.dat").write_text("1::1193::5::978300760\n".replace("1193", "11") + "2::1::3::978302109\n")
-    ml = load_movielens("ml-1m", root=str(tmp_path))
+    ml = M.load_movielens("ml-1m", root=str(tmp_path))
     assert ml.items["title"].tolist() == ["Toy Story", "Shanghai Triad (Yao a yao yao dao waipo qiao)",
                                           "American President, The"]
     assert ml.items["year"].tolist() == [1995, 1995, 1995]
@@ -132,7 +139,7 @@ def test_grouplens_1m(tmp_path):
 
 
 @pytest.mark.parametrize("variant", ["ml-latest-small", "ml-20m", "ml-25m"])
-def test_csv_variants(tmp_path, variant):
+def test_csv_variants(tmp_path, variant, M):
     (tmp_path / "movies.csv").write_text(
         "movieId,title,genres\n1,Toy Story (1995),Adventure|Animation|Children|Comedy|Fantasy\n"
         '11,"American President, The (1995)",Comedy|Drama|Romance\n'
@@ -140,7 +147,7 @@ def test_csv_variants(tmp_path, variant):
         '8,"Film ""Quoted"" (2003) ",Drama\n')
     (tmp_path / "ratings.csv").write_text("userId,movieId,rating,timestamp\n1,1,4.0,964982703\n1,11,0.5,964981247\n"
                                           "5,7,3.5,964982224\n")
-    ml = load_movielens(variant, root=str(tmp_path))
+    ml = M.load_movielens(variant, root=str(tmp_path))
     assert ml.items["item_id"].tolist() == [1, 7, 8, 11]
     assert ml.items["title"].tolist() == ["Toy Story", "Some Film", 'Film "Quoted"', "American President, The"]
     assert ml.items["year"].tolist()[0] == 1995 and pd.isna(ml.items["year"].iloc[1])
@@ -150,8 +157,8 @@ def test_csv_variants(tmp_path, variant):
     assert ml.ratings["rating"].tolist() == [4.0, 0.5, 3.5]
 
 
-def test_atomic_files_mapped_by_header_name(tmp_path):
-    ml = load_movielens("ml-100k", root=str(write_atomic(tmp_path)))
+def test_atomic_files_mapped_by_header_name(tmp_path, M):
+    ml = M.load_movielens("ml-100k", root=str(write_atomic(tmp_path)))
     assert "atomic" in ml.source
     assert ml.ratings.values.tolist() == [[196, 242, 3, 881250949], [186, 302, 3, 891717742],
                                           [196, 302, 1, 878887116]]
@@ -165,23 +172,23 @@ def test_atomic_files_mapped_by_header_name(tmp_path):
     assert ml.users.values.tolist() == [[186, 39, "F", "executive", "00000"], [196, 49, "M", "writer", "55105"]]
 
 
-def test_atomic_other_name_and_no_user_file(tmp_path):
+def test_atomic_other_name_and_no_user_file(tmp_path, M):
     write_atomic(tmp_path, name="my-movies", user=None)
-    ml = load_movielens("ml-100k", root=str(tmp_path))
+    ml = M.load_movielens("ml-100k", root=str(tmp_path))
     assert ml.users["user_id"].tolist() == [186, 196] and list(ml.users.columns) == ["user_id"]
 
 
-def test_root_without_files(tmp_path):
+def test_root_without_files(tmp_path, M):
     (tmp_path / "README").write_text("nothing")
-    with pytest.raises(DataUnavailableError, match="u.data, u.item, u.user"):
-        load_movielens("ml-100k", root=str(tmp_path))
+    with pytest.raises(M.DataUnavailableError, match="u.data, u.item, u.user"):
+        M.load_movielens("ml-100k", root=str(tmp_path))
 
 
-def test_argument_validation(tmp_path):
+def test_argument_validation(tmp_path, M):
     with pytest.raises(ValueError, match="`variant`"):
-        load_movielens("ml-10m")
+        M.load_movielens("ml-10m")
     with pytest.raises(ValueError, match="`download`"):
-        load_movielens("ml-100k", cache_dir=str(tmp_path), download=1)
+        M.load_movielens("ml-100k", cache_dir=str(tmp_path), download=1)
 
 
 # ----------------------------------------------------------------------------------------------- strict parsing
@@ -200,41 +207,41 @@ def test_argument_validation(tmp_path):
     ("1\t1\t5\t881250949\n\n1\t2\t4\t881250950\n", 2, "empty line"),
     ("1\t1\t5\n1\t2\t3\t1\n", 1, "expected 4 fields"),
 ])
-def test_corrupt_ratings_name_file_and_line(tmp_path, data, line, msg):
+def test_corrupt_ratings_name_file_and_line(tmp_path, data, line, msg, M):
     d = write_100k(tmp_path, data=data)
-    with pytest.raises(DataFormatError, match=msg) as e:
-        load_movielens("ml-100k", root=str(d))
+    with pytest.raises(M.DataFormatError, match=msg) as e:
+        M.load_movielens("ml-100k", root=str(d))
     assert e.value.line == line and e.value.file.endswith("u.data")
     assert f"u.data, line {line}:" in str(e.value)
     assert isinstance(e.value, ValueError)
 
 
-def test_corrupt_items_and_users(tmp_path):
+def test_corrupt_items_and_users(tmp_path, M):
     d = write_100k(tmp_path / "a", item=U_ITEM.replace("2|GoldenEye (1995)|01-Jan-1995||", "2|GoldenEye|"))
-    with pytest.raises(DataFormatError, match="expected 24 fields, found 22") as e:
-        load_movielens("ml-100k", root=str(d))
+    with pytest.raises(M.DataFormatError, match="expected 24 fields, found 22") as e:
+        M.load_movielens("ml-100k", root=str(d))
     assert e.value.file.endswith("u.item") and e.value.line == 2
     d = write_100k(tmp_path / "b", user=U_USER.replace("53", "fifty"))
-    with pytest.raises(DataFormatError, match=r"u.user, line 2: the age must be an integer; got 'fifty'"):
-        load_movielens("ml-100k", root=str(d))
+    with pytest.raises(M.DataFormatError, match=r"u.user, line 2: the age must be an integer; got 'fifty'"):
+        M.load_movielens("ml-100k", root=str(d))
     d = write_100k(tmp_path / "c", item=U_ITEM + f"2|Again (1990)|||x|{flags('Drama')}\n")
-    with pytest.raises(DataFormatError, match="u.item, line 6: duplicate item id 2"):
-        load_movielens("ml-100k", root=str(d))
+    with pytest.raises(M.DataFormatError, match="u.item, line 6: duplicate item id 2"):
+        M.load_movielens("ml-100k", root=str(d))
     d = write_100k(tmp_path / "d")
     (d / "u.user").unlink()
-    with pytest.raises(DataFormatError, match="u.user: file not found"):
-        load_movielens("ml-100k", root=str(d))
+    with pytest.raises(M.DataFormatError, match="u.user: file not found"):
+        M.load_movielens("ml-100k", root=str(d))
     d = write_atomic(tmp_path / "e", item=ATOMIC_ITEM.replace("242\tKolya\t1996\tComedy", "242\tKolya\t1996"))
-    with pytest.raises(DataFormatError, match="ml-100k.item, line 2: expected 4 fields, found 3"):
-        load_movielens("ml-100k", root=str(d))
+    with pytest.raises(M.DataFormatError, match="ml-100k.item, line 2: expected 4 fields, found 3"):
+        M.load_movielens("ml-100k", root=str(d))
     d = write_atomic(tmp_path / "f", inter=ATOMIC_INTER.replace("891717742\t186\t302\t3", "891717742\t186\t302\tx"))
-    with pytest.raises(DataFormatError, match="ml-100k.inter, line 3: the rating must be a number"):
-        load_movielens("ml-100k", root=str(d))
+    with pytest.raises(M.DataFormatError, match="ml-100k.inter, line 3: the rating must be a number"):
+        M.load_movielens("ml-100k", root=str(d))
 
 
 # ----------------------------------------------------------------------------------------------- sources
 
-def test_cache_dir_resolution(monkeypatch, tmp_path):
+def test_cache_dir_resolution(monkeypatch, tmp_path, M):
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     assert M.default_cache_dir() == M.Path(os.path.expanduser("~")) / ".cache" / "torchfair"
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
@@ -242,7 +249,7 @@ def test_cache_dir_resolution(monkeypatch, tmp_path):
     monkeypatch.setenv("TORCHFAIR_DATA", str(tmp_path / "td"))
     assert M.default_cache_dir() == tmp_path / "td"
     write_100k(tmp_path / "td" / "ml-100k")  # files placed by hand in the cache
-    ml = load_movielens("ml-100k", download=False)
+    ml = M.load_movielens("ml-100k", download=False)
     assert "placed by hand" in ml.source and len(ml.ratings) == 5
 
 
@@ -259,7 +266,7 @@ def _grouplens_zip():
                        "ml-100k/u.user": U_USER, "ml-100k/README": "readme", "../evil": "x"})
 
 
-def test_grouplens_download_verified_and_cached(monkeypatch, tmp_path):
+def test_grouplens_download_verified_and_cached(monkeypatch, tmp_path, M):
     blob = _grouplens_zip()
     calls = []
 
@@ -268,7 +275,7 @@ def test_grouplens_download_verified_and_cached(monkeypatch, tmp_path):
         dest.write_bytes(blob)
     monkeypatch.setattr(M, "_download_grouplens", fake_download)
     monkeypatch.setitem(M._ARCHIVE_CHECKSUMS, "ml-100k", ("md5", hashlib.md5(blob).hexdigest()))
-    ml = load_movielens("ml-100k", cache_dir=str(tmp_path), verbose=False)
+    ml = M.load_movielens("ml-100k", cache_dir=str(tmp_path), verbose=False)
     assert calls == ["ml-100k"] and "GroupLens archive" in ml.source and len(ml.ratings) == 5
     assert sorted(p.name for p in (tmp_path / "ml-100k").iterdir()) == [".torchfair-source.json", "README", "u.data",
                                                                        "u.item", "u.user"]
@@ -276,20 +283,20 @@ def test_grouplens_download_verified_and_cached(monkeypatch, tmp_path):
     manifest = json.loads((tmp_path / "ml-100k" / ".torchfair-source.json").read_text())
     assert manifest["files"]["u.data"] == hashlib.sha256(U_DATA.encode()).hexdigest()
     # the second load reads the cache (no download) and re-verifies the files against the manifest
-    ml2 = load_movielens("ml-100k", cache_dir=str(tmp_path))
+    ml2 = M.load_movielens("ml-100k", cache_dir=str(tmp_path))
     assert calls == ["ml-100k"] and ml2.ratings.equals(ml.ratings)
     (tmp_path / "ml-100k" / "u.data").write_text(U_DATA.replace("\t5\t", "\t4\t"))
-    with pytest.raises(ChecksumError, match="u.data") as e:
-        load_movielens("ml-100k", cache_dir=str(tmp_path))
+    with pytest.raises(M.ChecksumError, match="u.data") as e:
+        M.load_movielens("ml-100k", cache_dir=str(tmp_path))
     assert e.value.expected == manifest["files"]["u.data"]
     assert e.value.actual == hashlib.sha256(U_DATA.replace("\t5\t", "\t4\t").encode()).hexdigest()
 
 
-def test_grouplens_archive_checksum_mismatch_is_an_error(monkeypatch, tmp_path):
+def test_grouplens_archive_checksum_mismatch_is_an_error(monkeypatch, tmp_path, M):
     blob = _grouplens_zip()
     monkeypatch.setattr(M, "_download_grouplens", lambda variant, dest: dest.write_bytes(blob))
-    with pytest.raises(ChecksumError) as e:
-        load_movielens("ml-100k", cache_dir=str(tmp_path), verbose=False)
+    with pytest.raises(M.ChecksumError) as e:
+        M.load_movielens("ml-100k", cache_dir=str(tmp_path), verbose=False)
     msg = str(e.value)
     assert "ml-100k.zip" in msg and "0e33842e24a9c977be4e0107933c0723" in msg and hashlib.md5(blob).hexdigest() in msg
     assert isinstance(e.value, ValueError) and not (tmp_path / "ml-100k" / "u.data").exists()
@@ -300,7 +307,7 @@ def _fake_wheel(inter=ATOMIC_INTER, item=ATOMIC_ITEM, user=ATOMIC_USER):
     return _zip_bytes({p + "inter": inter, p + "item": item, p + "user": user, "recbole/__init__.py": ""})
 
 
-def _patch_wheel(monkeypatch, blob, calls=None, trust_files=True):
+def _patch_wheel(M, monkeypatch, blob, calls=None, trust_files=True):
     def fetch(dest):
         if calls is not None:
             calls.append(dest)
@@ -308,75 +315,75 @@ def _patch_wheel(monkeypatch, blob, calls=None, trust_files=True):
         return dest / M._RECBOLE_WHEEL
     monkeypatch.setattr(M, "_fetch_recbole_wheel", fetch)
     monkeypatch.setattr(M, "_RECBOLE_WHEEL_SHA256", hashlib.sha256(blob).hexdigest())
-    monkeypatch.setattr(M, "_RECBOLE_SHA256", dict(_REAL_RECBOLE_SHA256) if not trust_files else {
+    monkeypatch.setattr(M, "_RECBOLE_SHA256", dict(_ORIGINAL["recbole_sha256"]) if not trust_files else {
         f"ml-100k.{ext}": hashlib.sha256(data.encode()).hexdigest()
         for ext, data in (("inter", ATOMIC_INTER), ("item", ATOMIC_ITEM), ("user", ATOMIC_USER))})
 
 
-def test_recbole_wheel_fallback_verified_cached_reused(monkeypatch, tmp_path):
+def test_recbole_wheel_fallback_verified_cached_reused(monkeypatch, tmp_path, M):
     calls = []
-    _patch_wheel(monkeypatch, _fake_wheel(), calls)
-    ml = load_movielens("ml-100k", cache_dir=str(tmp_path), verbose=False)
+    _patch_wheel(M, monkeypatch, _fake_wheel(), calls)
+    ml = M.load_movielens("ml-100k", cache_dir=str(tmp_path), verbose=False)
     assert len(calls) == 1 and "RecBole 1.2.1 wheel" in ml.source and len(ml.ratings) == 3
     assert (tmp_path / "wheels" / "recbole-1.2.1-py3-none-any.whl").is_file()
     assert {p.name for p in (tmp_path / "ml-100k").iterdir()} >= {"ml-100k.inter", "ml-100k.item", "ml-100k.user"}
     # the extracted files are re-verified at every load
     (tmp_path / "ml-100k" / "ml-100k.user").write_text(ATOMIC_USER.replace("writer", "artist"))
-    with pytest.raises(ChecksumError, match="ml-100k.user"):
-        load_movielens("ml-100k", cache_dir=str(tmp_path))
+    with pytest.raises(M.ChecksumError, match="ml-100k.user"):
+        M.load_movielens("ml-100k", cache_dir=str(tmp_path))
     # with the files gone the wheel in the cache is reused (offline too), not fetched again
     for p in (tmp_path / "ml-100k").iterdir():
         p.unlink()
     monkeypatch.setenv("TORCHFAIR_OFFLINE", "1")
-    ml2 = load_movielens("ml-100k", cache_dir=str(tmp_path))
+    ml2 = M.load_movielens("ml-100k", cache_dir=str(tmp_path))
     assert len(calls) == 1 and ml2.ratings.equals(ml.ratings)
 
 
-def test_recbole_wheel_checksum_mismatch(monkeypatch, tmp_path):
+def test_recbole_wheel_checksum_mismatch(monkeypatch, tmp_path, M):
     blob = _fake_wheel()
-    _patch_wheel(monkeypatch, blob)
+    _patch_wheel(M, monkeypatch, blob)
     monkeypatch.setattr(M, "_RECBOLE_WHEEL_SHA256", "9c9948202011f37eb0a7c6768129313f00d6403ad221ec940d5e2d5d5f33a407")
-    with pytest.raises(ChecksumError, match="recbole-1.2.1-py3-none-any.whl") as e:
-        load_movielens("ml-100k", cache_dir=str(tmp_path), verbose=False)
+    with pytest.raises(M.ChecksumError, match="recbole-1.2.1-py3-none-any.whl") as e:
+        M.load_movielens("ml-100k", cache_dir=str(tmp_path), verbose=False)
     assert "9c99482020" in str(e.value) and hashlib.sha256(blob).hexdigest() in str(e.value)
     # a trusted wheel whose data file differs from the recorded hash (the real recorded hashes)
     tampered = _fake_wheel(inter=ATOMIC_INTER.replace("\t3\n", "\t5\n"))
     (tmp_path / "wheels" / M._RECBOLE_WHEEL).unlink()
-    _patch_wheel(monkeypatch, tampered, trust_files=False)
-    with pytest.raises(ChecksumError, match="ml-100k.inter") as e:
-        load_movielens("ml-100k", cache_dir=str(tmp_path), verbose=False)
+    _patch_wheel(M, monkeypatch, tampered, trust_files=False)
+    with pytest.raises(M.ChecksumError, match="ml-100k.inter") as e:
+        M.load_movielens("ml-100k", cache_dir=str(tmp_path), verbose=False)
     assert "4edb74e2a81178c2ba9ff381495f754f996c4aea351b1272ca36b43da0935eff" in str(e.value)
     assert not (tmp_path / "ml-100k" / "ml-100k.inter").exists()
 
 
-def test_no_source_lists_every_attempt(tmp_path):
-    with pytest.raises(DataUnavailableError) as e:
-        load_movielens("ml-100k", cache_dir=str(tmp_path), verbose=False)
+def test_no_source_lists_every_attempt(tmp_path, M):
+    with pytest.raises(M.DataUnavailableError) as e:
+        M.load_movielens("ml-100k", cache_dir=str(tmp_path), verbose=False)
     msg = str(e.value)
     assert isinstance(e.value, RuntimeError) and len(e.value.attempts) == 3
     assert "cache" in msg and "GroupLens archive https://files.grouplens.org/datasets/movielens/ml-100k.zip" in msg
     assert "network disabled in tests" in msg and "RecBole 1.2.1 wheel" in msg
     assert str(tmp_path / "ml-100k") in msg and "u.data, u.item, u.user" in msg and "ml-100k.inter" in msg
-    with pytest.raises(DataUnavailableError) as e:  # other variants have no wheel fallback
-        load_movielens("ml-1m", cache_dir=str(tmp_path), download=False)
+    with pytest.raises(M.DataUnavailableError) as e:  # other variants have no wheel fallback
+        M.load_movielens("ml-1m", cache_dir=str(tmp_path), download=False)
     assert len(e.value.attempts) == 2 and "download=False" in str(e.value) and "ratings.dat" in str(e.value)
 
 
-def test_offline_env_skips_network(monkeypatch, tmp_path):
+def test_offline_env_skips_network(monkeypatch, tmp_path, M):
     calls = []
     monkeypatch.setattr(M, "_download_grouplens", lambda *a: calls.append(a))
     monkeypatch.setenv("TORCHFAIR_OFFLINE", "1")
-    with pytest.raises(DataUnavailableError, match="TORCHFAIR_OFFLINE"):
-        load_movielens("ml-latest-small", cache_dir=str(tmp_path))
+    with pytest.raises(M.DataUnavailableError, match="TORCHFAIR_OFFLINE"):
+        M.load_movielens("ml-latest-small", cache_dir=str(tmp_path))
     assert calls == []
 
 
 # ----------------------------------------------------------------------------------------------- synthetic
 
-def test_synthetic_movielens():
-    a, b = synthetic_movielens(seed=3), synthetic_movielens(seed=3)
+def test_synthetic_movielens(M):
+    a, b = M.synthetic_movielens(seed=3), M.synthetic_movielens(seed=3)
     assert a.ratings.equals(b.ratings) and a.items.equals(b.items) and a.users.equals(b.users)
-    assert not a.ratings.equals(synthetic_movielens(seed=4).ratings)
+    assert not a.ratings.equals(M.synthetic_movielens(seed=4).ratings)
     assert len(a.users) == 60 and len(a.items) == 80 and a.genres == ["Action", "Comedy", "Drama"]
     r = a.ratings
     assert not r.duplicated(["user_id", "item_id"]).any()
@@ -385,18 +392,18 @@ def test_synthetic_movielens():
     assert [str(t) for t in r.dtypes] == ["int64", "int64", "float32", "int64"]
     assert set(g for gs in a.items["genres"] for g in gs) <= set(a.genres)
     with pytest.raises(ValueError, match="`n_items`"):
-        synthetic_movielens(n_items=1)
+        M.synthetic_movielens(n_items=1)
 
 
 # ----------------------------------------------------------------------------------------------- real data
 
 @pytest.mark.network
 @pytest.mark.slow
-def test_real_ml100k_through_the_recbole_wheel(tmp_path, monkeypatch):
-    monkeypatch.setattr(M, "_fetch_recbole_wheel", _REAL_FETCH)  # the GroupLens download stays refused
+def test_real_ml100k_through_the_recbole_wheel(tmp_path, monkeypatch, M):
+    monkeypatch.setattr(M, "_fetch_recbole_wheel", _ORIGINAL["fetch"])  # the GroupLens download stays refused
     try:
-        ml = load_movielens("ml-100k", cache_dir=str(tmp_path), verbose=False)
-    except DataUnavailableError as e:
+        ml = M.load_movielens("ml-100k", cache_dir=str(tmp_path), verbose=False)
+    except M.DataUnavailableError as e:
         pytest.skip(f"package index unreachable: {e}")
     assert "RecBole" in ml.source
     assert len(ml.ratings) == 100_000 and len(ml.users) == 943 and len(ml.items) == 1682
@@ -408,6 +415,6 @@ def test_real_ml100k_through_the_recbole_wheel(tmp_path, monkeypatch):
                                                                                       "Comedy"]
     assert ml.users.set_index("user_id").loc[1].tolist() == [24, "M", "technician", "85711"]
     t = time.perf_counter()
-    load_movielens("ml-100k", cache_dir=str(tmp_path))
+    M.load_movielens("ml-100k", cache_dir=str(tmp_path))
     assert time.perf_counter() - t < 3.0
 

@@ -593,7 +593,7 @@ def _read_directory(directory: Path, variant: str, layout: Tuple[str, str], sour
     files: Dict[str, str] = {}
     rr = _RATING_RANGE[variant]
     kind, name = layout
-    rel = lambda p: str(p)  # noqa: E731
+    rel = str
     if kind == "atomic":
         p_r, p_i, p_u = (directory / f"{name}.{ext}" for ext in ("inter", "item", "user"))
         d_r, d_i = _read(p_r, files, expected), _read(p_i, files, expected)
@@ -625,7 +625,7 @@ def _read_directory(directory: Path, variant: str, layout: Tuple[str, str], sour
     _check_ratings(ratings, items, users, rel(p_r))
     ratings.attrs = {}
     if users is None:
-        users = pd.DataFrame({"user_id": np.unique(ratings["user_id"].to_numpy()).astype(np.int64)})
+        users = pd.DataFrame({"user_id": np.sort(pd.unique(ratings["user_id"].to_numpy())).astype(np.int64)})
     genres = sorted({g for gs in items["genres"] for g in gs})
     return MovieLens(variant=variant, ratings=ratings.reset_index(drop=True), items=items, users=users,
                      genres=genres, source=source, files=files)

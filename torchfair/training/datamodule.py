@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
@@ -145,7 +146,9 @@ class MovieLensDataModule(pl.LightningDataModule):
     def _key(self) -> Tuple:
         if self.variant == "synthetic":
             return ("synthetic", self.seed)
-        return (self.variant, self.root, str(_ml.default_cache_dir()) if self.root is None else None)
+        if self.root is not None:
+            return (self.variant, os.path.abspath(os.path.expanduser(self.root)), None)
+        return (self.variant, None, str(_ml.default_cache_dir()))
 
     def _load(self) -> Tuple[Any, Any]:
         key = self._key()
