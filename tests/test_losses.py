@@ -825,3 +825,15 @@ def test_dips_gradient_nonzero_and_descends_on_unfair_list():
     with torch.no_grad():
         s2 = s - 0.5 * s.grad / s.grad.norm()
         assert dips_loss(s2, r, g, num_groups=2, ordering=o).item() < loss.item()
+
+
+def test_approx_ndcg_loss_stays_in_0_1_when_an_outlier_bunches_the_soft_positions():
+    """A -1e19 score widens the list's temperature so the four other items share soft position 1.5: their relaxed
+    DCG@3 (4 / log2(3.5) = 2.21) exceeds the ideal DCG@3 (2.13), relaxed NDCG 1.04; the loss is 0, not -0.04."""
+    from torchfair.losses import approx_ndcg_loss
+    s = torch.tensor([[-1.4467531442642212, -9.931436538696289, -1e19, -1.0, 7.515711307525635]],
+                     requires_grad=True)
+    loss = approx_ndcg_loss(s, torch.ones(1, 5), k=3, reduction="none")
+    assert loss.item() == 0.0
+    loss.sum().backward()
+    assert torch.isfinite(s.grad).all()

@@ -26,8 +26,9 @@ List reducers (:data:`REDUCERS`), by the shape of the measure's per-list value:
 * group vectors ``[B, G]`` (misallocation, AWRF): ``"l1"`` ``sum_g |x_g|``, ``"l2sq"`` ``sum_g x_g^2`` over the
   entries of the groups present in the list; a list counts only when at least two groups are present in it
   (with one group nothing about the ranking can change the value) and the value of each of them is defined.
-* per-list values ``[B]``: ``"value"`` (lower is better already), ``"one_minus"`` (``1 - x``, utility measures in
-  ``[0, 1]``), ``"abs"``, ``"hinge"`` ``max(0, x)``, ``"squared_hinge"`` ``max(0, x)^2``.
+* per-list values ``[B]``: ``"value"`` (lower is better already), ``"one_minus"`` (``max(0, 1 - x)``, utility measures in
+  ``[0, 1]``; a relaxed NDCG can exceed 1 when soft positions bunch up, e.g. next to a score outlier that widens
+  the temperature, and then gives 0), ``"abs"``, ``"hinge"`` ``max(0, x)``, ``"squared_hinge"`` ``max(0, x)^2``.
 
 A list where the measure (or the reducer) is undefined contributes 0 and is left out of ``reduction="mean"``; a
 batch of only such lists gives exactly 0 with zero gradient.  ``protected`` / ``reference`` ids missing from a
@@ -152,7 +153,7 @@ REDUCERS: Dict[str, Tuple[str, Callable]] = {
     "l1": ("group", _group_norm(1)),
     "l2sq": ("group", _group_norm(2)),
     "value": ("list", _elementwise(lambda x: x)),
-    "one_minus": ("list", _elementwise(lambda x: 1.0 - x)),
+    "one_minus": ("list", _elementwise(lambda x: torch.relu(1.0 - x))),
     "abs": ("list", _elementwise(torch.abs)),
     "hinge": ("list", _elementwise(torch.relu)),
     "squared_hinge": ("list", _elementwise(lambda x: torch.relu(x) ** 2)),
