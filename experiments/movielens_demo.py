@@ -192,6 +192,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     logging.getLogger("pytorch_lightning").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")
+    from torchfair.training.module import DEFAULT_MEASURES
     from torchfair.training.report import evaluate_checkpoints, markdown_table
 
     t_start = time.time()
@@ -229,7 +230,7 @@ def main(argv: Optional[List[str]] = None) -> int:
               flush=True)
         reports[seed] = evaluate_checkpoints([r["plain"]["ckpt"], r["fair"]["ckpt"]],
                                              os.path.join(args.out, f"seed{seed}", "report"), names=names,
-                                             bootstrap=args.bootstrap, seed=seed)
+                                             bootstrap=args.bootstrap, seed=seed, measures=DEFAULT_MEASURES)
     first = reports[args.seeds[0]]
     n_users = first["models"][names[0]]["n_lists"]
     summary = summarise(reports, names, lam)

@@ -228,7 +228,9 @@ def _add_evaluate(sub) -> None:
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates (users resampled)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--confidence", type=float, default=0.95, help="interval level")
-    p.add_argument("--mpc-group", type=int, default=1, help="the group whose MPC is reported (id)")
+    p.add_argument("--measures", nargs="+", help="measures to report instead of those the runs were validated with "
+                                                 "(names as in `torchfair metrics --measures`)")
+    p.add_argument("--mpc-group", type=int, default=1, help="the group whose MPC is reported (id; -1: no MPC)")
     p.add_argument("--device", default="cpu", help="where to score the lists (cpu, cuda, cuda:1...)")
     p.set_defaults(func=_run_evaluate)
 
@@ -240,7 +242,9 @@ def _run_evaluate(args) -> int:
         raise ValueError(f"`--bootstrap` must be >= 0; got {args.bootstrap}")
     report = evaluate_checkpoints(args.ckpt, args.out, config=args.config, names=args.name,
                                   bootstrap=args.bootstrap, seed=args.seed, confidence=args.confidence,
-                                  device=args.device, mpc_group=args.mpc_group, split=args.split)
+                                  device=args.device, mpc_group=None if args.mpc_group < 0 else args.mpc_group,
+                                  split=args.split,
+                                  measures=split_measures(args.measures) if args.measures else None)
     print(markdown_table(report))
     print(f"\nwrote {os.path.join(args.out, 'report.json')}, report.md, exposure_by_position.png")
     return 0

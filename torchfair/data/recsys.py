@@ -526,6 +526,11 @@ class TrainingListDataset(torch.utils.data.Dataset):
     def set_epoch(self, epoch: int) -> None:
         self.epoch = _check_int(epoch, "epoch", 0)
 
+    def lengths(self) -> np.ndarray:
+        """``[len]`` length of every list: the user's training items plus the negatives they can get."""
+        counts = np.array([len(self.by_user.row(int(u))[0]) for u in self.users], dtype=np.int64)
+        return counts + np.minimum(self.num_negatives, self.num_items - counts)
+
     def __len__(self) -> int:
         return len(self.users)
 

@@ -47,10 +47,17 @@ _LOADED: Dict[Tuple, Tuple[Any, Any]] = {}
 
 class _EpochShuffle(Sampler):
     """A permutation of the training users drawn from a ``torch.Generator`` seeded by ``(seed, epoch)``;
-    ``set_epoch`` (called by Lightning every epoch) also sets the epoch of the dataset's negatives."""
+    ``set_epoch`` (called by Lightning every epoch) also sets the epoch of the dataset's negatives.
 
-    def __init__(self, dataset: _rs.TrainingListDataset, seed: int):
+    With ``bucket`` (``batch_size`` users per batch), the permutation is cut into pools of ``pool`` batches, each
+    pool is sorted by list length and cut into batches, and the batches are shuffled: a batch holds lists of
+    similar length, so padding (and the O(N^2) pairwise cost of fairness losses over padded lists) drops while
+    every user is still seen once per epoch in a random batch order."""
+
+    def __init__(self, dataset: _rs.TrainingListDataset, seed: int, batch_size: int = 1, bucket: bool = False,
+                 pool: int = 8):
         self.dataset, self.seed, self.epoch = dataset, seed, dataset.epoch
+        self.batch_size, self.bucket, self.pool = batch_size, bucket, pool
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
@@ -62,7 +69,18 @@ class _EpochShuffle(Sampler):
     def __iter__(self) -> Iterator[int]:
         g = torch.Generator()
         g.manual_seed(int(np.random.SeedSequence([self.seed, self.epoch]).generate_state(1)[0]))
-        return iter(torch.randperm(len(self.dataset), generator=g).tolist())
+        perm = torch.randperm(len(self.dataset), generator=g)
+        if not self.bucket or self.batch_size <= 1:
+            return iter(perm.tolist())
+        lengths = torch.as_tensor(self.dataset.lengths())[perm]
+        size = self.batch_size * self.pool
+        batches = []
+        for start in range(0, len(perm), size):
+            chunk = perm[start:start + size]
+            chunk = chunk[torch.argsort(lengths[start:start + size], stable=True)]
+            batches += list(torch.split(chunk, self.batch_size))
+        order = torch.randperm(len(batches), generator=g).tolist()
+        return iter(torch.cat([batches[i] for i in order]).tolist())
 
 
 def _check_int(value, name: str, low: int) -> int:
@@ -93,6 +111,8 @@ class MovieLensDataModule(pl.LightningDataModule):
         batch_size, eval_batch_size, num_workers: the data loaders'.
         seed: splits, negatives, shuffling (and the synthetic data).
         download: allow the network sources.
+        bucket_by_length: batch training lists of similar length together (shuffled pools of 8 batches sorted by
+            length): less padding, so a pairwise fairness loss costs about 4x less on ML-100K.
 
     After :meth:`setup`: ``num_users``, ``num_items``, ``num_groups``, ``group_names``, ``info`` (a JSON-able
     dict), ``features`` (:class:`~torchfair.data.recsys.FeatureTables`), ``encoded``, ``splits``.
@@ -102,7 +122,7 @@ class MovieLensDataModule(pl.LightningDataModule):
                  n_test: int = 10, n_val: int = 5, test_fraction: float = 0.2, val_fraction: float = 0.1,
                  groups: str = "popularity", head_share: float = 0.5, genre: Optional[str] = None,
                  num_negatives: int = 100, batch_size: int = 64, eval_batch_size: int = 64, num_workers: int = 0,
-                 seed: int = 0, download: bool = True):
+                 seed: int = 0, download: bool = True, bucket_by_length: bool = True):
         super().__init__()
         variants = _ml.VARIANTS + ("synthetic",)
         if not isinstance(variant, str) or variant not in variants:
@@ -132,12 +152,15 @@ class MovieLensDataModule(pl.LightningDataModule):
         _check_int(seed, "seed", 0)
         if not isinstance(download, bool):
             raise ValueError(f"`download` must be a bool; got {download!r}")
+        if not isinstance(bucket_by_length, bool):
+            raise ValueError(f"`bucket_by_length` must be a bool; got {bucket_by_length!r}")
         self.save_hyperparameters()
         self.variant, self.root, self.split = variant, root, split
         self.n_test, self.n_val, self.test_fraction, self.val_fraction = n_test, n_val, test_fraction, val_fraction
         self.groups, self.head_share, self.genre = groups, head_share, genre
         self.num_negatives, self.batch_size, self.eval_batch_size = num_negatives, batch_size, eval_batch_size
         self.num_workers, self.seed, self.download = num_workers, seed, download
+        self.bucket_by_length = bucket_by_length
         self._epoch = 0
         self._ready = False
         self._train_sampler: Optional[_EpochShuffle] = None
@@ -221,7 +244,7 @@ class MovieLensDataModule(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         self._require()
-        self._train_sampler = _EpochShuffle(self.train_dataset, self.seed)
+        self._train_sampler = _EpochShuffle(self.train_dataset, self.seed, self.batch_size, self.bucket_by_length)
         return DataLoader(self.train_dataset, batch_size=self.batch_size, sampler=self._train_sampler,
                           collate_fn=self._collate(), num_workers=self.num_workers)
 

@@ -166,10 +166,15 @@ def _fmt(x: Optional[float], digits: int = 4) -> str:
 
 def evaluate_checkpoints(ckpts: Sequence[str], out: Optional[str] = None, *, config: Optional[str] = None,
                          names: Optional[Sequence[str]] = None, bootstrap: int = 1000, seed: int = 0,
-                         confidence: float = 0.95, device: str = "cpu", mpc_group: int = 1, top: int = 50,
-                         split: str = "test") -> Dict[str, Any]:
+                         confidence: float = 0.95, device: str = "cpu", mpc_group: Optional[int] = 1,
+                         top: int = 50, split: str = "test", measures: Optional[Sequence[str]] = None
+                         ) -> Dict[str, Any]:
     """Evaluate checkpoints on their test lists and (with ``out``) write ``report.json``, ``report.md`` and
     ``exposure_by_position.png`` there; returns the report dict.
+
+    ``measures`` replaces the measures each run was validated with (e.g.
+    :data:`~torchfair.training.module.DEFAULT_MEASURES` for a run validated on NDCG only); ``mpc_group=None``
+    skips MPC; ``top`` is the depth of the position plot.
 
     Example::
 
@@ -194,8 +199,10 @@ def evaluate_checkpoints(ckpts: Sequence[str], out: Optional[str] = None, *, con
         info = run.meta["data_info"]
         G = int(info.get("num_groups") or 2)
         group_names = list(info.get("group_names") or [str(g) for g in range(G)])
-        measures = list(run.meta["measures"]) + [f"exposure_share:browsing={REPORT_BROWSING}"]
-        table = evaluate(lists, measures, bootstrap=bootstrap, seed=seed, confidence=confidence, num_groups=G,
+        asked = list(measures) if measures is not None else list(run.meta["measures"])
+        run.meta["measures"] = asked
+        asked = asked + [f"exposure_share:browsing={REPORT_BROWSING}"]
+        table = evaluate(lists, asked, bootstrap=bootstrap, seed=seed, confidence=confidence, num_groups=G,
                          group_names=group_names)
         tables[name], lists_of[name] = table, lists
         report["models"][name] = {
