@@ -2,13 +2,22 @@
 # Both install what they need first (torch as the local CPU wheel when no torch is importable).
 PYTHON ?= python3
 
-.PHONY: install demo test test-all test-contract test-contract-slow bench
+.PHONY: install install-run demo demo-synthetic test test-all test-contract test-contract-slow bench
 
-install:
+# what running torchfair needs (no test stack)
+install-run:
 	@$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install -q torch==2.13.0
+	@$(PYTHON) -m pip install -q -e .
+
+install: install-run
 	@$(PYTHON) -m pip install -q -e ".[dev]"
 
-demo: install
+# the main job: ML-100K, MF with ListNet and with ListNet + lambda * DIPS, 3 seeds, exact test report
+demo: install-run
+	$(PYTHON) experiments/movielens_demo.py
+
+# the DIPS paper's synthetic study (Fabris et al. 2023, section 6.1)
+demo-synthetic: install-run
 	$(PYTHON) experiments/dips_synthetic.py
 
 test: install

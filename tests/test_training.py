@@ -188,3 +188,30 @@ def test_evaluate_rejects_files_that_are_not_its_checkpoints(tmp_path, capsys):
                       (tmp_path / "missing.ckpt", "no such file")):
         assert cli_main(["evaluate", "--ckpt", str(path), "--out", str(tmp_path / "o")]) == 2
         assert msg in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("logger", ["CSVLogger", "TensorBoardLogger"])
+def test_loggers_checkpoints_and_early_stopping_work_from_the_config(logger, tmp_path, monkeypatch):
+    if logger == "TensorBoardLogger":
+        pytest.importorskip("tensorboard")
+    monkeypatch.chdir(tmp_path)
+    args = ["fit", "--config", str(ROOT / "configs" / "ml100k_dips.yaml"), "--trainer.max_epochs", "3",
+            "--trainer.limit_train_batches", "2", "--trainer.logger", logger,
+            "--trainer.logger.save_dir", str(tmp_path / "logs")] + SYNTH
+    assert cli_main(args) == 0
+    files = [p.name for p in (tmp_path / "logs").rglob("*") if p.is_file()]
+    if logger == "CSVLogger":
+        assert "metrics.csv" in files
+        header = next((tmp_path / "logs").rglob("metrics.csv")).read_text().splitlines()[0]
+        for col in ("train/utility_epoch", "train/fairness_epoch", "val/ndcg@10", "val/dips_gap",
+                    "val/exposure_misallocation_l1", "val/pairwise_accuracy_inter"):
+            assert col in header, col
+    else:
+        assert any(f.startswith("events.out.tfevents") for f in files), files
+    assert "config.yaml" in files  # LightningCLI saved the run's config next to its logs
+    ckpts = [p for p in (tmp_path / "logs").rglob("*.ckpt")]
+    assert any(p.name == "last.ckpt" for p in ckpts) and any(p.name.startswith("best") for p in ckpts), ckpts
+    ck = torch.load(next(p for p in ckpts if p.name == "last.ckpt"), weights_only=False)
+    assert ck["hyper_parameters"]["lam"] == 0.3 and ck["hyper_parameters"]["fairness_loss"]["class_path"] \
+        .endswith("DIPSLoss")  # the CLI stores the losses' configs
+    assert any("EarlyStopping" in k for k in ck["callbacks"])

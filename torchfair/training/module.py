@@ -60,6 +60,15 @@ def describe_loss(loss: Optional[nn.Module]) -> Optional[Dict[str, Any]]:
     return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "repr": repr(loss)}
 
 
+def _built_by_cli() -> bool:
+    """True inside LightningCLI's instantiation, which supplies the hyperparameters as the YAML config."""
+    try:
+        from pytorch_lightning.core.mixins.hparams_mixin import _given_hyperparameters
+    except ImportError:  # pragma: no cover - another Lightning version: treat as plain Python
+        return False
+    return _given_hyperparameters.get() is not None
+
+
 def _metric_key(label: str) -> str:
     return re.sub(r"[^0-9A-Za-z_]", "_", label)
 
@@ -105,8 +114,11 @@ class FairRankingModule(pl.LightningModule):
                 get_measure(parse_request(m).name)
             except ValueError as e:
                 raise ValueError(f"`measures`: {e}") from None
-        ignore = [k for k, v in (("utility_loss", utility_loss), ("fairness_loss", fairness_loss), ("ranker", ranker))
-                  if isinstance(v, nn.Module)]
+        # objects are not hyperparameters, unless LightningCLI built them: it hands over their class_path config
+        # (which load_from_checkpoint re-instantiates), so the losses of a `torchfair fit` run are in the checkpoint
+        ignore = [] if _built_by_cli() else \
+            [k for k, v in (("utility_loss", utility_loss), ("fairness_loss", fairness_loss), ("ranker", ranker))
+             if isinstance(v, nn.Module)]
         self.save_hyperparameters(ignore=ignore)
         self.utility_loss = utility_loss if utility_loss is not None else ListNetLoss()
         self.fairness_loss = fairness_loss
