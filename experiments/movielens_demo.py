@@ -55,11 +55,15 @@ def _parser() -> argparse.ArgumentParser:
                    help="candidate weights of the DIPS loss, chosen by validation on the first seed")
     p.add_argument("--max-ndcg-loss", type=float, default=0.02,
                    help="largest relative loss of validation NDCG@10 a lambda may cost to be chosen")
-    p.add_argument("--epochs", type=int, default=10, help="training epochs of every model")
-    p.add_argument("--lr", type=float, default=0.02, help="Adam learning rate")
+    p.add_argument("--epochs", type=int, default=20, help="training epochs of every model")
+    p.add_argument("--lr", type=float, default=0.01, help="Adam learning rate")
     p.add_argument("--dim", type=int, default=32, help="MF latent dimension")
     p.add_argument("--temperature", type=float, default=0.1,
                    help="SoftRank temperature of the DIPS loss (relative to each list's score spread)")
+    p.add_argument("--warmup-epochs", type=float, default=4,
+                   help="lambda grows linearly from 0 over this many epochs (0: constant); the DIPS gradient on "
+                        "SoftRank is ~5x larger in the first epochs, while the scores are still bunched "
+                        "(experiments/lambda_temperature.py)")
     p.add_argument("--num-negatives", type=int, default=100, help="unrated items per training list")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates of the test report")
     p.add_argument("--accelerator", default="auto", help="Lightning accelerator: auto, cpu, gpu")
@@ -90,8 +94,11 @@ def train_one(args, seed: int, lam: float, out: str, tag: str) -> Dict[str, Any]
     pl.seed_everything(seed, workers=True, verbose=False)
     dm = MovieLensDataModule(args.variant, seed=seed, num_negatives=args.num_negatives)
     fair = DIPSLoss(num_groups=2, ordering=SoftRank(args.temperature)) if lam > 0 else None
+    dm.setup("fit")
+    steps = int(round(args.warmup_epochs * math.ceil(dm.info["split_sizes"]["train_lists"] / dm.batch_size)))
     model = FairRankingModule("mf", {"dim": args.dim}, utility_loss=ListNetLoss(), fairness_loss=fair, lam=lam,
-                              lr=args.lr, measures=VAL_MEASURES)
+                              schedule="linear" if steps > 0 else "constant", warmup_steps=steps, lr=args.lr,
+                              measures=VAL_MEASURES)
     trainer = _trainer(args, args.epochs, out, tag)
     t0 = time.time()
     trainer.fit(model, dm)
