@@ -34,7 +34,7 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import DataLoader, DistributedSampler, Sampler
 
 from ..data import movielens as _ml
 from ..data import recsys as _rs
@@ -81,6 +81,22 @@ class _EpochShuffle(Sampler):
             batches += list(torch.split(chunk, self.batch_size))
         order = torch.randperm(len(batches), generator=g).tolist()
         return iter(torch.cat([batches[i] for i in order]).tolist())
+
+
+class _EvalShard(DistributedSampler):
+    """This process's share of the evaluation lists under DDP, *without* the padding of ``DistributedSampler``
+    (which repeats lists so that every process gets as many): every list is evaluated exactly once, so the
+    corpus-level measures equal a single process's.  Processes may get different numbers of batches, which
+    validation allows (the metrics synchronise once, at the end of the epoch)."""
+
+    def __init__(self, dataset):
+        super().__init__(dataset, shuffle=False, drop_last=False)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.rank, len(self.dataset), self.num_replicas))
+
+    def __len__(self) -> int:
+        return len(range(self.rank, len(self.dataset), self.num_replicas))
 
 
 def _check_int(value, name: str, low: int) -> int:
@@ -250,8 +266,12 @@ class MovieLensDataModule(pl.LightningDataModule):
 
     def _eval_loader(self, ds) -> DataLoader:
         self._require()
-        return DataLoader(ds, batch_size=self.eval_batch_size, shuffle=False, collate_fn=self._collate(),
-                          num_workers=self.num_workers)
+        sampler = None
+        if torch.distributed.is_available() and torch.distributed.is_initialized() and \
+                torch.distributed.get_world_size() > 1:
+            sampler = _EvalShard(ds)  # Lightning keeps a DistributedSampler it is given
+        return DataLoader(ds, batch_size=self.eval_batch_size, shuffle=False, sampler=sampler,
+                          collate_fn=self._collate(), num_workers=self.num_workers)
 
     def val_dataloader(self) -> DataLoader:
         return self._eval_loader(self.val_dataset)
