@@ -7,10 +7,14 @@ What it does, on a fresh machine:
    943 users have full-catalogue test lists and the intervals are tight (the global temporal split of Korevaar et
    al. leaves only ~110 users with both training and test ratings on ML-100K);
 3. groups items by popularity (head = the most-rated items holding half of the training ratings, tail = the rest);
-4. for each seed trains biased MF with ListNet (``--epochs`` epochs), and with ListNet + lambda * DIPS loss (DIPS,
-   Fabris et al., WSDM 2023, eq. 11, on ``SoftRank``);  lambda is picked on the *validation* lists of the first
-   seed among ``--lams``: the one that removes most of the exact DIPS gap while losing at most ``--max-ndcg-loss``
-   (relative) NDCG@10 against the plain model;
+4. for each seed trains biased MF with ListNet for ``--epochs`` epochs (the shared start), then trains two models
+   from it for ``--finetune-epochs`` more epochs each: ListNet alone, and ListNet + lambda * DIPS loss (DIPS,
+   Fabris et al., WSDM 2023, eq. 11, on ``SoftRank(0.1)``).  Fine-tuning from a trained start keeps lambda's
+   meaning fixed (SoftRank's temperature follows the score spread, and a fresh model's bunched scores make the DIPS
+   gradient ~5x larger in the first epochs: experiments/lambda_temperature.py) and costs a fraction of training
+   with the pairwise loss from scratch.  lambda is picked on the *validation* lists of the first seed among
+   ``--lams``: the one that removes most of the exact DIPS gap while losing at most ``--max-ndcg-loss``
+   (relative) NDCG@10 against the ListNet model;
 5. evaluates both checkpoints of every seed with ``torchfair evaluate`` (exact measures on the test lists, paired
    bootstrap) and prints the comparison table over seeds.
 
@@ -55,15 +59,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="candidate weights of the DIPS loss, chosen by validation on the first seed")
     p.add_argument("--max-ndcg-loss", type=float, default=0.02,
                    help="largest relative loss of validation NDCG@10 a lambda may cost to be chosen")
-    p.add_argument("--epochs", type=int, default=20, help="training epochs of every model")
+    p.add_argument("--epochs", type=int, default=20, help="ListNet epochs of the shared starting model")
+    p.add_argument("--finetune-epochs", type=int, default=5,
+                   help="epochs each compared model trains from the shared start: ListNet alone, or ListNet + "
+                        "lambda * DIPS")
     p.add_argument("--lr", type=float, default=0.01, help="Adam learning rate")
     p.add_argument("--dim", type=int, default=32, help="MF latent dimension")
     p.add_argument("--temperature", type=float, default=0.1,
                    help="SoftRank temperature of the DIPS loss (relative to each list's score spread)")
-    p.add_argument("--warmup-epochs", type=float, default=4,
-                   help="lambda grows linearly from 0 over this many epochs (0: constant); the DIPS gradient on "
-                        "SoftRank is ~5x larger in the first epochs, while the scores are still bunched "
-                        "(experiments/lambda_temperature.py)")
     p.add_argument("--num-negatives", type=int, default=100, help="unrated items per training list")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates of the test report")
     p.add_argument("--accelerator", default="auto", help="Lightning accelerator: auto, cpu, gpu")
@@ -82,10 +85,13 @@ def _trainer(args, epochs: int, log_dir: str, name: str):
                       check_val_every_n_epoch=epochs, log_every_n_steps=5)
 
 
-def train_one(args, seed: int, lam: float, out: str, tag: str) -> Dict[str, Any]:
-    """Train MF with ListNet (+ lam * DIPS) for ``args.epochs`` epochs, validate once at the end and save the
-    checkpoint; returns the validation measures, the checkpoint path and the time taken."""
+def train_one(args, seed: int, lam: float, epochs: int, out: str, tag: str,
+              init: Optional[str] = None) -> Dict[str, Any]:
+    """Train MF with ListNet (+ lam * DIPS) for ``epochs`` epochs, from scratch or from the ranker weights of the
+    checkpoint ``init``, validate once at the end and save the checkpoint; returns the validation measures, the
+    checkpoint path and the time taken."""
     import pytorch_lightning as pl
+    import torch
 
     from torchfair.losses import DIPSLoss, ListNetLoss
     from torchfair.orderings import SoftRank
@@ -93,13 +99,14 @@ def train_one(args, seed: int, lam: float, out: str, tag: str) -> Dict[str, Any]
 
     pl.seed_everything(seed, workers=True, verbose=False)
     dm = MovieLensDataModule(args.variant, seed=seed, num_negatives=args.num_negatives)
-    fair = DIPSLoss(num_groups=2, ordering=SoftRank(args.temperature)) if lam > 0 else None
     dm.setup("fit")
-    steps = int(round(args.warmup_epochs * math.ceil(dm.info["split_sizes"]["train_lists"] / dm.batch_size)))
+    fair = DIPSLoss(num_groups=2, ordering=SoftRank(args.temperature)) if lam > 0 else None
     model = FairRankingModule("mf", {"dim": args.dim}, utility_loss=ListNetLoss(), fairness_loss=fair, lam=lam,
-                              schedule="linear" if steps > 0 else "constant", warmup_steps=steps, lr=args.lr,
-                              measures=VAL_MEASURES)
-    trainer = _trainer(args, args.epochs, out, tag)
+                              lr=args.lr, measures=VAL_MEASURES, data_info=dm.info)
+    if init is not None:
+        state = torch.load(init, map_location="cpu", weights_only=False)["state_dict"]
+        model.ranker.load_state_dict({k[len("ranker."):]: v for k, v in state.items() if k.startswith("ranker.")})
+    trainer = _trainer(args, epochs, out, tag)
     t0 = time.time()
     trainer.fit(model, dm)
     seconds = time.time() - t0
@@ -208,33 +215,37 @@ def main(argv: Optional[List[str]] = None) -> int:
     runs: Dict[int, Dict[str, Any]] = {}
     tried: List[Dict[str, Any]] = []
     lam = None
+
+    def say(msg: str) -> None:
+        print(f"[{time.time() - t_start:5.0f}s] {msg}", flush=True)
+    E, F = args.epochs, args.finetune_epochs
     for i, seed in enumerate(args.seeds):
         out = os.path.join(args.out, f"seed{seed}")
-        print(f"[{time.time() - t_start:5.0f}s] seed {seed}: training {names[0]} ({args.epochs} epochs)", flush=True)
-        plain = train_one(args, seed, 0.0, out, "listnet")
+        say(f"seed {seed}: training MF with ListNet ({E} epochs)")
+        base = train_one(args, seed, 0.0, E, out, "base")
+        say(f"seed {seed}: {F} more epochs of ListNet ({names[0]})")
+        plain = train_one(args, seed, 0.0, F, out, "listnet", init=base["ckpt"])
         if i == 0:
             tried.append(plain)
             cands = []
             for cand in args.lams:
-                print(f"[{time.time() - t_start:5.0f}s] seed {seed}: training ListNet + {cand:g}·DIPS "
-                      f"(lambda candidate)", flush=True)
-                cands.append(train_one(args, seed, cand, out, f"dips_lam{cand:g}"))
+                say(f"seed {seed}: {F} epochs of ListNet + {cand:g}·DIPS from the same start (lambda candidate)")
+                cands.append(train_one(args, seed, cand, F, out, f"dips_lam{cand:g}", init=base["ckpt"]))
             tried += cands
             best = choose_lambda(plain, cands, args.max_ndcg_loss)
             lam = best["lam"]
-            print(f"[{time.time() - t_start:5.0f}s] validation: " + "; ".join(
+            say("validation: " + "; ".join(
                 f"λ={c['lam']:g}: NDCG@10 {c['val']['ndcg@10']:.4f}, DIPS gap {c['val']['dips_gap']:+.4f}"
-                for c in tried) + f"  ->  λ = {lam:g}", flush=True)
+                for c in tried) + f"  ->  λ = {lam:g}")
             fair = best
         else:
-            print(f"[{time.time() - t_start:5.0f}s] seed {seed}: training ListNet + {lam:g}·DIPS", flush=True)
-            fair = train_one(args, seed, lam, out, f"dips_lam{lam:g}")
+            say(f"seed {seed}: {F} epochs of ListNet + {lam:g}·DIPS")
+            fair = train_one(args, seed, lam, F, out, f"dips_lam{lam:g}", init=base["ckpt"])
         runs[seed] = {"plain": plain, "fair": fair}
     names[1] = f"ListNet + {lam:g}·DIPS"
     reports = {}
     for seed, r in runs.items():
-        print(f"[{time.time() - t_start:5.0f}s] seed {seed}: torchfair evaluate (exact measures, test lists)",
-              flush=True)
+        say(f"seed {seed}: torchfair evaluate (exact measures, test lists)")
         reports[seed] = evaluate_checkpoints([r["plain"]["ckpt"], r["fair"]["ckpt"]],
                                              os.path.join(args.out, f"seed{seed}", "report"), names=names,
                                              bootstrap=args.bootstrap, seed=seed, measures=DEFAULT_MEASURES)

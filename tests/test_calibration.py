@@ -339,3 +339,32 @@ def test_ordering_argument_average_ties_adjacency():
     avg = matched_pair_calibration(s, y, g, eps=0.0, adjacent=True, ci="none", ordering=Hard(ties="average"))
     assert first.n_pairs.item() == 2 and avg.n_pairs.item() == 2
     torch.testing.assert_close(avg.estimate, torch.tensor(-1.5))
+
+
+def test_adjacent_matched_pairs_equal_a_plain_loop_over_all_pairs():
+    """adjacent=True under the hard order: every pair (i in g, j known and not g) at consecutive positions with
+    s(j) >= s(i), in (query, i, j) order, against a loop over all pairs (ties broken by index, as Hard())."""
+    from torchfair.metrics.calibration import matched_pairs
+    g_ = torch.Generator().manual_seed(0)
+    for t in range(120):
+        B, N = 3, int(torch.randint(1, 15, (), generator=g_))
+        s = torch.randint(0, 5, (B, N), generator=g_).float() if t % 2 else torch.randn(B, N, generator=g_)
+        r = torch.randint(0, 3, (B, N), generator=g_).float()
+        grp = torch.randint(-1, 3, (B, N), generator=g_)
+        m = torch.rand(B, N, generator=g_) < 0.85
+        want = []
+        for b in range(B):
+            real = [k for k in range(N) if m[b, k]]
+            order = sorted(real, key=lambda k: (-float(s[b, k]), k))
+            pos = {k: p for p, k in enumerate(order)}
+            for i in real:
+                for j in real:
+                    if grp[b, i] == 1 and grp[b, j] not in (1, -1) and abs(pos[i] - pos[j]) == 1 \
+                            and s[b, j] >= s[b, i]:
+                        want.append((b, i, j))
+        for kw in ({"quantile": 1.0}, {"eps": 0.5}):
+            p = matched_pairs(s, r, grp, group=1, adjacent=True, mask=m, num_groups=3, **kw)
+            got = list(zip(p.query.tolist(), p.item_g.tolist(), p.item_other.tolist()))
+            exp = [w for w in want if "eps" not in kw or float(s[w[0], w[2]] - s[w[0], w[1]]) <= 0.5]
+            assert got == exp, (t, kw)
+            assert torch.allclose(p.diff, torch.tensor([float(r[q, i] - r[q, j]) for q, i, j in exp]))

@@ -38,7 +38,7 @@ from .. import _linalg
 from .._validation import check_choice, check_group_id, check_number, prepare
 from ..browsing import BrowsingModel, get_browsing
 from ..orderings.base import OrderingLike
-from ..orderings import row_blocks
+from ..orderings import Hard, row_blocks
 from ._common import check_bool, check_ordering, order
 
 __all__ = ["MatchedPairs", "MPCResult", "matched_pairs", "matched_pair_calibration", "mpc_cluster_variance"]
@@ -121,6 +121,30 @@ def _check_options(eps, closest, quantile, adjacent, position_weight):
     check_choice(position_weight, "position_weight", ("top", "swap"))
 
 
+def _adjacent_candidates(s: Tensor, m: Tensor, in_g: Tensor, other: Tensor):
+    """Candidate pairs of adjacent items under the hard order (ties by index), in O(B N log N): consecutive
+    positions (a above b) give ``(i=b, j=a)`` when b is in g and a is not, and ``(i=a, j=b)`` when a is in g, b is
+    not and their scores tie (``s(j) >= s(i)`` either way).  Returned in (query, i, j) order, as the pairwise
+    scan of :func:`matched_pairs` returns them."""
+    B, N = s.shape
+    key = torch.where(m, s, torch.full_like(s, float("-inf")))
+    order = torch.sort(key, dim=-1, descending=True, stable=True).indices
+    a, b = order[:, :-1], order[:, 1:]
+    both = m.gather(-1, a) & m.gather(-1, b)
+    sa, sb = s.gather(-1, a), s.gather(-1, b)
+    ga, gb, oa, ob = in_g.gather(-1, a), in_g.gather(-1, b), other.gather(-1, a), other.gather(-1, b)
+    down = both & gb & oa                      # g item directly below a non-g item
+    tie = both & ga & ob & (sb >= sa)          # g item above a tied non-g item
+    qd, kd = down.nonzero(as_tuple=True)
+    qt, kt = tie.nonzero(as_tuple=True)
+    q = torch.cat([qd, qt])
+    i = torch.cat([b[qd, kd], a[qt, kt]])
+    j = torch.cat([a[qd, kd], b[qt, kt]])
+    srt = torch.argsort((q * N + i) * N + j)
+    q, i, j = q[srt], i[srt], j[srt]
+    return q, i, j, s[q, j] - s[q, i]
+
+
 def matched_pairs(scores: Tensor, relevance: Tensor, groups: Tensor, *, group: int = 1,
                   eps: Optional[float] = None, closest: Optional[int] = None, quantile: Optional[float] = None,
                   adjacent: bool = False, browsing: Union[BrowsingModel, str, None] = None,
@@ -177,7 +201,13 @@ def matched_pairs(scores: Tensor, relevance: Tensor, groups: Tensor, *, group: i
     dev = s.device
 
     qs, ii, jj, gaps = [], [], [], []
-    for start, stop in row_blocks(B, N):
+    if adjacent and (ordering is None or (isinstance(ordering, Hard) and ordering.ties == "first")):
+        q, i, j, gap = _adjacent_candidates(s, m, in_g, other)
+        qs, ii, jj, gaps = [q], [i], [j], [gap]
+        if eps is not None:
+            keep = gap <= eps
+            qs, ii, jj, gaps = [q[keep]], [i[keep]], [j[keep]], [gap[keep]]
+    for start, stop in ([] if qs else row_blocks(B, N)):
         gi = s[:, start:stop, None]
         gap = s[:, None, :] - gi  # s(j) - s(i), rows i are the g candidates
         cand = in_g[:, start:stop, None] & other[:, None, :] & (gap >= 0)
