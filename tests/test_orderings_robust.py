@@ -279,3 +279,32 @@ def test_scores_from_ranking_any_default_dtype(default):
         scores_from_ranking(torch.tensor([0, 1]), dtype=torch.int64)
     with pytest.raises(ValueError, match="ranking"):
         scores_from_ranking(torch.tensor([True, False]))
+
+
+@pytest.mark.parametrize("ties", ["first", "average"])
+def test_hard_sweep_contraction_equals_the_pairwise_contraction(ties):
+    """HardOrderedBatch.contract's sweep (per relevance level, no pairs) against the generic row-block contraction
+    of OrderedBatch (every pair formed), for every `which`, level weights with ties and 'less' entries, browsing
+    models incl. top-k and (strict ties) Cascade, padding, tied scores, and list chunks of one list."""
+    from torchfair.browsing import get_browsing
+    from torchfair.orderings import Hard
+    from torchfair.orderings.base import LevelPairWeight, OrderedBatch
+    g = torch.Generator().manual_seed(0)
+    for trial in range(40):
+        B, N, H = 4, int(torch.randint(1, 12, (), generator=g)), int(torch.randint(1, 4, (), generator=g))
+        s = torch.randint(0, 4, (B, N), generator=g).double() if trial % 2 else torch.randn(B, N, generator=g).double()
+        mask = torch.rand(B, N, generator=g) < 0.8
+        rel = torch.randint(0, 3, (B, N), generator=g).double()
+        right = torch.rand(B, N, H, generator=g).double()
+        ob = Hard(ties)(s, mask)
+        models = [get_browsing("rbp:0.9"), get_browsing("topk:3:rbp:0.8")] + \
+            ([get_browsing("cascade:0.9")] if ties == "first" else [])
+        for which in ("above", "joint", "one"):
+            for pw in (None, LevelPairWeight(rel, 1.0, 0.5), LevelPairWeight(rel, 1.0, 0.0, 0.3)):
+                for br in (models if which == "joint" else [None]):
+                    for be in (None, 1):
+                        fast = ob.contract(right, which=which, pair_weight=pw, browsing=br, relevance=rel,
+                                           block_elements=be)
+                        dense = OrderedBatch.contract(ob, right, which=which, pair_weight=pw, browsing=br,
+                                                      relevance=rel)
+                        assert torch.allclose(fast, dense, atol=1e-12), (trial, which, br, be)

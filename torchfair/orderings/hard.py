@@ -186,7 +186,6 @@ class HardOrderedBatch(OrderedBatch):
         H = right.shape[-1]
         dt = right.dtype
         dev = right.device
-        maskf = self.mask.to(dt)
         if pair_weight is None:
             L = 1
             lvl = torch.zeros(B, N, dtype=torch.long, device=dev)
@@ -195,28 +194,43 @@ class HardOrderedBatch(OrderedBatch):
             rel = pair_weight.relevance
             levels = torch.unique(rel[self.mask]) if bool(self.mask.any()) else rel.new_zeros(1)
             L = int(levels.numel())
-            budget = block_elements if block_elements is not None else PAIR_BLOCK_ELEMENTS
-            if L > _SWEEP_MAX_LEVELS or B * N * H * L > 64 * budget:
+            if L > _SWEEP_MAX_LEVELS:
                 return None
             lvl = torch.searchsorted(levels, rel.contiguous()).clamp(max=L - 1)
             W = pair_weight.level_matrix(levels).to(dt)
+        budget = 64 * (block_elements if block_elements is not None else PAIR_BLOCK_ELEMENTS)
+        rows = max(1, budget // max(1, N * H * L))  # lists per chunk: [rows, N, H, L] stays within the budget
+        ctx = self.pair_context(browsing if which == "joint" else None, relevance) if which != "one" else None
+        if rows >= B:
+            return self._sweep_rows(right, which, lvl, W, L, ctx, 0, B)
+        return torch.cat([self._sweep_rows(right, which, lvl, W, L, ctx, a, min(a + rows, B))
+                          for a in range(0, B, rows)], 0)
+
+    def _sweep_rows(self, right, which, lvl, W, L, ctx, a0: int, a1: int) -> Tensor:
+        """The sweep for the lists ``[a0, a1)``."""
+        right, lvl = right[a0:a1], lvl[a0:a1]
+        mask, order, block = self.mask[a0:a1], self.order[a0:a1], self.block[a0:a1]
+        block_start = self.block_start[a0:a1]
+        B, N = mask.shape
+        H = right.shape[-1]
+        dt = right.dtype
+        maskf = mask.to(dt)
         V = right.unsqueeze(-1) * torch.nn.functional.one_hot(lvl, L).to(dt).unsqueeze(-2)  # [B, N, H, L]
         V = V * maskf[..., None, None]
         if which == "one":
             S = V.sum(1, keepdim=True) - V  # every other real item
         else:
-            ctx = self.pair_context(browsing if which == "joint" else None, relevance)
-            val = ctx.exposure if which == "joint" else None
+            val = ctx.exposure[a0:a1] if which == "joint" else None
             Vv = V if val is None else V * val.to(dt)[..., None, None]
-            idx = self.order[..., None, None].expand(B, N, H, L)
+            idx = order[..., None, None].expand(B, N, H, L)
             Vs = Vv.gather(1, idx)  # in position order
             before = torch.cat([torch.zeros_like(Vs[:, :1]), Vs.cumsum(1)[:, :-1]], 1)  # strictly above position k
-            a = self.block_start.gather(-1, self.block)  # first position of each item's tie block
+            a = block_start.gather(-1, block)  # first position of each item's tie block
             S = before.gather(1, a[..., None, None].expand(B, N, H, L))
             if self.ties == "average":  # tied partners: P(j above i) = 1/2; joint from the context
-                blk = torch.zeros_like(V).scatter_add_(1, self.block[..., None, None].expand(B, N, H, L), V)
-                tied = blk.gather(1, self.block[..., None, None].expand(B, N, H, L)) - V
-                tie_w = ctx.tie_joint.to(dt) if which == "joint" else torch.full_like(maskf, 0.5)
+                blk = torch.zeros_like(V).scatter_add_(1, block[..., None, None].expand(B, N, H, L), V)
+                tied = blk.gather(1, block[..., None, None].expand(B, N, H, L)) - V
+                tie_w = ctx.tie_joint[a0:a1].to(dt) if which == "joint" else torch.full_like(maskf, 0.5)
                 S = S + tied * tie_w[..., None, None]
         out = torch.einsum("bnhl,bnl->bnh", S, W[lvl])
         return out * maskf[..., None]

@@ -203,6 +203,7 @@ def evaluate_checkpoints(ckpts: Sequence[str], out: Optional[str] = None, *, con
         run.meta["measures"] = asked
         asked = asked + [f"exposure_share:browsing={REPORT_BROWSING}"]
         table = evaluate(lists, asked, bootstrap=bootstrap, seed=seed, confidence=confidence, num_groups=G,
+                         batch_size=1024, max_batch_elements=2 ** 21, validate_args=False,
                          group_names=group_names)
         tables[name], lists_of[name] = table, lists
         report["models"][name] = {
