@@ -376,6 +376,7 @@ def run_training(args, data, device, names: List[str], argv: List[str]) -> Dict[
                 shares.append((rd["fairness"] + extra_bwd) / sum(rd.values()))
                 slow.append(sum(rd.values()) / sum(base.values()))
             res[n]["share"] = statistics.median(shares)
+            res[n]["share_range"] = (min(shares), max(shares))
             res[n]["slowdown"] = statistics.median(slow)
     return res
 
@@ -417,7 +418,7 @@ def report(args, argv, data, device, train, val, started, wall, load0, load1) ->
               f"forward + backward beyond the plain step's backward, same round) / step; aim <= {AIM:.0%}.  Peak "
               f"memory: growth of the peak RSS over one step" + (" / of torch.cuda.max_memory_allocated" if cuda
                                                                 else "") + ", MiB.", ""]
-    head = ["config"] + list(PHASES) + ["step", "rounds min-max", "x plain", "fairness share", "aim met", "warm-up", "peak RSS MB"]
+    head = ["config"] + list(PHASES) + ["step", "rounds min-max", "x plain", "fairness share", "share min-max", "aim met", "warm-up", "peak RSS MB"]
     if cuda:
         head.append("peak CUDA MB")
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" + "---:|" * (len(head) - 1)]
@@ -427,6 +428,7 @@ def report(args, argv, data, device, train, val, started, wall, load0, load1) ->
         tots = [sum(rd.values()) for rd in r["rounds"]]
         row += [_fmt_s(r["step"]), f"{_fmt_s(min(tots))} - {_fmt_s(max(tots))}", f"{r['slowdown']:.1f}x" if "slowdown" in r else ("1x" if n == "listnet" else "-"),
                 f"{r['share']:.1%}" if "share" in r else "-",
+                f"{r['share_range'][0]:.0%} - {r['share_range'][1]:.0%}" if "share" in r else "-",
                 ("yes" if r["share"] <= AIM else "**no**") if "share" in r else "-",
                 _fmt_s(r["warmup_s"]), _fmt_mb(r["rss_mb"])]
         if cuda:
@@ -491,7 +493,7 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=1,
                     help="training batches per config per round (the epoch's batches closest to its median length)")
     ap.add_argument("--repeats", type=int, default=3, help="timed rounds after the warm-up round (median reported)")
-    ap.add_argument("--val-batches", type=int, default=2,
+    ap.add_argument("--val-batches", type=int, default=1,
                     help="evaluation batches timed per measure after a warm-up batch (the pass is extrapolated)")
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
@@ -506,6 +508,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true",
                     help="about a minute: batch 8, eval batch 8, 1 step, 2 rounds, 1 validation batch")
     ap.add_argument("--out", default=RESULTS, help="markdown file to write ('' to only print)")
+    ap.add_argument("--append", action="store_true", help="append to --out instead of overwriting it")
     ap.add_argument("--verbose", action="store_true", help="print each round's step times to stderr")
     ap.add_argument("--memory-worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -546,8 +549,8 @@ def main(argv=None) -> int:
     print(text)
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as f:
-            f.write(text)
+        with open(args.out, "a" if args.append else "w") as f:
+            f.write(("\n" if args.append else "") + text)
     return 0
 
 
