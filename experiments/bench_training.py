@@ -434,6 +434,14 @@ def report(args, argv, data, device, train, val, started, wall, load0, load1) ->
         if cuda:
             row.append(_fmt_mb(r["cuda_mb"]))
         lines.append("| " + " | ".join(row) + " |")
+    spread = max((max(t) / min(t) for t in ([sum(rd.values()) for rd in r["rounds"]] for r in train.values())
+                  if min(t) > 0), default=1.0)
+    if spread > 1.5:
+        lines += ["", f"**Unstable timings**: a config's step time varied {spread:.0f}x between rounds.  With more "
+                      f"torch threads than free cores (other processes running: see the load average), the threads "
+                      f"of an op wait for each other at every barrier and single ops become 10-100x slower; the "
+                      f"medians above then measure the machine's load more than the code.  Rerun on an idle machine "
+                      f"or with `--threads 1`."]
     if any(r.get("rss_method") == "ru_maxrss" for r in train.values()):
         lines += ["", "Peak RSS: growth of ru_maxrss in a fresh process per config (the peak RSS could not be reset "
                       "here): a lower bound."]
