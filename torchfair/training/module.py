@@ -167,7 +167,19 @@ class FairRankingModule(pl.LightningModule):
             "format": 1, "data_info": self.hparams.get("data_info"), "measures": self.measures,
             "utility_loss": describe_loss(self.utility_loss), "fairness_loss": describe_loss(self.fairness_loss),
             "lam": float(self.hparams.get("lam", 0.0)), "ranker": describe_loss(self.ranker),
+            # the global torch RNG (Plackett-Luce samples...), which Lightning does not checkpoint: restored when a
+            # fit resumes from this file, so that it draws what the uninterrupted run would have drawn
+            "rng": {"torch": torch.get_rng_state(),
+                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
         }
+
+    def on_load_checkpoint(self, checkpoint: Dict[str, Any]) -> None:
+        rng = (checkpoint.get("torchfair") or {}).get("rng")
+        if rng is None or self._trainer is None or self.trainer.state.fn != "fit":
+            return  # only a resumed fit continues the random stream; load_from_checkpoint leaves it alone
+        torch.set_rng_state(rng["torch"].cpu())
+        if rng["cuda"] and torch.cuda.is_available() and len(rng["cuda"]) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all([s.cpu() for s in rng["cuda"]])
 
     # ------------------------------------------------------------------ steps
     def forward(self, batch: Mapping[str, Tensor]) -> Tensor:

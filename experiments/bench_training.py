@@ -1,0 +1,566 @@
+"""Cost of a training step and of validation for the configs/ml100k_*.yaml models, and which part dominates.
+
+Training: the five configs built in Python as their YAML files build them (biased MF, dim 32, Adam lr 0.01,
+``utility + 0.3 * fairness``, two popularity groups): ListNet alone; + ``DIPSLoss(SoftRank(0.1))``;
++ ``ExposureMisallocationLoss(target="ee")``; + ``PairwiseAccuracyGapLoss(which="inter")``;
++ ``DIPSLoss(PlackettLuce(samples=16))``.  Data: MovieLens-100K through ``MovieLensDataModule`` (943 training
+lists per epoch, each the user's training ratings plus 100 negatives, batches of 64; falls back to the synthetic
+stand-in, with a note, when ML-100K is not available).  A step is split into: data (collate the batch's lists and
+move them to the device), ranker forward, utility-loss forward, fairness-loss forward, backward, optimiser step.
+
+* Batches: the ``--steps`` batches of epoch 0 whose padded list length N is closest to the epoch's median, the
+  same for every config.
+* Interleaved: every round runs every config (order rotated each round) on those batches; a first round is a
+  warm-up and is excluded (the first call of the pair-block code touches its buffers for the first time and is
+  several times slower; its time is reported separately); the tables give the median over ``--repeats`` rounds.
+* Fairness share of a step = (fairness forward + the backward time beyond the plain ListNet step's backward in
+  the same round) / the whole step, median over rounds; the aim is <= 25 %.
+
+Validation: the exact measures of ``FairRankingModule`` (``DEFAULT_MEASURES``: ndcg@10, dips, dips with tie
+weight 0, exposure_misallocation, pairwise_accuracy) through the module's own ``FairnessMetric`` objects, updated
+on the data module's full-catalogue test lists (eval batches of 64, each list every item the user has not rated in
+training or validation: ~1670 items).  After a warm-up batch, ``--val-batches`` batches are timed per measure
+(measures interleaved, order rotated per batch) and the full pass is their mean per batch times the number of
+batches.
+
+Memory: growth of the peak resident set (RSS) over one training step (the warm-up one, per config) and over one
+validation batch (= a pass: the metric states are a few numbers), measured in this process: free heap memory is
+returned to the system first (glibc ``malloc_trim``) and the peak is reset (Linux ``/proc/self/clear_refs``),
+so the growth is what the step holds at its peak.  Where the peak cannot be reset, each config runs once in a
+fresh subprocess and ``ru_maxrss`` growth is reported (a lower bound).  On CUDA also
+``torch.cuda.max_memory_allocated`` growth.
+
+Usage::
+
+    python experiments/bench_training.py                  # ~10 min on 2 cores; writes experiments/results/bench_training.md
+    python experiments/bench_training.py --quick          # ~1 min: B = 8, 1 step, 2 rounds, 1 validation batch
+    python experiments/bench_training.py --device cuda --threads 4 --out results.md
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import functools
+import gc
+import json
+import os
+import platform
+import resource
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import torch  # noqa: E402
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "bench_training.md")
+CONFIGS = ("listnet", "dips", "misallocation", "pairwise_gap", "pl_dips")
+LABELS = {"listnet": "ListNet (plain)", "dips": "+ DIPS (SoftRank 0.1)",
+          "misallocation": "+ exposure misallocation (EE)", "pairwise_gap": "+ pairwise accuracy gap (inter)",
+          "pl_dips": "+ DIPS (Plackett-Luce, 16 samples)"}
+PHASES = ("data", "forward", "utility", "fairness", "backward", "optimizer")
+LAM = 0.3
+AIM = 0.25
+
+
+# ------------------------------------------------------------------------------------------------ models and data
+def build_fairness(name: str, num_groups: int):
+    """The fairness loss of configs/ml100k_<name>.yaml (``None`` for the plain ListNet config)."""
+    from torchfair.losses import DIPSLoss, ExposureMisallocationLoss, PairwiseAccuracyGapLoss
+    from torchfair.orderings import PlackettLuce, SoftRank
+    if name == "listnet":
+        return None
+    if name == "dips":
+        return DIPSLoss(num_groups=num_groups, ordering=SoftRank(temperature=0.1))
+    if name == "misallocation":
+        return ExposureMisallocationLoss(num_groups=num_groups, target="ee")
+    if name == "pairwise_gap":
+        return PairwiseAccuracyGapLoss(num_groups=num_groups, which="inter")
+    if name == "pl_dips":
+        return DIPSLoss(num_groups=num_groups, ordering=PlackettLuce(samples=16))
+    raise ValueError(f"`config` must be one of {', '.join(CONFIGS)}; got {name!r}")
+
+
+def build_model(name: str, info: Dict[str, Any], device: torch.device):
+    """``FairRankingModule`` of a config (MF dim 32, ListNet, lam 0.3, Adam lr 0.01) and its optimiser."""
+    from torchfair.losses import ListNetLoss
+    from torchfair.training import FairRankingModule
+    torch.manual_seed(0)
+    fair = build_fairness(name, int(info["num_groups"]))
+    model = FairRankingModule("mf", {"dim": 32}, utility_loss=ListNetLoss(), fairness_loss=fair,
+                              lam=LAM if fair is not None else 0.0, lr=0.01, data_info=dict(info)).to(device)
+    return model, model.configure_optimizers()
+
+
+def load_data(args) -> Dict[str, Any]:
+    """The data module (ML-100K, else the synthetic stand-in), the collate function and the timed batches."""
+    from torch.utils.data import BatchSampler
+
+    from torchfair.data.recsys import collate_lists
+    from torchfair.training import MovieLensDataModule
+    note = ""
+    try:
+        dm = MovieLensDataModule(args.variant, num_negatives=args.negatives, batch_size=args.batch_size,
+                                 eval_batch_size=args.eval_batch_size, download=args.download)
+        dm.setup("fit")
+    except Exception as e:  # noqa: BLE001 - any loading problem: fall back, say so
+        if args.variant == "synthetic":
+            raise
+        note = (f"**{args.variant} was not available** ({type(e).__name__}: {e}); these figures are on the "
+                f"SYNTHETIC stand-in (60 users, 80 items, n_test=3, n_val=2, 20 negatives) and do not describe "
+                f"MovieLens-100K.")
+        dm = MovieLensDataModule("synthetic", n_test=3, n_val=2, num_negatives=min(args.negatives, 20),
+                                 batch_size=args.batch_size, eval_batch_size=args.eval_batch_size)
+        dm.setup("fit")
+    collate = functools.partial(collate_lists, item_groups=dm.item_groups, features=dm.features)
+    ds = dm.train_dataset
+    index_batches = [list(b) for b in BatchSampler(dm.train_dataloader().sampler, dm.batch_size, drop_last=False)]
+    lengths = [int(collate([ds[i] for i in b])["items"].shape[1]) for b in index_batches]
+    med = statistics.median(lengths)
+    order = sorted(range(len(lengths)), key=lambda k: (abs(lengths[k] - med), k))
+    chosen = sorted(order[:max(1, min(args.steps, len(lengths)))])
+    return {"dm": dm, "collate": collate, "note": note, "batches": [index_batches[k] for k in chosen],
+            "lengths": lengths, "chosen_lengths": [lengths[k] for k in chosen]}
+
+
+def _to(batch: Dict[str, torch.Tensor], device: torch.device) -> Dict[str, torch.Tensor]:
+    return {k: v.to(device, non_blocking=False) for k, v in batch.items()}
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def train_step(model, opt, indices, data, device) -> Dict[str, float]:
+    """One optimiser step as ``FairRankingModule.training_step`` takes it, timed phase by phase (seconds)."""
+    t = [time.perf_counter()]
+    batch = _to(data["collate"]([data["dm"].train_dataset[i] for i in indices]), device)
+    _sync(device)
+    t.append(time.perf_counter())
+    scores = model(batch)
+    _sync(device)
+    t.append(time.perf_counter())
+    rel, groups, mask = batch["relevance"], batch["groups"], batch["mask"]
+    loss = model.utility_loss(scores, rel, groups, mask)
+    _sync(device)
+    t.append(time.perf_counter())
+    if model.fairness_loss is not None:
+        loss = loss + model.objective.current_lambda * model.fairness_loss(scores, rel, groups, mask)
+    _sync(device)
+    t.append(time.perf_counter())
+    loss.backward()
+    _sync(device)
+    t.append(time.perf_counter())
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    _sync(device)
+    t.append(time.perf_counter())
+    return {p: t[k + 1] - t[k] for k, p in enumerate(PHASES)}
+
+
+# ------------------------------------------------------------------------------------------------ memory
+_LIBC = None
+
+
+def _trim() -> None:
+    """Collect garbage and hand free heap memory back to the system (glibc), so the RSS is what is alive."""
+    global _LIBC
+    gc.collect()
+    if _LIBC is None:
+        try:
+            _LIBC = ctypes.CDLL("libc.so.6")
+            _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            _LIBC = False
+    if _LIBC:
+        _LIBC.malloc_trim(0)
+
+
+def _status_kib(key: str) -> Optional[int]:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets VmHWM to the current RSS (Linux >= 4.0)
+    except OSError:
+        return False
+    return _status_kib("VmHWM") is not None
+
+
+class PeakMemory:
+    """Growth of the peak RSS (MiB) and, on CUDA, of ``max_memory_allocated`` (MiB) over a ``with`` block."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.rss_mb, self.cuda_mb = device, None, None
+
+    def __enter__(self):
+        _trim()
+        self.ok = _reset_peak()
+        self.rss0 = _status_kib("VmRSS") if self.ok else None
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.cuda0 = torch.cuda.memory_allocated(self.device)
+        return self
+
+    def __exit__(self, *exc):
+        if self.ok:
+            self.rss_mb = max(0, _status_kib("VmHWM") - self.rss0) / 1024
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self.cuda_mb = (torch.cuda.max_memory_allocated(self.device) - self.cuda0) / 2 ** 20
+        return False
+
+
+def _maxrss_mb() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return (r if sys.platform == "darwin" else r * 1024) / 2 ** 20
+
+
+def memory_worker(args) -> None:
+    """(fallback) In a fresh process: ``ru_maxrss`` growth over one training step of a config, or one
+    validation batch; prints json."""
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    data = load_data(args)
+    target = args.memory_worker
+    model, opt = build_model("listnet" if target == "validation" else target, data["dm"].info, device)
+    before = _maxrss_mb()
+    if target == "validation":
+        validation_batch(model, next(iter(data["dm"].test_dataloader())), device, list(model.val_metrics))
+    else:
+        train_step(model, opt, data["batches"][0], data, device)
+    print(json.dumps({"rss_mb": _maxrss_mb() - before}))
+
+
+def _memory_in_subprocess(args, target: str, argv: List[str]) -> Optional[float]:
+    cmd = [sys.executable, os.path.abspath(__file__), *argv, "--memory-worker", target]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        print(f"memory worker {target} failed:\n{out.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return float(json.loads(out.stdout.strip().splitlines()[-1])["rss_mb"])
+
+
+# ------------------------------------------------------------------------------------------------ validation
+def validation_batch(model, batch, device, order: List[str]) -> Dict[str, float]:
+    """Forward, utility loss and every measure's ``FairnessMetric.update`` on one evaluation batch (seconds)."""
+    out = {}
+    t0 = time.perf_counter()
+    batch = _to(batch, device)
+    _sync(device)
+    t1 = time.perf_counter()
+    out["data"] = t1 - t0
+    with torch.no_grad():
+        scores = model(batch)
+        _sync(device)
+        t2 = time.perf_counter()
+        out["forward"] = t2 - t1
+        rel, groups, mask = batch["relevance"], batch["groups"], batch["mask"]
+        model.utility_loss(scores, rel, groups, mask)
+        _sync(device)
+        t3 = time.perf_counter()
+        out["utility loss"] = t3 - t2
+        for key in order:
+            t = time.perf_counter()
+            model.val_metrics[key].update(scores, rel, groups, mask)
+            _sync(device)
+            out[key] = time.perf_counter() - t
+    return out
+
+
+def run_validation(args, data, device) -> Dict[str, Any]:
+    dm = data["dm"]
+    model, _ = build_model("listnet", dm.info, device)
+    model.eval()
+    keys = list(model.val_metrics)
+    requests = dict(zip(keys, model.measures))
+    loader = dm.test_dataloader()
+    n_batches = len(loader)
+    it = iter(loader)
+    res: Dict[str, Any] = {"n_batches": n_batches, "requests": requests, "keys": keys}
+    with PeakMemory(device) as mem:
+        t = time.perf_counter()
+        first = next(it)
+        collate_first = time.perf_counter() - t
+        warm = validation_batch(model, first, device, keys)
+    warm["data"] += collate_first
+    res["warmup"] = warm
+    res["rss_mb"], res["cuda_mb"] = mem.rss_mb, mem.cuda_mb
+    res["N"] = int(first["items"].shape[1])
+    del first
+    per_batch: List[Dict[str, float]] = []
+    for b in range(min(args.val_batches, n_batches - 1)):
+        t = time.perf_counter()
+        batch = next(it)
+        collate_s = time.perf_counter() - t
+        r = b % len(keys)
+        times = validation_batch(model, batch, device, keys[r:] + keys[:r])
+        times["data"] += collate_s
+        per_batch.append(times)
+    if not per_batch:  # a single batch: report the warm-up one
+        per_batch = [warm]
+    for key in keys:
+        t = time.perf_counter()
+        model.val_metrics[key].compute()
+        per_batch[-1][key] += (time.perf_counter() - t)  # compute() once per pass: counted once
+        model.val_metrics[key].reset()
+    parts = ["data", "forward", "utility loss"] + keys
+    res["timed_batches"] = len(per_batch)
+    res["per_batch"] = {p: statistics.mean(b[p] for b in per_batch) for p in parts}
+    res["per_pass"] = {p: v * n_batches for p, v in res["per_batch"].items()}
+    res["parts"] = parts
+    return res
+
+
+# ------------------------------------------------------------------------------------------------ training
+def run_training(args, data, device, names: List[str], argv: List[str]) -> Dict[str, Any]:
+    dm = data["dm"]
+    runs = {n: build_model(n, dm.info, device) for n in names}
+    for model, _ in runs.values():
+        model.train()
+    res: Dict[str, Any] = {n: {"rounds": [], "warmup_s": 0.0, "rss_mb": None, "cuda_mb": None} for n in names}
+    use_proc = _reset_peak()
+
+    def one_round(r: int, warm: bool) -> None:
+        order = names[r % len(names):] + names[:r % len(names)]
+        for n in order:
+            model, opt = runs[n]
+            steps = []
+            if warm:
+                with PeakMemory(device) as mem:
+                    t = time.perf_counter()
+                    for idx in data["batches"]:
+                        steps.append(train_step(model, opt, idx, data, device))
+                    res[n]["warmup_s"] = (time.perf_counter() - t) / len(data["batches"])
+                res[n]["rss_mb"], res[n]["cuda_mb"] = mem.rss_mb, mem.cuda_mb
+                continue
+            for idx in data["batches"]:
+                steps.append(train_step(model, opt, idx, data, device))
+            res[n]["rounds"].append({p: statistics.mean(s[p] for s in steps) for p in PHASES})
+            if args.verbose:
+                tot = sum(res[n]["rounds"][-1].values())
+                print(f"  round {r}: {n}: {tot:.3f} s/step", file=sys.stderr, flush=True)
+
+    one_round(0, warm=True)
+    for r in range(args.repeats):
+        one_round(r + 1, warm=False)
+    if not use_proc:  # no resettable peak: one fresh process per config (ru_maxrss growth, a lower bound)
+        for n in names:
+            res[n]["rss_mb"] = _memory_in_subprocess(args, n, argv)
+            res[n]["rss_method"] = "ru_maxrss"
+    plain = "listnet" if "listnet" in names else None
+    for n in names:
+        rounds = res[n]["rounds"]
+        res[n]["median"] = {p: statistics.median(rd[p] for rd in rounds) for p in PHASES}
+        res[n]["step"] = statistics.median(sum(rd.values()) for rd in rounds)
+        if plain is not None and n != plain:
+            shares, slow = [], []
+            for rd, base in zip(rounds, res[plain]["rounds"]):
+                extra_bwd = max(0.0, rd["backward"] - base["backward"])
+                shares.append((rd["fairness"] + extra_bwd) / sum(rd.values()))
+                slow.append(sum(rd.values()) / sum(base.values()))
+            res[n]["share"] = statistics.median(shares)
+            res[n]["share_range"] = (min(shares), max(shares))
+            res[n]["slowdown"] = statistics.median(slow)
+    return res
+
+
+# ------------------------------------------------------------------------------------------------ report
+def _fmt_s(x: float) -> str:
+    """Seconds with 3 significant digits, in ms below 1 s."""
+    return f"{x * 1000:.3g} ms" if x < 1 else f"{x:.3g} s"
+
+
+def _fmt_mb(x: Optional[float]) -> str:
+    return "n/a" if x is None else f"{x:.0f}"
+
+
+def report(args, argv, data, device, train, val, started, wall, load0, load1) -> str:
+    dm = data["dm"]
+    info = dm.info
+    cuda = device.type == "cuda"
+    lines = ["# Training-step and validation cost of the ml100k configs", ""]
+    cmd = "python experiments/bench_training.py" + ("" if not argv else " " + shlex.join(argv))
+    dev = torch.cuda.get_device_name(device) if cuda else (platform.processor() or platform.machine())
+    lines += [f"Command: `{cmd}`  ", f"Date: {started:%Y-%m-%d %H:%M} UTC; wall time {wall / 60:.1f} min  ",
+              f"Machine: {os.cpu_count()} CPUs ({platform.machine()}), device `{device}` ({dev}), torch "
+              f"{torch.__version__}, {torch.get_num_threads()} torch threads; load average "
+              f"{load0:.2f} before / {load1:.2f} after (> threads: other processes shared the cores)  ",
+              f"Data: {info['variant']} ({info['num_users']} users, {info['num_items']} items, "
+              f"{info['num_groups']} popularity groups), batch {dm.batch_size}, {dm.num_negatives} negatives per list"]
+    if data["note"]:
+        lines += ["", data["note"]]
+    if args.quick:
+        lines += ["", "**Quick mode** (smaller batches, fewer rounds): not the configs' settings; for a smoke run."]
+    ls = data["lengths"]
+    lines += ["", "## Training step", "",
+              f"Median over {args.repeats} interleaved rounds (configs rotated each round) of the mean over "
+              f"{len(data['batches'])} batch(es) of epoch 0 with padded length N = "
+              f"{', '.join(map(str, data['chosen_lengths']))} (the epoch's N: min {min(ls)}, median "
+              f"{statistics.median(ls):g}, max {max(ls)}; {len(ls)} batches per epoch), time per step.  A first, "
+              f"warm-up round is excluded (its time per step is the 'warm-up' column).  Fairness share = (fairness "
+              f"forward + backward beyond the plain step's backward, same round) / step; aim <= {AIM:.0%}.  Peak "
+              f"memory: growth of the peak RSS over one step" + (" / of torch.cuda.max_memory_allocated" if cuda
+                                                                else "") + ", MiB.", ""]
+    head = ["config"] + list(PHASES) + ["step", "rounds min-max", "x plain", "fairness share", "share min-max", "aim met", "warm-up", "peak RSS MB"]
+    if cuda:
+        head.append("peak CUDA MB")
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" + "---:|" * (len(head) - 1)]
+    for n, r in train.items():
+        m = r["median"]
+        row = [LABELS[n]] + [_fmt_s(m[p]) if (p != "fairness" or n != "listnet") else "-" for p in PHASES]
+        tots = [sum(rd.values()) for rd in r["rounds"]]
+        row += [_fmt_s(r["step"]), f"{_fmt_s(min(tots))} - {_fmt_s(max(tots))}", f"{r['slowdown']:.1f}x" if "slowdown" in r else ("1x" if n == "listnet" else "-"),
+                f"{r['share']:.1%}" if "share" in r else "-",
+                f"{r['share_range'][0]:.0%} - {r['share_range'][1]:.0%}" if "share" in r else "-",
+                ("yes" if r["share"] <= AIM else "**no**") if "share" in r else "-",
+                _fmt_s(r["warmup_s"]), _fmt_mb(r["rss_mb"])]
+        if cuda:
+            row.append(_fmt_mb(r["cuda_mb"]))
+        lines.append("| " + " | ".join(row) + " |")
+    spread = max((max(t) / min(t) for t in ([sum(rd.values()) for rd in r["rounds"]] for r in train.values())
+                  if min(t) > 0), default=1.0)
+    if spread > 1.5:
+        lines += ["", f"**Unstable timings**: a config's step time varied {spread:.0f}x between rounds.  With more "
+                      f"torch threads than free cores (other processes running: see the load average), the threads "
+                      f"of an op wait for each other at every barrier and single ops become 10-100x slower; the "
+                      f"medians above then measure the machine's load more than the code.  Rerun on an idle machine "
+                      f"or with `--threads 1`."]
+    if any(r.get("rss_method") == "ru_maxrss" for r in train.values()):
+        lines += ["", "Peak RSS: growth of ru_maxrss in a fresh process per config (the peak RSS could not be reset "
+                      "here): a lower bound."]
+    # which part dominates
+    fair = {n: r for n, r in train.items() if "share" in r}
+    lines += [""]
+    if fair:
+        worst = max(fair, key=lambda n: fair[n]["share"])
+        best = min(fair, key=lambda n: fair[n]["share"])
+        dom = []
+        for n, r in train.items():
+            m = r["median"]
+            top = max(PHASES, key=lambda p: m[p])
+            dom.append(f"{LABELS[n]}: {top} ({m[top] / r['step']:.0%})")
+        met = [LABELS[n] for n in fair if fair[n]["share"] <= AIM]
+        lines += [f"**Which part dominates.** Largest phase per config: {'; '.join(dom)}.  The fairness part takes "
+                  f"{fair[best]['share']:.0%} ({LABELS[best]}) to {fair[worst]['share']:.0%} ({LABELS[worst]}) of "
+                  f"a step; the {AIM:.0%} aim is met by "
+                  f"{', '.join(met) if met else 'none of the fairness configs'}."]
+    # validation
+    v = val
+    keys, parts = v["keys"], v["parts"]
+    total = sum(v["per_pass"].values())
+    lines += ["", "## Validation (full-catalogue test lists)", "",
+              f"{dm.info['split_sizes']['test_lists']} test lists of N = {v['N']} items (every item the user has not "
+              f"rated in training or validation), {v['n_batches']} batches of {dm.eval_batch_size}; "
+              f"`FairnessMetric.update` of each measure of `FairRankingModule.DEFAULT_MEASURES` (and `compute` once), "
+              f"timed on {v['timed_batches']} batch(es) after a warm-up batch, measures interleaved; a pass = mean "
+              f"per batch x {v['n_batches']}.  Peak memory over one batch (= a pass: the metric states are a few "
+              f"numbers): {_fmt_mb(v['rss_mb'])} MiB RSS growth"
+              + (f", {_fmt_mb(v['cuda_mb'])} MiB CUDA" if cuda else "") + ".", "",
+              "| part | per batch | per pass | share of the pass | warm-up batch |",
+              "|---|---:|---:|---:|---:|"]
+    for p in parts:
+        name = v["requests"].get(p, p)
+        lines.append(f"| {name} | {_fmt_s(v['per_batch'][p])} | {_fmt_s(v['per_pass'][p])} | "
+                     f"{v['per_pass'][p] / total:.1%} | {_fmt_s(v['warmup'][p])} |")
+    lines.append(f"| **total** | {_fmt_s(total / v['n_batches'])} | {_fmt_s(total)} | 100% | "
+                 f"{_fmt_s(sum(v['warmup'].values()))} |")
+    topv = max(parts, key=lambda p: v["per_pass"][p])
+    lines += ["", f"**Which part dominates.** {v['requests'].get(topv, topv)}: {v['per_pass'][topv] / total:.0%} of "
+                  f"a validation pass ({_fmt_s(v['per_pass'][topv])} of {_fmt_s(total)}).  The first "
+                  f"batch of a process (warm-up) took {_fmt_s(sum(v['warmup'].values()))}, "
+                  f"{sum(v['warmup'].values()) / (total / v['n_batches']):.0f}x a later batch."]
+    if "listnet" in train:
+        lines += [f"One validation pass costs as much as {total / train['listnet']['step']:.0f} plain training steps "
+                  f"({len(data['lengths'])} steps per epoch)."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        description="Time per training step (data, forward, utility loss, fairness loss, backward, optimiser) of "
+                    "the configs/ml100k_*.yaml models on MovieLens-100K, the fairness loss's share of a step, the "
+                    "validation time of the exact measures on the full-catalogue test lists, and peak memory.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--steps", type=int, default=1,
+                    help="training batches per config per round (the epoch's batches closest to its median length)")
+    ap.add_argument("--repeats", type=int, default=3, help="timed rounds after the warm-up round (median reported)")
+    ap.add_argument("--val-batches", type=int, default=1,
+                    help="evaluation batches timed per measure after a warm-up batch (the pass is extrapolated)")
+    ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                    help="torch device (cuda when available, else cpu)")
+    ap.add_argument("--configs", default=",".join(CONFIGS),
+                    help="comma-separated configs to run (listnet is needed for the fairness share)")
+    ap.add_argument("--variant", default="ml-100k", help="MovieLens variant ('synthetic': the offline stand-in)")
+    ap.add_argument("--download", action="store_true", help="allow downloading the variant when not cached")
+    ap.add_argument("--batch-size", type=int, default=64, help="training lists per batch (the configs' 64)")
+    ap.add_argument("--eval-batch-size", type=int, default=64, help="evaluation lists per batch (the configs' 64)")
+    ap.add_argument("--negatives", type=int, default=100, help="negatives per training list (the configs' 100)")
+    ap.add_argument("--quick", action="store_true",
+                    help="about a minute: batch 8, eval batch 8, 1 step, 2 rounds, 1 validation batch")
+    ap.add_argument("--out", default=RESULTS, help="markdown file to write ('' to only print)")
+    ap.add_argument("--append", action="store_true", help="append to --out instead of overwriting it")
+    ap.add_argument("--verbose", action="store_true", help="print each round's step times to stderr")
+    ap.add_argument("--memory-worker", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if args.quick:
+        args.batch_size, args.eval_batch_size, args.steps, args.repeats, args.val_batches = 8, 8, 1, 2, 1
+    for name in ("steps", "repeats", "threads", "batch_size", "eval_batch_size"):
+        if getattr(args, name) < 1:
+            ap.error(f"`--{name.replace('_', '-')}` must be >= 1; got {getattr(args, name)}")
+    if args.val_batches < 0 or args.negatives < 0:
+        ap.error("`--val-batches` and `--negatives` must be >= 0")
+    names = [c.strip() for c in args.configs.split(",") if c.strip()]
+    bad = [c for c in names if c not in CONFIGS]
+    if bad or not names:
+        ap.error(f"`--configs` must name some of {', '.join(CONFIGS)}; got {args.configs!r}")
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        ap.error("`--device cuda`: CUDA is not available")
+    if args.memory_worker is not None:
+        memory_worker(args)
+        return 0
+    torch.set_num_threads(args.threads)
+    started = datetime.datetime.now(datetime.timezone.utc)
+    load0 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    t0 = time.perf_counter()
+    data = load_data(args)
+    names = [c for c in CONFIGS if c in names]
+    print(f"data: {data['dm'].info['variant']}; timed batch lengths {data['chosen_lengths']}; training ...",
+          file=sys.stderr, flush=True)
+    train = run_training(args, data, device, names, [a for a in argv if a != "--memory-worker"])
+    print("validation ...", file=sys.stderr, flush=True)
+    val = run_validation(args, data, device)
+    if not _reset_peak():
+        val["rss_mb"] = _memory_in_subprocess(args, "validation", argv)
+    wall = time.perf_counter() - t0
+    load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    text = report(args, argv, data, device, train, val, started, wall, load0, load1)
+    print(text)
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "a" if args.append else "w") as f:
+            f.write(("\n" if args.append else "") + text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
