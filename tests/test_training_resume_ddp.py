@@ -211,6 +211,14 @@ _DDP_SCRIPT = textwrap.dedent('''
             loader = DataLoader(Subset(dm.val_dataset, range(int(n))), batch_size=8, collate_fn=collate)
             (metrics,) = trainer.validate(model, dataloaders=loader, verbose=False)
             res[n] = {"metrics": metrics, "users": count.users}
+        class Odd(MovieLensDataModule):  # the data module's own loader, on 59 lists (uneven over 2 processes)
+            def val_dataloader(self):
+                return self._eval_loader(Subset(self.val_dataset, range(59)))
+
+        odd = Odd("synthetic", n_test=3, n_val=2, num_negatives=5, batch_size=16, eval_batch_size=8)
+        count.users = []
+        (metrics,) = trainer.validate(model, datamodule=odd, verbose=False)
+        res["datamodule59"] = {"metrics": metrics, "users": count.users}
         with open(f"{out}.rank{trainer.global_rank}.json", "w") as f:
             json.dump({"world_size": trainer.world_size, "results": res}, f)
 
@@ -274,11 +282,15 @@ def test_ddp_validation_gives_the_one_process_measures(tmp_path):
     assert _close(ddp[str(n - 1)]["metrics"], padded), (ddp[str(n - 1)]["metrics"], padded)
     assert not _close(ddp[str(n - 1)]["metrics"], single)  # the duplicate changes the corpus means
 
+    # the data module's own evaluation loader shards without repeats: 59 lists, each once, the one-process measures
+    users = ranks[0]["results"]["datamodule59"]["users"] + ranks[1]["results"]["datamodule59"]["users"]
+    assert sorted(users) == sorted(int(dm.val_dataset.users[i]) for i in range(n - 1))
+    got = ddp["datamodule59"]["metrics"]
+    assert set(got) == set(single)
+    bad = {k: (got[k], single[k]) for k in got if not _close({k: got[k]}, {k: single[k]})}
+    assert not bad, bad
 
-@pytest.mark.xfail(strict=True, reason="FairnessMetric cannot be pickled or deep-copied: MeasureSpec._params is "
-                                       "inspect.signature(fn).parameters, a mappingproxy "
-                                       "(torchfair/evaluation/registry.py, MeasureSpec.__post_init__); "
-                                       "so ddp_spawn cannot send a FairRankingModule to its workers")
+
 def test_the_module_can_be_pickled_for_ddp_spawn():
     import pickle
     model = FairRankingModule("mf", {"dim": 4}, data_info={"num_users": 3, "num_items": 5, "num_groups": 2})

@@ -252,7 +252,7 @@ class MeasureSpec:
             params = inspect.signature(self.fn).parameters
         except (TypeError, ValueError):  # pragma: no cover - builtins
             params = {}
-        self._params = params
+        self._params = dict(params)  # a plain dict (not a mappingproxy): specs, metrics and modules pickle (ddp_spawn)
         self._var_kw = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
         if not self.description:
             doc = inspect.getdoc(self.fn) or ""

@@ -146,7 +146,10 @@ class FairRankingModule(pl.LightningModule):
         self.test_metrics = self._metrics(G)
 
     def _metrics(self, num_groups: Optional[int]) -> nn.ModuleDict:
-        out = nn.ModuleDict()
+        from torchmetrics.aggregation import MeanMetric
+
+        # the utility loss too is a sum / count state, so its mean over lists is exact under DDP (uneven shards)
+        out = nn.ModuleDict({"utility_loss": MeanMetric()})
         for m in self.measures:
             req = parse_request(m)
             out[_metric_key(req.label)] = FairnessMetric(req, num_groups=num_groups)
@@ -214,15 +217,19 @@ class FairRankingModule(pl.LightningModule):
     def _eval_step(self, batch: Mapping[str, Tensor], metrics: nn.ModuleDict, prefix: str) -> None:
         scores = self(batch)
         rel, groups, mask = batch["relevance"], batch["groups"], batch["mask"]
-        for metric in metrics.values():
-            metric.update(scores, rel, groups, mask)
-        u = self.utility_loss(scores, rel, groups, mask)
-        self.log(f"{prefix}/utility_loss", u, batch_size=scores.shape[0], sync_dist=True)
+        for key, metric in metrics.items():
+            if key == "utility_loss":  # batch mean weighted by its lists: the mean over lists, whatever the batching
+                u = self.utility_loss(scores, rel, groups, mask).detach().float()
+                metric.update(u, weight=float(scores.shape[0]))
+            else:
+                metric.update(scores, rel, groups, mask)
 
     def _eval_end(self, metrics: nn.ModuleDict, prefix: str) -> None:
         out: Dict[str, Tensor] = {}
-        for metric in metrics.values():
-            out.update({f"{prefix}/{k}": v.float() for k, v in metric.compute().items()})
+        for key, metric in metrics.items():
+            value = metric.compute()
+            out.update({f"{prefix}/{k}": v.float() for k, v in value.items()} if isinstance(value, dict)
+                       else {f"{prefix}/{key}": value.float()})
             metric.reset()
         self.log_dict(out, prog_bar=False)
         main = [k for k in out if k.startswith(f"{prefix}/ndcg")]
