@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--variant", default="ml-100k", help="MovieLens variant (see torchfair.data.load_movielens)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds (data split too)")
-    p.add_argument("--lams", type=float, nargs="+", default=[0.03, 0.1, 0.3],
+    p.add_argument("--lams", type=float, nargs="+", default=[0.03, 0.1, 0.3, 1.0, 3.0],
                    help="candidate weights of the DIPS loss, chosen by validation on the first seed")
     p.add_argument("--max-ndcg-loss", type=float, default=0.02,
                    help="largest relative loss of validation NDCG@10 a lambda may cost to be chosen")
@@ -70,6 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--num-negatives", type=int, default=100, help="unrated items per training list")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates of the test report")
     p.add_argument("--accelerator", default="auto", help="Lightning accelerator: auto, cpu, gpu")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch intra-op threads on the CPU (on the 2-core machines this was measured on, 2 threads "
+                        "made each small op 3-15x slower than 1: OpenMP wake-ups dominate batches of this size)")
     p.add_argument("--out", default="runs/demo", help="output directory")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
@@ -209,6 +212,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     from torchfair.training.module import DEFAULT_MEASURES
     from torchfair.training.report import evaluate_checkpoints, markdown_table
 
+    import torch
+
+    torch.set_num_threads(args.threads)
     t_start = time.time()
     os.makedirs(args.out, exist_ok=True)
     names = ["ListNet", "ListNet + λ·DIPS"]
