@@ -30,6 +30,11 @@ so the growth is what the step holds at its peak.  Where the peak cannot be rese
 fresh subprocess and ``ru_maxrss`` growth is reported (a lower bound).  On CUDA also
 ``torch.cuda.max_memory_allocated`` growth.
 
+Threads: OpenMP threads that spin-wait stall at every barrier when another process wants the cores (a 2-thread
+step became up to 130x slower on a shared 2-core machine); the script therefore sets ``OMP_WAIT_POLICY=PASSIVE``
+unless the environment sets it, and the report gives the load average before and after, and flags round-to-round
+spreads above 1.5x.
+
 Usage::
 
     python experiments/bench_training.py                  # ~10 min on 2 cores; writes experiments/results/bench_training.md
@@ -55,6 +60,12 @@ import time
 from typing import Any, Dict, List, Optional
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+#: OpenMP threads that spin while they wait turn every barrier into a stall of a scheduler time slice as soon as
+#: another process wants the cores (measured here: a 2-thread exposure-misallocation step 0.1 s -> 13.7 s);
+#: passive waiting keeps the timings about the code.  Read when torch loads its OpenMP runtime: override it from
+#: the environment (OMP_WAIT_POLICY=ACTIVE python experiments/bench_training.py).
+_TORCH_WAS_LOADED = "torch" in sys.modules
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
 
@@ -400,7 +411,8 @@ def report(args, argv, data, device, train, val, started, wall, load0, load1) ->
     dev = torch.cuda.get_device_name(device) if cuda else (platform.processor() or platform.machine())
     lines += [f"Command: `{cmd}`  ", f"Date: {started:%Y-%m-%d %H:%M} UTC; wall time {wall / 60:.1f} min  ",
               f"Machine: {os.cpu_count()} CPUs ({platform.machine()}), device `{device}` ({dev}), torch "
-              f"{torch.__version__}, {torch.get_num_threads()} torch threads; load average "
+              f"{torch.__version__}, {torch.get_num_threads()} torch threads, OMP_WAIT_POLICY="
+              f"{os.environ.get('OMP_WAIT_POLICY')}{' (torch was loaded before: may not apply)' if _TORCH_WAS_LOADED else ''}; load average "
               f"{load0:.2f} before / {load1:.2f} after (> threads: other processes shared the cores)  ",
               f"Data: {info['variant']} ({info['num_users']} users, {info['num_items']} items, "
               f"{info['num_groups']} popularity groups), batch {dm.batch_size}, {dm.num_negatives} negatives per list"]
