@@ -11,8 +11,8 @@ move them to the device), ranker forward, utility-loss forward, fairness-loss fo
 * Batches: the ``--steps`` batches of epoch 0 whose padded list length N is closest to the epoch's median, the
   same for every config.
 * Interleaved: every round runs every config (order rotated each round) on those batches; a first round is a
-  warm-up and is excluded (the first call of the pair-block code touches its buffers for the first time and is
-  several times slower; its time is reported separately); the tables give the median over ``--repeats`` rounds.
+  warm-up and is excluded (first calls touch fresh buffers and can be slower; its time per step is reported in
+  the 'warm-up' column); the tables give the median over ``--repeats`` rounds.
 * Fairness share of a step = (fairness forward + the backward time beyond the plain ListNet step's backward in
   the same round) / the whole step, median over rounds; the aim is <= 25 %.
 
@@ -23,17 +23,22 @@ training or validation: ~1670 items).  After a warm-up batch, ``--val-batches`` 
 (measures interleaved, order rotated per batch) and the full pass is their mean per batch times the number of
 batches.
 
-Memory: growth of the peak resident set (RSS) over one training step (the warm-up one, per config) and over one
-validation batch (= a pass: the metric states are a few numbers), measured in this process: free heap memory is
-returned to the system first (glibc ``malloc_trim``) and the peak is reset (Linux ``/proc/self/clear_refs``),
-so the growth is what the step holds at its peak.  Where the peak cannot be reset, each config runs once in a
-fresh subprocess and ``ru_maxrss`` growth is reported (a lower bound).  On CUDA also
-``torch.cuda.max_memory_allocated`` growth.
+Memory: in a fresh process per config (and one for validation), after loading the data and building the model,
+with glibc's ``MALLOC_MMAP_THRESHOLD_=131072`` (a freed tensor leaves the resident set at once): the growth of the
+peak resident set (RSS) over the config's training steps on the timed batches, and over one validation batch
+(collate, forward, every measure: = a pass, the metric states being a few numbers).  The peak is reset first
+(Linux ``/proc/self/clear_refs``), so the growth is what a step holds at its peak; where it cannot be reset, the
+growth of ``ru_maxrss`` is reported (a lower bound).  On CUDA also ``torch.cuda.max_memory_allocated`` growth.
+
+Threads: OpenMP threads that spin-wait stall at every barrier when another process wants the cores (a 2-thread
+step became up to 130x slower on a shared 2-core machine); the script therefore sets ``OMP_WAIT_POLICY=PASSIVE``
+unless the environment sets it, and the report gives the load average before and after, and flags round-to-round
+spreads above 2x.
 
 Usage::
 
-    python experiments/bench_training.py                  # ~10 min on 2 cores; writes experiments/results/bench_training.md
-    python experiments/bench_training.py --quick          # ~1 min: B = 8, 1 step, 2 rounds, 1 validation batch
+    python experiments/bench_training.py                  # ~5 min on 2 cores; writes experiments/results/bench_training.md
+    python experiments/bench_training.py --quick          # < 1 min: B = 8, 1 step, 2 rounds, 1 validation batch
     python experiments/bench_training.py --device cuda --threads 4 --out results.md
 """
 from __future__ import annotations
@@ -55,6 +60,12 @@ import time
 from typing import Any, Dict, List, Optional
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+#: OpenMP threads that spin while they wait turn every barrier into a stall of a scheduler time slice as soon as
+#: another process wants the cores (measured here: a 2-thread exposure-misallocation step 0.1 s -> 13.7 s);
+#: passive waiting keeps the timings about the code.  Read when torch loads its OpenMP runtime: override it from
+#: the environment (OMP_WAIT_POLICY=ACTIVE python experiments/bench_training.py).
+_TORCH_WAS_LOADED = "torch" in sys.modules
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
 
@@ -233,28 +244,41 @@ def _maxrss_mb() -> float:
 
 
 def memory_worker(args) -> None:
-    """(fallback) In a fresh process: ``ru_maxrss`` growth over one training step of a config, or one
-    validation batch; prints json."""
+    """In a fresh process: the peak-RSS growth (MiB) over the training steps of one config on the timed batches, or
+    over one validation batch (collate, forward, every measure); prints json."""
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     data = load_data(args)
     target = args.memory_worker
     model, opt = build_model("listnet" if target == "validation" else target, data["dm"].info, device)
-    before = _maxrss_mb()
     if target == "validation":
-        validation_batch(model, next(iter(data["dm"].test_dataloader())), device, list(model.val_metrics))
-    else:
-        train_step(model, opt, data["batches"][0], data, device)
-    print(json.dumps({"rss_mb": _maxrss_mb() - before}))
+        model.eval()
+        loader = data["dm"].test_dataloader()
+    ru0 = _maxrss_mb()
+    with PeakMemory(device) as mem:
+        if target == "validation":
+            validation_batch(model, next(iter(loader)), device, list(model.val_metrics))
+        else:
+            for idx in data["batches"]:
+                train_step(model, opt, idx, data, device)
+    rss = mem.rss_mb if mem.ok else max(0.0, _maxrss_mb() - ru0)
+    print(json.dumps({"rss_mb": rss, "cuda_mb": mem.cuda_mb, "method": "VmHWM" if mem.ok else "ru_maxrss"}))
 
 
-def _memory_in_subprocess(args, target: str, argv: List[str]) -> Optional[float]:
+#: glibc: a fixed mmap threshold (no dynamic one), so a freed tensor leaves the RSS at once and the peak RSS
+#: follows the memory alive at the same time
+LIVE_MEMORY_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072"}
+
+
+def memory_in_subprocess(target: str, argv: List[str]) -> Dict[str, Any]:
+    """Run :func:`memory_worker` for ``target`` (a config or ``"validation"``) in a fresh process."""
+    env = dict(os.environ, **LIVE_MEMORY_ENV)
     cmd = [sys.executable, os.path.abspath(__file__), *argv, "--memory-worker", target]
-    out = subprocess.run(cmd, capture_output=True, text=True)
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         print(f"memory worker {target} failed:\n{out.stderr[-2000:]}", file=sys.stderr)
-        return None
-    return float(json.loads(out.stdout.strip().splitlines()[-1])["rss_mb"])
+        return {"rss_mb": None, "cuda_mb": None, "method": "failed"}
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 # ------------------------------------------------------------------------------------------------ validation
@@ -294,14 +318,12 @@ def run_validation(args, data, device) -> Dict[str, Any]:
     n_batches = len(loader)
     it = iter(loader)
     res: Dict[str, Any] = {"n_batches": n_batches, "requests": requests, "keys": keys}
-    with PeakMemory(device) as mem:
-        t = time.perf_counter()
-        first = next(it)
-        collate_first = time.perf_counter() - t
-        warm = validation_batch(model, first, device, keys)
+    t = time.perf_counter()
+    first = next(it)
+    collate_first = time.perf_counter() - t
+    warm = validation_batch(model, first, device, keys)
     warm["data"] += collate_first
     res["warmup"] = warm
-    res["rss_mb"], res["cuda_mb"] = mem.rss_mb, mem.cuda_mb
     res["N"] = int(first["items"].shape[1])
     del first
     per_batch: List[Dict[str, float]] = []
@@ -334,8 +356,7 @@ def run_training(args, data, device, names: List[str], argv: List[str]) -> Dict[
     runs = {n: build_model(n, dm.info, device) for n in names}
     for model, _ in runs.values():
         model.train()
-    res: Dict[str, Any] = {n: {"rounds": [], "warmup_s": 0.0, "rss_mb": None, "cuda_mb": None} for n in names}
-    use_proc = _reset_peak()
+    res: Dict[str, Any] = {n: {"rounds": [], "warmup_s": 0.0} for n in names}
 
     def one_round(r: int, warm: bool) -> None:
         order = names[r % len(names):] + names[:r % len(names)]
@@ -343,12 +364,10 @@ def run_training(args, data, device, names: List[str], argv: List[str]) -> Dict[
             model, opt = runs[n]
             steps = []
             if warm:
-                with PeakMemory(device) as mem:
-                    t = time.perf_counter()
-                    for idx in data["batches"]:
-                        steps.append(train_step(model, opt, idx, data, device))
-                    res[n]["warmup_s"] = (time.perf_counter() - t) / len(data["batches"])
-                res[n]["rss_mb"], res[n]["cuda_mb"] = mem.rss_mb, mem.cuda_mb
+                t = time.perf_counter()
+                for idx in data["batches"]:
+                    steps.append(train_step(model, opt, idx, data, device))
+                res[n]["warmup_s"] = (time.perf_counter() - t) / len(data["batches"])
                 continue
             for idx in data["batches"]:
                 steps.append(train_step(model, opt, idx, data, device))
@@ -360,10 +379,9 @@ def run_training(args, data, device, names: List[str], argv: List[str]) -> Dict[
     one_round(0, warm=True)
     for r in range(args.repeats):
         one_round(r + 1, warm=False)
-    if not use_proc:  # no resettable peak: one fresh process per config (ru_maxrss growth, a lower bound)
-        for n in names:
-            res[n]["rss_mb"] = _memory_in_subprocess(args, n, argv)
-            res[n]["rss_method"] = "ru_maxrss"
+    print("memory (a fresh process per config) ...", file=sys.stderr, flush=True)
+    for n in names:
+        res[n]["memory"] = memory_in_subprocess(n, argv)
     plain = "listnet" if "listnet" in names else None
     for n in names:
         rounds = res[n]["rounds"]
@@ -400,7 +418,8 @@ def report(args, argv, data, device, train, val, started, wall, load0, load1) ->
     dev = torch.cuda.get_device_name(device) if cuda else (platform.processor() or platform.machine())
     lines += [f"Command: `{cmd}`  ", f"Date: {started:%Y-%m-%d %H:%M} UTC; wall time {wall / 60:.1f} min  ",
               f"Machine: {os.cpu_count()} CPUs ({platform.machine()}), device `{device}` ({dev}), torch "
-              f"{torch.__version__}, {torch.get_num_threads()} torch threads; load average "
+              f"{torch.__version__}, {torch.get_num_threads()} torch threads, OMP_WAIT_POLICY="
+              f"{os.environ.get('OMP_WAIT_POLICY')}{' (torch was loaded before: may not apply)' if _TORCH_WAS_LOADED else ''}; load average "
               f"{load0:.2f} before / {load1:.2f} after (> threads: other processes shared the cores)  ",
               f"Data: {info['variant']} ({info['num_users']} users, {info['num_items']} items, "
               f"{info['num_groups']} popularity groups), batch {dm.batch_size}, {dm.num_negatives} negatives per list"]
@@ -416,8 +435,9 @@ def report(args, argv, data, device, train, val, started, wall, load0, load1) ->
               f"{statistics.median(ls):g}, max {max(ls)}; {len(ls)} batches per epoch), time per step.  A first, "
               f"warm-up round is excluded (its time per step is the 'warm-up' column).  Fairness share = (fairness "
               f"forward + backward beyond the plain step's backward, same round) / step; aim <= {AIM:.0%}.  Peak "
-              f"memory: growth of the peak RSS over one step" + (" / of torch.cuda.max_memory_allocated" if cuda
-                                                                else "") + ", MiB.", ""]
+              f"memory: growth of the peak RSS over a step" + (" / of torch.cuda.max_memory_allocated" if cuda
+                                                               else "") + ", MiB, in a fresh process per config "
+              f"(freed tensors leave the RSS at once).", ""]
     head = ["config"] + list(PHASES) + ["step", "rounds min-max", "x plain", "fairness share", "share min-max", "aim met", "warm-up", "peak RSS MB"]
     if cuda:
         head.append("peak CUDA MB")
@@ -430,19 +450,17 @@ def report(args, argv, data, device, train, val, started, wall, load0, load1) ->
                 f"{r['share']:.1%}" if "share" in r else "-",
                 f"{r['share_range'][0]:.0%} - {r['share_range'][1]:.0%}" if "share" in r else "-",
                 ("yes" if r["share"] <= AIM else "**no**") if "share" in r else "-",
-                _fmt_s(r["warmup_s"]), _fmt_mb(r["rss_mb"])]
+                _fmt_s(r["warmup_s"]), _fmt_mb(r["memory"]["rss_mb"])]
         if cuda:
-            row.append(_fmt_mb(r["cuda_mb"]))
+            row.append(_fmt_mb(r["memory"]["cuda_mb"]))
         lines.append("| " + " | ".join(row) + " |")
     spread = max((max(t) / min(t) for t in ([sum(rd.values()) for rd in r["rounds"]] for r in train.values())
                   if min(t) > 0), default=1.0)
-    if spread > 1.5:
-        lines += ["", f"**Unstable timings**: a config's step time varied {spread:.0f}x between rounds.  With more "
-                      f"torch threads than free cores (other processes running: see the load average), the threads "
-                      f"of an op wait for each other at every barrier and single ops become 10-100x slower; the "
-                      f"medians above then measure the machine's load more than the code.  Rerun on an idle machine "
-                      f"or with `--threads 1`."]
-    if any(r.get("rss_method") == "ru_maxrss" for r in train.values()):
+    if spread > 2:
+        lines += ["", f"**Unstable timings**: a config's step time varied {spread:.1f}x between rounds: other "
+                      f"processes were using the cores (see the load average), so the medians are less reliable; "
+                      f"rerun on an idle machine (and keep OMP_WAIT_POLICY=PASSIVE, see the script's docstring)."]
+    if any(r["memory"]["method"] == "ru_maxrss" for r in train.values()):
         lines += ["", "Peak RSS: growth of ru_maxrss in a fresh process per config (the peak RSS could not be reset "
                       "here): a lower bound."]
     # which part dominates
@@ -471,8 +489,9 @@ def report(args, argv, data, device, train, val, started, wall, load0, load1) ->
               f"`FairnessMetric.update` of each measure of `FairRankingModule.DEFAULT_MEASURES` (and `compute` once), "
               f"timed on {v['timed_batches']} batch(es) after a warm-up batch, measures interleaved; a pass = mean "
               f"per batch x {v['n_batches']}.  Peak memory over one batch (= a pass: the metric states are a few "
-              f"numbers): {_fmt_mb(v['rss_mb'])} MiB RSS growth"
-              + (f", {_fmt_mb(v['cuda_mb'])} MiB CUDA" if cuda else "") + ".", "",
+              f"numbers): {_fmt_mb(v['memory']['rss_mb'])} MiB peak-RSS growth"
+              + (f" ({v['memory']['method']})" if v['memory']['method'] != "VmHWM" else "")
+              + (f", {_fmt_mb(v['memory']['cuda_mb'])} MiB CUDA" if cuda else "") + ".", "",
               "| part | per batch | per pass | share of the pass | warm-up batch |",
               "|---|---:|---:|---:|---:|"]
     for p in parts:
@@ -498,10 +517,10 @@ def main(argv=None) -> int:
                     "the configs/ml100k_*.yaml models on MovieLens-100K, the fairness loss's share of a step, the "
                     "validation time of the exact measures on the full-catalogue test lists, and peak memory.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--steps", type=int, default=1,
+    ap.add_argument("--steps", type=int, default=3,
                     help="training batches per config per round (the epoch's batches closest to its median length)")
-    ap.add_argument("--repeats", type=int, default=3, help="timed rounds after the warm-up round (median reported)")
-    ap.add_argument("--val-batches", type=int, default=1,
+    ap.add_argument("--repeats", type=int, default=5, help="timed rounds after the warm-up round (median reported)")
+    ap.add_argument("--val-batches", type=int, default=3,
                     help="evaluation batches timed per measure after a warm-up batch (the pass is extrapolated)")
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
@@ -514,7 +533,7 @@ def main(argv=None) -> int:
     ap.add_argument("--eval-batch-size", type=int, default=64, help="evaluation lists per batch (the configs' 64)")
     ap.add_argument("--negatives", type=int, default=100, help="negatives per training list (the configs' 100)")
     ap.add_argument("--quick", action="store_true",
-                    help="about a minute: batch 8, eval batch 8, 1 step, 2 rounds, 1 validation batch")
+                    help="under a minute: batch 8, eval batch 8, 1 step, 2 rounds, 1 validation batch")
     ap.add_argument("--out", default=RESULTS, help="markdown file to write ('' to only print)")
     ap.add_argument("--append", action="store_true", help="append to --out instead of overwriting it")
     ap.add_argument("--verbose", action="store_true", help="print each round's step times to stderr")
@@ -546,11 +565,11 @@ def main(argv=None) -> int:
     names = [c for c in CONFIGS if c in names]
     print(f"data: {data['dm'].info['variant']}; timed batch lengths {data['chosen_lengths']}; training ...",
           file=sys.stderr, flush=True)
-    train = run_training(args, data, device, names, [a for a in argv if a != "--memory-worker"])
+    worker_argv = [a for a in argv if a not in ("--append", "--verbose")]
+    train = run_training(args, data, device, names, worker_argv)
     print("validation ...", file=sys.stderr, flush=True)
     val = run_validation(args, data, device)
-    if not _reset_peak():
-        val["rss_mb"] = _memory_in_subprocess(args, "validation", argv)
+    val["memory"] = memory_in_subprocess("validation", worker_argv)
     wall = time.perf_counter() - t0
     load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     text = report(args, argv, data, device, train, val, started, wall, load0, load1)
