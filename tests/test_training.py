@@ -215,3 +215,23 @@ def test_loggers_checkpoints_and_early_stopping_work_from_the_config(logger, tmp
     assert ck["hyper_parameters"]["lam"] == 0.3 and ck["hyper_parameters"]["fairness_loss"]["class_path"] \
         .endswith("DIPSLoss")  # the CLI stores the losses' configs
     assert any("EarlyStopping" in k for k in ck["callbacks"])
+
+
+def test_evaluate_config_overrides_the_data_settings(tiny_checkpoints, tmp_path):
+    """--config's data: section replaces the checkpoint's settings: another batching gives the same exact measures,
+    fewer test ratings per user (n_test) gives other test lists."""
+    from torchfair.training.report import evaluate_checkpoints
+    base = evaluate_checkpoints([str(tiny_checkpoints[0])], None, bootstrap=0)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("data:\n  eval_batch_size: 7\n")
+    same = evaluate_checkpoints([str(tiny_checkpoints[0])], None, bootstrap=0, config=str(cfg))
+    name = base["order"][0]
+    for col, agg in base["models"][name]["measures"].items():
+        assert math.isclose(agg["mean"], same["models"][name]["measures"][col]["mean"], rel_tol=1e-6,
+                            abs_tol=1e-9) or (math.isnan(agg["mean"]) and math.isnan(
+                                same["models"][name]["measures"][col]["mean"])), col
+    assert same["models"][name]["meta"]["data"]["eval_batch_size"] == 7
+    cfg.write_text("data:\n  n_test: 2\n")
+    other = evaluate_checkpoints([str(tiny_checkpoints[0])], None, bootstrap=0, config=str(cfg))
+    assert other["models"][name]["meta"]["data"]["n_test"] == 2
+    assert other["models"][name]["measures"]["ndcg@10"]["mean"] != base["models"][name]["measures"]["ndcg@10"]["mean"]
