@@ -91,7 +91,8 @@ def test_resuming_from_a_mid_run_checkpoint_gives_the_uninterrupted_run(ordering
     # the checkpoint of the 2-epoch run, and the one written after epoch 2 by the 4-epoch run
     for ckpt in (tmp_path / "short_ckpt" / "last.ckpt", tmp_path / "full_ckpt" / "epoch=1.ckpt"):
         saved = torch.load(ckpt, weights_only=False)
-        assert saved["state_dict"]["objective._extra_state"] == {"current_step": 2 * STEPS_PER_EPOCH}
+        assert saved["state_dict"]["objective._extra_state"] == {"current_step": 2 * STEPS_PER_EPOCH,
+                                                                  "calls": 2 * STEPS_PER_EPOCH}
         assert 0 < 2 * STEPS_PER_EPOCH < WARMUP  # lambda is still warming up there
         rec = _RecordBatches()
         resumed = _fit(tmp_path / f"resumed_{ckpt.stem}", 4, ordering, [rec], ckpt_path=ckpt)
@@ -170,7 +171,7 @@ def test_cli_fit_resumes_from_ckpt_path(tmp_path, monkeypatch):
     resumed = torch.load(fit("resumed", 3, "--ckpt_path", str(first)), weights_only=False)
     whole = torch.load(fit("whole", 3), weights_only=False)
     assert resumed["epoch"] == whole["epoch"] == 2 and resumed["global_step"] == whole["global_step"] == 12
-    assert resumed["state_dict"]["objective._extra_state"] == {"current_step": 12}
+    assert resumed["state_dict"]["objective._extra_state"] == {"current_step": 12, "calls": 12}
     for k, v in whole["state_dict"].items():
         if isinstance(v, torch.Tensor):
             assert torch.allclose(resumed["state_dict"][k], v, rtol=0, atol=1e-6), k

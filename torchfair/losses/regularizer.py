@@ -39,7 +39,7 @@ class FairnessRegularizer(nn.Module):
         >>> reg(s, torch.rand(4, 10), torch.randint(0, 2, (4, 10))).backward()
         >>> reg.step()
         >>> sorted(reg.last), reg.state_dict()["_extra_state"]
-        (['fairness', 'lambda', 'total', 'utility'], {'current_step': 1})
+        (['fairness', 'lambda', 'total', 'utility'], {'current_step': 1, 'calls': 1})
     """
 
     def __init__(self, utility: nn.Module, fairness: nn.Module, lam: float = 1.0, schedule: str = "constant",
@@ -73,10 +73,11 @@ class FairnessRegularizer(nn.Module):
         self.current_step += 1
 
     def get_extra_state(self) -> Dict[str, Any]:
-        return {"current_step": self.current_step}
+        return {"current_step": self.current_step, "calls": self._calls}
 
     def set_extra_state(self, state: Dict[str, Any]) -> None:
         self.current_step = int(state["current_step"])
+        self._calls = int(state.get("calls", 0))  # the logging rhythm of log_fairness_every continues too
 
     # ------------------------------------------------------------------ losses
     def terms(self, scores: Tensor, relevance: Tensor, groups: Tensor,
