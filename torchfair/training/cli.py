@@ -36,11 +36,15 @@ class FairLightningCLI(LightningCLI):
 
 def run_lightning(argv: Sequence[str]) -> int:
     """Run ``torchfair <fit|validate|test|predict> ...``; returns the exit code (2 for a config error)."""
+    saved = sys.argv
+    sys.argv = sys.argv[:1]  # the arguments are given explicitly (LightningCLI warns when sys.argv holds them too)
     try:
         FairLightningCLI(args=list(argv))
     except SystemExit as e:  # --help, --print_config, config errors (jsonargparse prints them)
         code = e.code
         return code if isinstance(code, int) else (0 if code is None else 2)
+    finally:
+        sys.argv = saved
     return 0
 
 
