@@ -72,6 +72,13 @@ def test_build_ranker_by_name_path_and_module():
         build_ranker("mf", info, {"width": 3})
     with pytest.raises(ValueError, match="`num_users`"):
         MatrixFactorization(0, 3)
+    mf = MatrixFactorization(3, 5)
+    for bad, name in (({"user": torch.tensor([0.5]), "items": torch.tensor([[0, 1]])}, "user"),
+                      ({"user": torch.tensor([0]), "items": torch.tensor([0, 1])}, "items"),
+                      ({"user": torch.tensor([0, 1]), "items": torch.tensor([[0, 1]])}, "items"),
+                      ({"user": torch.tensor([0])}, "items")):
+        with pytest.raises(ValueError, match=name):
+            mf(bad)
 
 
 # ------------------------------------------------------------------------------------------------ module

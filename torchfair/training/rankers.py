@@ -32,6 +32,13 @@ def _check_batch(batch: Mapping[str, Tensor], keys: Sequence[str], who: str) -> 
     missing = [k for k in keys if k not in batch]
     if missing:
         raise ValueError(f"`batch` lacks {missing} needed by {who}; it has {sorted(batch)}")
+    user, items = batch["user"], batch["items"]
+    for name, x, dim in (("user", user, 1), ("items", items, 2)):  # shape and dtype only: no host sync
+        if not isinstance(x, torch.Tensor) or x.dim() != dim or x.is_floating_point() or x.dtype == torch.bool:
+            raise ValueError(f"`batch['{name}']` must be an integer tensor with {dim} dimension(s) of ids; got "
+                             f"{type(x).__name__ if not isinstance(x, torch.Tensor) else (x.dtype, tuple(x.shape))}")
+    if items.shape[0] != user.shape[0]:
+        raise ValueError(f"`batch['items']` has {items.shape[0]} lists for {user.shape[0]} users in `batch['user']`")
 
 
 class MatrixFactorization(nn.Module):
