@@ -9,6 +9,8 @@ in torchfair.
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch import Tensor
 
@@ -16,7 +18,10 @@ __all__ = ["bmm", "einsum", "matmul"]
 
 
 def _no_autocast(t: Tensor):
-    return torch.autocast(device_type=t.device.type, enabled=False)
+    kind = t.device.type
+    if not torch.amp.is_autocast_available(kind):  # e.g. the meta device: nothing to disable
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=kind, enabled=False)
 
 
 def bmm(a: Tensor, b: Tensor) -> Tensor:

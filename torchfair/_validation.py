@@ -8,24 +8,79 @@ Conventions (DEVELOPERS.md):
 
 Everything is converted to a batch ``[B, N]`` and computed in at least float32 (float16 / bfloat16 inputs are
 promoted; float64 stays float64 so that ``gradcheck`` works).  Validation raises ``ValueError`` naming the argument
-and the expected shape or range.  It synchronises with the device (``.any()`` on a CUDA tensor), so hot training
-paths call the functions with ``validate_args=False``.
+and the expected shape or range.
+
+Checks and devices (no host synchronisation off the CPU)
+--------------------------------------------------------
+* Shape, dtype and argument checks (everything read from tensor metadata or Python values) run everywhere and raise
+  ``ValueError`` naming the argument.
+* Checks of tensor *values* (finite scores, ``relevance >= 0``, group ids in ``[-1, G)``, soft-membership rows, a
+  mask with a real item) depend on the data; :func:`require` runs them according to the device:
+
+  - CPU (eager): checked, ``ValueError`` naming the argument (reading a CPU tensor costs no synchronisation);
+  - CUDA, and any device under ``torch.compile``: ``torch._assert_async`` -- no host synchronisation, no graph
+    break; a failing check stops the program at the next synchronisation with a ``RuntimeError`` carrying the
+    message (on CUDA a device-side assert, as for an out-of-range index in PyTorch's own kernels: the CUDA
+    context cannot be used afterwards);
+  - other devices (``meta``, MPS, XLA...): skipped.
+
+  ``validate_args=False`` removes them (and their kernels) everywhere.
+* Defaults inferred from the data (``num_groups = max id + 1``) are a host synchronisation: they are inferred for
+  CPU tensors only (also under ``torch.compile``, where the read is a graph break); on any other device integer
+  ``groups`` need ``num_groups`` (``ValueError`` naming it otherwise).  Losses given ``num_groups`` (and,
+  for the measures that have one, ``max_grade``) run forward and backward without any host synchronisation
+  (tests/test_gpu_ready.py runs them on the ``meta`` device, where every synchronisation raises).
 """
 from __future__ import annotations
 
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor
 
 __all__ = ["Batch", "prepare", "work_dtype", "as_membership", "check_choice", "check_number", "check_group_id",
-           "check_reduction", "pad_groups", "check_int", "check_bool", "REDUCTIONS"]
+           "check_reduction", "pad_groups", "check_int", "check_bool", "REDUCTIONS", "require", "value_check_mode",
+           "needs_host_value"]
 
 
 REDUCTIONS = ("none", "mean", "sum")
+
+
+def value_check_mode(device: torch.device) -> str:
+    """How data-dependent checks run for tensors on ``device`` (module docstring): ``"raise"`` (CPU, eager),
+    ``"assert"`` (CUDA, or any device while ``torch.compile`` traces) or ``"skip"`` (meta, MPS, ...)."""
+    if torch.compiler.is_compiling():
+        return "assert"
+    kind = torch.device(device).type
+    if kind == "cpu":
+        return "raise"
+    return "assert" if kind == "cuda" else "skip"
+
+
+def require(ok: Callable[[], Tensor], message: str, device: torch.device,
+            detail: Optional[Callable[[], str]] = None) -> None:
+    """A data-dependent check without host synchronisation off the CPU (module docstring).
+
+    ``ok()`` returns a 0-dim bool tensor (True when the data is valid), computed only when the check runs.  On the
+    CPU a failure raises ``ValueError(message + detail())``; on CUDA and under ``torch.compile`` it becomes
+    ``torch._assert_async(ok(), message)``; elsewhere nothing runs."""
+    mode = value_check_mode(device)
+    if mode == "skip":
+        return
+    cond = ok()
+    if mode == "assert":
+        torch._assert_async(cond, message.rstrip("; "))
+    elif not bool(cond):
+        raise ValueError(message + (detail() if detail is not None else ""))
+
+
+def needs_host_value(device: torch.device) -> bool:
+    """True where a default inferred from the data (``num_groups = max id + 1``) would synchronise with the host:
+    every device but the CPU."""
+    return torch.device(device).type != "cpu"
 
 
 def check_choice(value, name: str, choices) -> str:
@@ -162,31 +217,37 @@ def as_membership(groups: Tensor, mask: Tensor, num_groups: Optional[int], dtype
             raise ValueError(f"`{name}` has {groups.shape[-1]} groups in its last dimension but num_groups={num_groups}")
         memb = groups.to(dtype)
         if validate:
-            real = memb[mask]
-            if not torch.isfinite(real).all() or (real < 0).any():
-                raise ValueError(f"`{name}` soft membership must be finite and non-negative")
+            m3 = mask.unsqueeze(-1)
+            require(lambda: (torch.isfinite(memb) & (memb >= 0) | ~m3).all(),
+                    f"`{name}` soft membership must be finite and non-negative", memb.device)
             # rows normalised in half precision carry its rounding (bfloat16: ~4e-3 per entry)
             tol = 1e-4 if groups.dtype in (torch.float32, torch.float64) else 4 * torch.finfo(groups.dtype).eps * \
                 groups.shape[-1]
-            if real.numel() and (real.sum(-1) > 1 + tol).any():
-                raise ValueError(f"`{name}` soft membership rows must sum to at most 1 (shape [B, N, G]; a row "
-                                 f"summing to less than 1 is partly of unknown group)")
+            require(lambda: ((memb.sum(-1) <= 1 + tol) | ~mask).all(),
+                    f"`{name}` soft membership rows must sum to at most 1 (shape [B, N, G]; a row "
+                    f"summing to less than 1 is partly of unknown group)", memb.device)
         return torch.where(mask.unsqueeze(-1), memb, torch.zeros((), dtype=dtype, device=memb.device))
     if groups.dtype == torch.bool or groups.shape != (B, N):
         raise ValueError(f"`{name}` must be integer group ids of shape [B, N] = [{B}, {N}] "
                          f"(or float [B, N, G] soft membership); got {tuple(groups.shape)} {groups.dtype}")
     ids = groups.long()
     if num_groups is None:
-        # one host sync; pass num_groups to avoid it
-        num_groups = int(ids[mask].max().item()) + 1 if mask.any() else 1
-        num_groups = max(num_groups, 1)
-    elif not isinstance(num_groups, int) or num_groups < 1:
+        if needs_host_value(ids.device):
+            raise ValueError(f"`num_groups` must be given with integer `{name}` on device {ids.device.type!r}: "
+                             f"inferring it (max id + 1) would synchronise with the host")
+        # read on the CPU (under torch.compile a graph break): pass num_groups to avoid it
+        num_groups = max(int(torch.where(mask, ids, torch.zeros_like(ids)).max().item()) + 1, 1)
+    elif isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1:
         raise ValueError(f"`num_groups` must be a positive int, got {num_groups}")
     if validate:
-        real = ids[mask]
-        if real.numel() and ((real < -1).any() or (real >= num_groups).any()):
-            raise ValueError(f"`{name}` ids must lie in [0, {num_groups}) (or -1 for unknown group); "
-                             f"got values in [{int(real.min())}, {int(real.max())}]")
+        G = num_groups
+
+        def detail() -> str:
+            real = ids[mask]
+            return f"got values in [{int(real.min())}, {int(real.max())}]"
+
+        require(lambda: (((ids >= -1) & (ids < G)) | ~mask).all(),
+                f"`{name}` ids must lie in [0, {G}) (or -1 for unknown group); ", ids.device, detail)
     known = (ids >= 0) & mask
     safe = torch.where(known, ids, torch.zeros_like(ids)).clamp(max=num_groups - 1)
     memb = torch.nn.functional.one_hot(safe, num_groups).to(dtype)
@@ -220,10 +281,9 @@ def prepare(scores: Tensor, relevance: Optional[Tensor] = None, groups: Optional
         if m.shape != (B, N):
             raise ValueError(f"`mask` must have the shape of `{scores_name}` {tuple(scores.shape)}; got {tuple(mask.shape)}")
     if validate:
-        if not m.any():
-            raise ValueError("`mask` has no real item: the batch holds no list with an item to rank")
-        if not torch.isfinite(s[m]).all():
-            raise ValueError(f"`{scores_name}` must be finite (no NaN or inf) on real items")
+        require(lambda: m.any(), "`mask` has no real item: the batch holds no list with an item to rank", s.device)
+        require(lambda: (torch.isfinite(s) | ~m).all(),
+                f"`{scores_name}` must be finite (no NaN or inf) on real items", s.device)
     # padded entries may hold anything (NaN included): replace them so they never leak into sums or gradients
     s = torch.where(m, s, torch.zeros((), dtype=dtype, device=s.device))
 
@@ -236,11 +296,9 @@ def prepare(scores: Tensor, relevance: Optional[Tensor] = None, groups: Optional
                              f"got {tuple(relevance.shape)}")
         r = r.to(dtype)
         if validate:
-            real = r[m]
-            if not torch.isfinite(real).all():
-                raise ValueError("`relevance` must be finite (no NaN or inf) on real items")
-            if (real < 0).any():
-                raise ValueError("`relevance` must be non-negative")
+            require(lambda: (torch.isfinite(r) | ~m).all(), "`relevance` must be finite (no NaN or inf) on real items",
+                    r.device)
+            require(lambda: ((r >= 0) | ~m).all(), "`relevance` must be non-negative", r.device)
         rel = torch.where(m, r, torch.zeros((), dtype=dtype, device=s.device))
     elif require_relevance:
         raise ValueError("`relevance` is required: [B, N] non-negative floats")

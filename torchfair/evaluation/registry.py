@@ -354,6 +354,8 @@ class MeasureSpec:
         scores = torch.arange(n, 0, -1, dtype=torch.float32).unsqueeze(0)
         relevance = torch.tensor([float(i % 3) for i in range(n)]).unsqueeze(0)
         groups = (torch.arange(n) % G).unsqueeze(0)
+        if self.accepts("validate_args"):  # the synthetic values are not the user's (e.g. grades above max_grade)
+            options = {**options, "validate_args": False}
         cols = self.compute(scores, relevance, groups if self.uses_groups else None, None, label=label,
                             num_groups=G if self.uses_groups else None, **options)
         return list(cols)

@@ -52,7 +52,8 @@ import torch
 from torch import Tensor
 
 from .. import _linalg
-from .._validation import Batch, check_choice, check_group_id, check_number, check_reduction, pad_groups, prepare
+from .._validation import (Batch, check_choice, check_group_id, check_number, check_reduction, pad_groups, prepare,
+                           require)
 from ..browsing import RBP, BrowsingModel, Geometric, Logarithmic, ReciprocalRank
 from ..orderings.base import OrderingLike
 from ..orderings import OrderedBatch
@@ -127,8 +128,8 @@ def ideal_exposure(relevance: Tensor, *, browsing: BrowsingLike = None, k: Optio
     k = check_k(k)
     F = cut_browsing(browsing, RBP(0.9), k)
     b = prepare(relevance, None, None, mask, validate=validate_args, scores_name="relevance")
-    if validate_args and (b.scores[b.mask] < 0).any():
-        raise ValueError("`relevance` must be non-negative")
+    if validate_args:
+        require(lambda: ((b.scores >= 0) | ~b.mask).all(), "`relevance` must be non-negative", b.scores.device)
     return b.out(_ideal(b.scores, b.mask, F))
 
 
@@ -386,11 +387,10 @@ def _target_distribution(target, b: Batch, name: str = "target") -> Tensor:
         raise ValueError(f"`{name}` must be None/'equal', 'list', or a tensor of shape [G] = [{G}] or "
                          f"[B, G] = [{B}, {G}] (a distribution over groups); got "
                          f"{tuple(target.shape) if isinstance(target, Tensor) else target!r}")
-    p = target.to(dt).to(memb.device).expand(B, G)
-    if not torch.isfinite(p).all() or (p < 0).any() or not torch.allclose(p.sum(-1), torch.ones((), dtype=dt),
-                                                                         atol=1e-4):
-        raise ValueError(f"`{name}` must be a probability distribution over the G groups (non-negative, sums to 1)")
-    return p
+    p0 = target.to(dt)
+    require(lambda: (torch.isfinite(p0) & (p0 >= 0)).all() & ((p0.sum(-1) - 1).abs() <= 1.1e-4).all(),
+            f"`{name}` must be a probability distribution over the G groups (non-negative, sums to 1)", p0.device)
+    return p0.to(memb.device).expand(B, G)
 
 
 def _exposure_distribution(b: Batch, ob: OrderedBatch, F: BrowsingModel) -> Tuple[Tensor, Tensor]:

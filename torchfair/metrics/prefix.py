@@ -63,7 +63,8 @@ import torch
 from torch import Tensor
 
 from .. import _linalg
-from .._validation import Batch, check_choice, check_group_id, check_number, check_reduction, pad_groups, prepare
+from .._validation import (Batch, check_choice, check_group_id, check_number, check_reduction, pad_groups, prepare,
+                           require)
 from ..orderings.base import OrderingLike
 from ..orderings import OrderedBatch
 from ._common import (check_bool, check_k, check_target_string, clamp_rounding, finish, order, precise_dtype,
@@ -151,19 +152,24 @@ def _binary_target(target: TargetLike, b: Batch, default: Tensor, name: str, ope
     if not isinstance(target, (Tensor, int, float)) or isinstance(target, bool):
         raise ValueError(f"`{name}` must be a float, a tensor [B] = [{B}] of protected-group probabilities, "
                          f"'list' or 'equal'; got {target!r}")
-    t = torch.as_tensor(target, dtype=b.scores.dtype, device=b.scores.device)
+    # checked where it lives (a Python number on the CPU: no synchronisation), then moved to the scores' device
+    t = torch.as_tensor(target, dtype=b.scores.dtype)
     if t.dim() == 0:
         t = t.expand(B)
     elif t.dim() != 1 or t.shape[0] != B:
         raise ValueError(f"`{name}` must be a float or a tensor [B] = [{B}] of protected-group probabilities; "
                          f"got shape {tuple(t.shape)}")
     if validate or not isinstance(target, Tensor):
-        lo_ok = (t > 0) if open_interval else (t >= 0)
-        hi_ok = (t < 1) if open_interval else (t <= 1)
-        if not (torch.isfinite(t).all() and lo_ok.all() and hi_ok.all()):
-            rng = "(0, 1)" if open_interval else "[0, 1]"
-            raise ValueError(f"`{name}` must be a probability in {rng}; got {target!r}")
-    return t.detach()
+        rng = "(0, 1)" if open_interval else "[0, 1]"
+
+        def ok() -> Tensor:
+            lo_ok = (t > 0) if open_interval else (t >= 0)
+            hi_ok = (t < 1) if open_interval else (t <= 1)
+            return (torch.isfinite(t) & lo_ok & hi_ok).all()
+
+        require(ok, f"`{name}` must be a probability in {rng}; ", t.device,
+                lambda: f"got {target!r}")
+    return t.detach().to(b.scores.device)
 
 
 def _multinomial_target(target: TargetLike, b: Batch, default: Tensor, name: str, validate: bool) -> Tensor:
@@ -177,18 +183,17 @@ def _multinomial_target(target: TargetLike, b: Batch, default: Tensor, name: str
     if not isinstance(target, Tensor) and not isinstance(target, (list, tuple)):
         raise ValueError(f"`{name}` must be a distribution over the {G} groups ([G] or [B, G]), 'list' or "
                          f"'equal'; got {target!r}")
-    t = torch.as_tensor(target, dtype=b.scores.dtype, device=b.scores.device)
+    t = torch.as_tensor(target, dtype=b.scores.dtype)  # a list stays on the CPU for the check
     if t.dim() == 1 and t.shape[0] == G:
         t = t.expand(B, G)
     elif t.shape != (B, G):
         raise ValueError(f"`{name}` must be a distribution over the {G} groups: shape [G] or [B, G] = [{B}, {G}]; "
                          f"got {tuple(t.shape)}")
     if validate or not isinstance(target, Tensor):
-        if not torch.isfinite(t).all() or (t <= 0).any() or not torch.allclose(
-                t.sum(-1), torch.ones((), dtype=t.dtype, device=t.device), atol=1e-4):
-            raise ValueError(f"`{name}` must hold strictly positive probabilities summing to 1 (KL to a zero target "
-                             f"probability is infinite); got {target!r}")
-    return t.detach()
+        require(lambda: (torch.isfinite(t) & (t > 0)).all() & ((t.sum(-1) - 1).abs() <= 1.1e-4).all(),
+                f"`{name}` must hold strictly positive probabilities summing to 1 (KL to a zero target "
+                f"probability is infinite); ", t.device, lambda: f"got {target!r}")
+    return t.detach().to(b.scores.device)
 
 
 # ---------------------------------------------------------------------------------------------------- distances

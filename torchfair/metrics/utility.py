@@ -48,7 +48,7 @@ from typing import Callable, Optional, Union
 import torch
 from torch import Tensor
 
-from .._validation import Batch, check_number, check_reduction, prepare
+from .._validation import Batch, check_number, check_reduction, prepare, require
 from ..browsing import Cascade, Logarithmic, RBP, ReciprocalRank, Uniform, BrowsingModel
 from ..orderings.base import OrderingLike
 from ..orderings import OrderedBatch
@@ -79,8 +79,9 @@ def _gains(b: Batch, gain: GainLike, validate: bool):
         if not isinstance(g, Tensor) or g.shape != rel.shape:
             raise ValueError(f"`gain` callable must return a tensor of the relevance's shape {tuple(rel.shape)}")
         g = g.to(rel.dtype)
-        if validate and (not torch.isfinite(g[b.mask]).all() or (g[b.mask] < 0).any()):
-            raise ValueError("`gain` callable must return finite, non-negative gains")
+        if validate:
+            require(lambda: ((torch.isfinite(g) & (g >= 0)) | ~b.mask).all(),
+                    "`gain` callable must return finite, non-negative gains", g.device)
     elif gain == "exponential":
         rmax = torch.where(b.mask, rel, torch.zeros_like(rel)).amax(-1)
         c = (rmax - GAIN_EXPONENT_HEADROOM).clamp(min=0).detach()
@@ -149,8 +150,8 @@ def ideal_ranking(relevance: Tensor, *, mask: Optional[Tensor] = None, validate_
         tensor([1, 3, 0, 2])
     """
     b = prepare(relevance, None, None, mask, validate=validate_args, scores_name="relevance")
-    if validate_args and (b.scores[b.mask] < 0).any():
-        raise ValueError("`relevance` must be non-negative")
+    if validate_args:
+        require(lambda: ((b.scores >= 0) | ~b.mask).all(), "`relevance` must be non-negative", b.scores.device)
     return b.out(ideal_sort(b.scores, b.mask)[1])
 
 
@@ -173,8 +174,8 @@ def ideal_dcg(relevance: Tensor, *, k: Optional[int] = None, gain: GainLike = "e
     """
     k = check_k(k)
     b = prepare(relevance, None, None, mask, validate=validate_args, scores_name="relevance")
-    if validate_args and (b.scores[b.mask] < 0).any():
-        raise ValueError("`relevance` must be non-negative")
+    if validate_args:
+        require(lambda: ((b.scores >= 0) | ~b.mask).all(), "`relevance` must be non-negative", b.scores.device)
     b.relevance = b.scores
     g, c = _gains(b, gain, validate_args)
     value, ok = _scale_back(_ideal_dcg(g, b.mask, k), c)
@@ -412,7 +413,12 @@ def rbp(scores: Tensor, relevance: Tensor, *, p: float = 0.8, k: Optional[int] =
 
 class _ERRBrowsing(Cascade):
     """ERR's user: stops after an item with probability ``(2**r - 1) / 2**max_grade``; the reward of stopping at
-    position k is ``1 / (k + 1)``, carried here as the position part of the weight."""
+    position k is ``1 / (k + 1)``, carried here as the position part of the weight.  ``max_grade`` is a number or
+    a 0-dim tensor (the batch's largest grade, read without host synchronisation)."""
+
+    def __init__(self, max_grade):
+        super().__init__(gamma=1.0)
+        self.max_grade = max_grade
 
     def weight(self, k: Tensor) -> Tensor:
         return 1.0 / (k + 1.0)
@@ -504,16 +510,19 @@ def err(scores: Tensor, relevance: Tensor, *, max_grade: Optional[float] = None,
     if max_grade is not None:
         max_grade = check_number(max_grade, "max_grade", low=0.0, low_open=True)
     b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
-    if max_grade is None:
-        max_grade = max(1.0, float(b.relevance[b.mask].max())) if b.mask.any() else 1.0
-    if validate_args and (b.relevance[b.mask] > max_grade).any():
-        raise ValueError(f"`relevance` exceeds `max_grade`={max_grade}: stop probabilities would exceed 1")
+    if max_grade is None:  # the batch's largest grade (at least 1), kept as a tensor: no host synchronisation
+        zero = torch.zeros((), dtype=b.relevance.dtype, device=b.relevance.device)
+        max_grade = torch.where(b.mask, b.relevance, zero).amax().clamp(min=1.0).detach()
+    elif validate_args:
+        mg = max_grade
+        require(lambda: ((b.relevance <= mg) | ~b.mask).all(),
+                f"`relevance` exceeds `max_grade`={max_grade}: stop probabilities would exceed 1", b.scores.device)
     ob = order(b, ordering)
-    R = _err_stop(b.relevance, float(max_grade)) * b.mask
+    R = _err_stop(b.relevance, max_grade) * b.mask
     if isinstance(ob, HardOrderedBatch) and ob.ties == "average":
         value = _hard_average_err(ob, R, k)
     else:
-        F = _cut(_ERRBrowsing(gamma=1.0, max_grade=float(max_grade)), k)
+        F = _cut(_ERRBrowsing(max_grade), k)
         value = (R * ob.exposure(F, b.relevance)).sum(-1)
     value = clamp_rounding(value, 0.0, 1.0)
     return finish(b, value, _nonempty(b), reduction, return_valid)
