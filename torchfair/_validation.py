@@ -43,7 +43,7 @@ from torch import Tensor
 
 __all__ = ["Batch", "prepare", "work_dtype", "as_membership", "check_choice", "check_number", "check_group_id",
            "check_reduction", "pad_groups", "check_int", "check_bool", "REDUCTIONS", "require", "value_check_mode",
-           "needs_host_value"]
+           "needs_host_value", "group_codes"]
 
 
 REDUCTIONS = ("none", "mean", "sum")
@@ -227,7 +227,19 @@ def as_membership(groups: Tensor, mask: Tensor, num_groups: Optional[int], dtype
                     f"`{name}` soft membership rows must sum to at most 1 (shape [B, N, G]; a row "
                     f"summing to less than 1 is partly of unknown group)", memb.device)
         return torch.where(mask.unsqueeze(-1), memb, torch.zeros((), dtype=dtype, device=memb.device))
-    if groups.dtype == torch.bool or groups.shape != (B, N):
+    codes, num_groups = group_codes(groups, mask, num_groups, validate, name)
+    known = codes >= 0
+    memb = torch.nn.functional.one_hot(torch.where(known, codes, torch.zeros_like(codes)), num_groups).to(dtype)
+    return memb * known.unsqueeze(-1).to(dtype)
+
+
+def group_codes(groups: Tensor, mask: Tensor, num_groups: Optional[int], validate: bool, name: str = "groups"):
+    """Integer group ids ``[B, N]`` checked and normalised: ``(codes, G)`` with ``codes [B, N]`` long in ``[0, G)``
+    for an item of a known group and ``-1`` for an unknown group or a padded item; ``G = num_groups`` (default
+    ``max id + 1``, on the CPU only: module docstring).  Without validation, ids ``>= G`` count as ``G - 1`` and
+    ids ``< -1`` as unknown (what :func:`as_membership` builds its one-hot rows from)."""
+    B, N = mask.shape
+    if groups.dtype == torch.bool or groups.is_floating_point() or groups.shape != (B, N):
         raise ValueError(f"`{name}` must be integer group ids of shape [B, N] = [{B}, {N}] "
                          f"(or float [B, N, G] soft membership); got {tuple(groups.shape)} {groups.dtype}")
     ids = groups.long()
@@ -249,9 +261,7 @@ def as_membership(groups: Tensor, mask: Tensor, num_groups: Optional[int], dtype
         require(lambda: (((ids >= -1) & (ids < G)) | ~mask).all(),
                 f"`{name}` ids must lie in [0, {G}) (or -1 for unknown group); ", ids.device, detail)
     known = (ids >= 0) & mask
-    safe = torch.where(known, ids, torch.zeros_like(ids)).clamp(max=num_groups - 1)
-    memb = torch.nn.functional.one_hot(safe, num_groups).to(dtype)
-    return memb * known.unsqueeze(-1).to(dtype)
+    return torch.where(known, ids.clamp(max=num_groups - 1), torch.full_like(ids, -1)), num_groups
 
 
 def prepare(scores: Tensor, relevance: Optional[Tensor] = None, groups: Optional[Tensor] = None,

@@ -91,12 +91,12 @@ import torch
 from torch import Tensor
 
 from .. import _linalg
-from .._validation import check_number, prepare
+from .._validation import as_membership, check_number, group_codes, prepare, require
 from ..browsing import RBP, BrowsingModel, Geometric, Logarithmic
-from ..metrics._common import order
+from ..metrics._common import clamp_rounding, order, safe_div
 from ..metrics.pairwise import rank_parity
 from ..orderings.base import OrderingLike
-from ..orderings import OrderedBatch, Ordering
+from ..orderings import Hard, OrderedBatch, Ordering
 
 __all__ = ["EXP", "EXPU", "EXPRU", "AWRF", "ERBE", "ERBP", "ERBR", "ARP", "NDKL", "IAA",
            "MinMaxRatio", "MaxMinRatio", "MaxMinDiff", "MaxAbsDiff", "MeanAbsDev", "LTwo", "Variance",
@@ -202,7 +202,12 @@ class _Inputs(NamedTuple):
 
 
 def _missing(x) -> bool:
-    if x is None or type(x).__name__ in ("NAType", "NaTType"):
+    t = type(x)
+    if t is int or t is str:
+        return False
+    if t is float:
+        return x != x
+    if x is None or t.__name__ in ("NAType", "NaTType"):
         return True
     try:
         return bool(x != x)  # NaN (float, numpy float)
@@ -231,24 +236,31 @@ def _sorted_labels(values) -> List[Any]:
     return sorted(set(values))
 
 
+def _scatter_rows(flat: List[Any], rankings: List[List[Any]], B: int, N: int, fill: Tensor) -> Tensor:
+    """``[B, N]`` tensor holding ``flat`` (the rankings' values, ranking after ranking) left-aligned in the rows,
+    ``fill`` elsewhere."""
+    lens = torch.tensor([len(r) for r in rankings], dtype=torch.long)
+    mask = torch.arange(N)[None, :] < lens[:, None]
+    out = fill.expand(B, N).clone()
+    out[mask] = torch.tensor(flat, dtype=fill.dtype)
+    return out
+
+
 def _aligned(values, rankings: List[List[Any]], B: int, N: int, name: str) -> Tensor:
     """Relevance/ctr for the FRT form: a dict item -> value, or containers aligned with the rankings by position."""
-    out = torch.zeros(B, N, dtype=torch.float64)
     if isinstance(values, dict):
+        flat = [float(values[it]) for r in rankings for it in r]
+    else:
+        cols = _columns(values)
+        if len(cols) < B:
+            raise ValueError(f"`{name}` has {len(cols)} columns but there are {B} rankings")
+        flat = []
         for b, r in enumerate(rankings):
-            if r:
-                out[b, :len(r)] = torch.tensor([float(values[it]) for it in r], dtype=torch.float64)
-        return out
-    cols = _columns(values)
-    if len(cols) < B:
-        raise ValueError(f"`{name}` has {len(cols)} columns but there are {B} rankings")
-    for b, r in enumerate(rankings):
-        c = cols[b][:len(r)]
-        if len(c) < len(r):  # FRT would raise IndexError
-            raise IndexError(f"`{name}` column {b} has {len(cols[b])} values for a ranking of {len(r)} items")
-        if c:
-            out[b, :len(c)] = torch.tensor([float(v) for v in c], dtype=torch.float64)
-    return out
+            c = cols[b][:len(r)]
+            if len(c) < len(r):  # FRT would raise IndexError
+                raise IndexError(f"`{name}` column {b} has {len(cols[b])} values for a ranking of {len(r)} items")
+            flat.extend(float(v) for v in c)
+    return _scatter_rows(flat, rankings, B, N, torch.zeros((), dtype=torch.float64))
 
 
 def _tensor_ranking_inputs(rankings: Tensor, groups, relevance, ctr) -> _Inputs:
@@ -273,17 +285,17 @@ def _tensor_ranking_inputs(rankings: Tensor, groups, relevance, ctr) -> _Inputs:
             uniq, code = torch.unique(gt, sorted=True, return_inverse=True)
             labels = uniq.tolist()
             lookup, M = code.long(), code.numel()
-        if bool((ids[mask] >= M).any()):
+        if bool(((ids >= M) & mask).any()):
             raise KeyError("an item id of `rankings` has no entry in `groups`")
         gid = lookup.to(r.device)[ids.clamp(max=M - 1)]
-        if bool((gid[mask] < 0).any()):
+        if bool(((gid < 0) & mask).any()):
             raise KeyError("an item id of `rankings` has no entry in `groups`")
         gid = torch.where(mask, gid, torch.full_like(gid, -1))
         num_groups = len(labels)
         valid_codes = lookup[lookup >= 0]
         sizes = torch.bincount(valid_codes, minlength=num_groups).to(torch.float64)
     B, N = r.shape
-    scores = (N - torch.arange(N, dtype=torch.float64, device=r.device)).expand(B, N).contiguous()
+    scores = (N - torch.arange(N, dtype=torch.float64, device=r.device)).expand(B, N)
 
     def vals(x, name):
         if x is None:
@@ -322,10 +334,9 @@ def _inputs(rankings, groups, relevance=None, ctr=None, mask=None, num_groups=No
     B, N = len(cols), max((len(c) for c in cols), default=0)
     if B == 0 or N == 0:
         raise ValueError("`rankings` holds no item")
-    mask = torch.zeros(B, N, dtype=torch.bool)
-    items = torch.zeros(B, N, dtype=torch.long)
     gid = labels = sizes = None
     item_index: Dict[Any, int] = {}
+    flat = [it for col in cols for it in col]
     if groups is not None:
         if not isinstance(groups, dict):
             raise ValueError("`groups` must be a dict item -> group label (FRT's item_group_dict)")
@@ -334,79 +345,206 @@ def _inputs(rankings, groups, relevance=None, ctr=None, mask=None, num_groups=No
         item_group = {it: pos[g] for it, g in groups.items()}
         cnt = Counter(item_group.values())
         sizes = torch.tensor([float(cnt[i]) for i in range(len(labels))], dtype=torch.float64)
-        gid = torch.full((B, N), -1, dtype=torch.long)
+        gid = _scatter_rows([item_group[it] for it in flat], cols, B, N,  # KeyError as FRT
+                            torch.full((), -1, dtype=torch.long))
         item_index = {it: i for i, it in enumerate(groups)}
-    for b, col in enumerate(cols):
-        n = len(col)
-        mask[b, :n] = True
-        if groups is not None:
-            gid[b, :n] = torch.tensor([item_group[it] for it in col], dtype=torch.long)  # KeyError as FRT
-        idx = [item_index.setdefault(it, len(item_index)) for it in col]
-        items[b, :n] = torch.tensor(idx, dtype=torch.long)
-    scores = (N - torch.arange(N, dtype=torch.float64)).expand(B, N).contiguous()
+    items = _scatter_rows([item_index.setdefault(it, len(item_index)) for it in flat], cols, B, N,
+                          torch.zeros((), dtype=torch.long))
+    mask = torch.arange(N)[None, :] < torch.tensor([len(c) for c in cols])[:, None]
+    scores = (N - torch.arange(N, dtype=torch.float64)).expand(B, N)
     rel = None if relevance is None else _aligned(relevance, cols, B, N, "relevance")
     ct = None if ctr is None else _aligned(ctr, cols, B, N, "ctr")
     return _Inputs(scores, gid, mask, None if labels is None else len(labels), sizes, labels, items, rel, ct,
                    False, True)
 
 
-class _Prepared(NamedTuple):
-    ob: OrderedBatch
-    memb: Optional[Tensor]   # [B, N, G]
-    mask: Tensor
-    sizes: Optional[Tensor]  # [G]
-    labels: Optional[List[Any]]
-    relevance: Optional[Tensor]
-    ctr: Optional[Tensor]
-    items: Tensor
-    squeeze: bool
+class _View:
+    """What the metrics read from a batch of rankings: ``exposure(F)`` of every slot ``[B, N]``, ``group_total(x)``
+    (``sum_b sum_{i in g} x[b, i]``, ``[G]``), ``relevance`` / ``ctr`` ``[B, N]`` in the same slots, the group
+    ``sizes [G]`` and ``labels``.  Two layouts: :class:`_Ranked` (a hard ranking: slots are positions, no
+    ordering machinery) and :class:`_Ordered` (any ordering: slots are the list's items)."""
+
     dtype: torch.dtype
+    mask: Tensor                  # [B, N] bool: a real item in the slot
+    sizes: Optional[Tensor]       # [G]
+    labels: Optional[List[Any]]
+    relevance: Optional[Tensor]   # [B, N], 0 in padded slots
+    ctr: Optional[Tensor]
+    items: Tensor                 # [B, N] item index of the slot (for amortized IAA)
+    squeeze: bool
+
+
+class _Ranked(_View):
+    """A hard ranking (FRT's rankings, or scores sorted with ties by list index): slot ``k`` of row ``b`` is position
+    ``k``, the real items fill positions ``0..n_b-1``; ``codes [B, N]`` the group of each position (-1: unknown or
+    padded) or ``memb [B, N, G]`` soft membership in position order.  Every quantity is a direct formula."""
+
+    def __init__(self, dtype, mask, codes, memb, G, sizes, labels, relevance, ctr, items, squeeze, dense):
+        self.dtype, self.mask, self.codes, self.memb, self.G = dtype, mask, codes, memb, G
+        self.sizes, self.labels, self.relevance, self.ctr, self.items = sizes, labels, relevance, ctr, items
+        self.squeeze, self.dense = squeeze, dense  # dense: no padded slot
+
+    def _maskf(self) -> Tensor:
+        return self.mask.to(self.dtype)
+
+    def exposure(self, F: BrowsingModel) -> Tensor:
+        w = F.weights(self.mask.shape[1], dtype=self.dtype, device=self.mask.device)
+        return w.expand(self.mask.shape) if self.dense else w * self._maskf()
+
+    def _index(self) -> Tensor:
+        """Group codes with the unknown / padded slots in an extra bin ``G``."""
+        return torch.where(self.codes >= 0, self.codes, torch.full_like(self.codes, self.G))
+
+    def group_total(self, per_slot: Tensor) -> Tensor:
+        if self.memb is not None:
+            return _linalg.einsum("bn,bng->g", per_slot, self.memb)
+        out = torch.zeros(self.G + 1, dtype=per_slot.dtype, device=per_slot.device)
+        return out.index_add(0, self._index().reshape(-1), per_slot.expand(self.codes.shape).reshape(-1))[:self.G]
+
+    def counts(self) -> Tensor:
+        """``[B, G]`` items of each group per ranking."""
+        if self.memb is not None:
+            return self.memb.sum(1)
+        B = self.codes.shape[0]
+        ones = torch.ones((), dtype=self.dtype, device=self.codes.device).expand(self.codes.shape)
+        return torch.zeros(B, self.G + 1, dtype=self.dtype, device=self.codes.device).scatter_add_(
+            1, self._index(), ones)[:, :self.G]
+
+    def onehot(self) -> Tensor:
+        """``[B, N, G]`` membership of each position."""
+        if self.memb is not None:
+            return self.memb
+        return torch.nn.functional.one_hot(self._index(), self.G + 1)[..., :self.G].to(self.dtype)
+
+
+class _Ordered(_View):
+    """Any ordering (a relaxed one, ``Hard(ties="average")``, a precomputed ``OrderedBatch``): slots are the list's
+    items, quantities come from the :class:`~torchfair.orderings.OrderedBatch`."""
+
+    def __init__(self, ob, memb, mask, sizes, labels, relevance, ctr, items, squeeze, dtype):
+        self.ob, self.memb, self.mask, self.sizes, self.labels = ob, memb, mask, sizes, labels
+        self.relevance, self.ctr, self.items, self.squeeze, self.dtype = relevance, ctr, items, squeeze, dtype
+
+    def exposure(self, F: BrowsingModel) -> Tensor:
+        return self.ob.exposure(F)
+
+    def group_total(self, per_item: Tensor) -> Tensor:
+        return _linalg.einsum("bn,bng->g", per_item * self.mask.to(per_item.dtype), self.memb)
+
+
+def _direct(ordering) -> bool:
+    """The ranking is read directly (no ordering machinery) for the default ``Hard()`` with ties by list index."""
+    return ordering is None or (type(ordering) is Hard and ordering.ties == "first")
+
+
+def _values(v, name: str, m: Tensor, dt: torch.dtype, check_unit) -> Optional[Tensor]:
+    """Relevance / ctr ``[B, N]`` in the dtype of the computation, 0 in padded slots (FRT's [0, 1] check for
+    EXPU / EXPRU, deviation 10)."""
+    if v is None:
+        return None
+    if not isinstance(v, Tensor):
+        raise ValueError(f"`{name}` must be a tensor [B, N] in the tensor form")
+    t = v.unsqueeze(0) if v.dim() == 1 else v
+    if t.shape != m.shape:
+        raise ValueError(f"`{name}` must have shape {tuple(m.shape)}; got {tuple(v.shape)}")
+    t = t.to(dt)
+    if not bool(m.all()):
+        t = torch.where(m, t, torch.zeros((), dtype=dt, device=t.device))
+    if check_unit is not None and name in check_unit and bool(((t < 0) | (t > 1)).any()):
+        what = "relevance score" if name == "relevance" else "click through rate"
+        raise FRTInputError(f"{check_unit[name]} requires that {what} be between 0 and 1 (`{name}`)")
+    return t
+
+
+def _sizes(x: _Inputs, counts: Tensor, dt: torch.dtype) -> Tensor:
+    if x.sizes is None:
+        return counts.amax(0)
+    sizes = x.sizes.to(device=counts.device, dtype=dt)
+    if sizes.shape != counts.shape[-1:]:
+        raise ValueError(f"`group_sizes` must have shape [{counts.shape[-1]}]; got {tuple(sizes.shape)}")
+    return sizes
 
 
 def _prepare(rankings, groups, relevance=None, ctr=None, *, mask=None, num_groups=None, group_sizes=None,
-             ordering=None, validate=True, check_unit=None) -> _Prepared:
+             ordering=None, validate=True, check_unit=None) -> _View:
     x = _inputs(rankings, groups, relevance, ctr, mask, num_groups, group_sizes)
+    if _direct(ordering):
+        return _ranked(x, validate, check_unit)
     b = prepare(x.scores, None, x.groups, x.mask, num_groups=x.num_groups, validate=validate)
     dt = b.scores.dtype
     ob = order(b, ordering)
     m = b.mask
-
-    def vals(v, name):
-        if v is None:
-            return None
-        if not isinstance(v, Tensor):
-            raise ValueError(f"`{name}` must be a tensor [B, N] in the tensor form")
-        t = v.unsqueeze(0) if v.dim() == 1 else v
-        if t.shape != m.shape:
-            raise ValueError(f"`{name}` must have shape {tuple(m.shape)}; got {tuple(v.shape)}")
-        t = torch.where(m, t.to(dt), torch.zeros((), dtype=dt, device=t.device))
-        if check_unit is not None and name in check_unit and bool(((t < 0) | (t > 1)).any()):
-            what = "relevance score" if name == "relevance" else "click through rate"
-            raise FRTInputError(f"{check_unit[name]} requires that {what} be between 0 and 1 (`{name}`)")
-        return t
-
-    sizes = None
-    if b.membership is not None:
-        counts = b.membership.sum(1)  # [B, G]
-        if x.sizes is not None:
-            sizes = x.sizes.to(device=counts.device, dtype=dt)
-            if sizes.shape != counts.shape[-1:]:
-                raise ValueError(f"`group_sizes` must have shape [{counts.shape[-1]}]; got {tuple(sizes.shape)}")
-        else:
-            sizes = counts.amax(0)
+    sizes = None if b.membership is None else _sizes(x, b.membership.sum(1), dt)
     labels = x.labels
     if labels is None and b.membership is not None:
         labels = list(range(b.membership.shape[-1]))
-    return _Prepared(ob, b.membership, m, sizes, labels, vals(x.relevance, "relevance"), vals(x.ctr, "ctr"),
-                     x.items.to(m.device), x.squeeze and not x.frt_form, dt)
+    return _Ordered(ob, b.membership, m, sizes, labels, _values(x.relevance, "relevance", m, dt, check_unit),
+                    _values(x.ctr, "ctr", m, dt, check_unit), x.items.to(m.device), x.squeeze and not x.frt_form, dt)
 
 
-def _group_total(p: _Prepared, per_item: Tensor) -> Tensor:
+def _ranked(x: _Inputs, validate: bool, check_unit) -> _Ranked:
+    """The hard ranking read directly: slots put in position order (a no-op for FRT's rankings, whose items come in
+    rank order already), group codes instead of one-hot membership."""
+    memb = None
+    if x.frt_form:  # item ids in rank order; the real items of a row are its non-padded slots, in order
+        m, dt = x.mask, torch.float64
+        if validate:
+            require(lambda: m.any(), "`mask` has no real item: the batch holds no list with an item to rank",
+                    m.device)
+        codes, G = x.groups, x.num_groups
+        dense = bool(m.all())
+        order = None if dense or bool((m[:, 1:] <= m[:, :-1]).all()) else \
+            torch.sort((~m).to(torch.uint8), dim=-1, stable=True).indices  # real slots first, in order
+    else:  # scores: rank them (descending, ties by list index, padded items last), as Hard() does
+        b = prepare(x.scores, None, None, x.mask, validate=validate)
+        m, dt = b.mask, b.scores.dtype
+        codes, G = None, None
+        g = x.groups
+        if g is not None:
+            g = _check_groups(g, b.squeeze)
+            if g.is_floating_point():
+                memb = as_membership(g, m, x.num_groups, dt, validate)
+                G = memb.shape[-1]
+            else:
+                codes, G = group_codes(g, m, x.num_groups, validate)
+        dense = bool(m.all())
+        key = b.scores if dense else torch.where(m, b.scores, torch.full((), float("-inf"), dtype=dt,
+                                                                          device=m.device))
+        order = torch.sort(key, dim=-1, descending=True, stable=True).indices
+    rel = _values(x.relevance, "relevance", m, dt, check_unit)
+    ctr = _values(x.ctr, "ctr", m, dt, check_unit)
+    items = x.items.to(m.device)
+    if order is not None:
+        def take(t):
+            return None if t is None else t.gather(1, order)
+        codes, rel, ctr, m = take(codes), take(rel), take(ctr), take(m)
+        items = items.expand(m.shape).gather(1, order)
+        if memb is not None:
+            memb = memb.gather(1, order.unsqueeze(-1).expand(memb.shape))
+    sizes = labels = None
+    view = _Ranked(dt, m, codes, memb, G, None, None, rel, ctr, items, x.squeeze and not x.frt_form, dense)
+    if G is not None:
+        view.sizes = _sizes(x, view.counts(), dt)
+        view.labels = x.labels if x.labels is not None else list(range(G))
+    return view
+
+
+def _check_groups(g, squeeze: bool) -> Tensor:
+    """``groups`` of the tensor form as :func:`~torchfair._validation.prepare` takes them (a single list's ids
+    ``[N]`` or soft membership ``[N, G]`` gets its batch dimension)."""
+    if not isinstance(g, Tensor):
+        raise ValueError(f"`groups` must be a torch.Tensor, got {type(g).__name__}")
+    if squeeze and ((g.is_floating_point() and g.dim() == 2) or (not g.is_floating_point() and g.dim() == 1)):
+        g = g.unsqueeze(0)
+    return g
+
+
+def _group_total(p: _View, per_item: Tensor) -> Tensor:
     """``sum_b sum_{i in g} per_item[b, i]``: per-group sums over all rankings, ``[G]``."""
-    return _linalg.einsum("bn,bng->g", per_item * p.mask.to(per_item.dtype), p.memb)
+    return p.group_total(per_item)
 
 
-def _result(p: _Prepared, per_group: Tensor, combo: str, strict_docs: bool) -> FRTResult:
+def _result(p: _View, per_group: Tensor, combo: str, strict_docs: bool) -> FRTResult:
     return FRTResult(aggregate(per_group, combo, strict_docs=strict_docs), per_group, p.labels)
 
 
@@ -439,7 +577,7 @@ def EXP(rankings, groups, combo: str = "MinMaxRatio", *, mask: Optional[Tensor] 
     _check_combo(combo)
     p = _prepare(rankings, groups, mask=mask, num_groups=num_groups, group_sizes=group_sizes, ordering=ordering,
                  validate=validate_args)
-    e = p.ob.exposure(Logarithmic())
+    e = p.exposure(Logarithmic())
     return _result(p, _group_total(p, e) / p.sizes, combo, strict_docs)
 
 
@@ -456,7 +594,7 @@ def EXPU(rankings, groups, relevance, combo: str = "MinMaxRatio", *, mask: Optio
     _check_combo(combo)
     p = _prepare(rankings, groups, relevance, mask=mask, num_groups=num_groups, group_sizes=group_sizes,
                  ordering=ordering, validate=validate_args, check_unit={"relevance": "Exposure Realized Utility"})
-    e = p.ob.exposure(Logarithmic())
+    e = p.exposure(Logarithmic())
     avg_exp = _group_total(p, e) / p.sizes
     avg_util = _group_total(p, p.relevance) / p.sizes
     return _result(p, avg_exp / avg_util, combo, strict_docs)
@@ -491,14 +629,14 @@ def AWRF(rankings, groups, p: float, combo: str = "MinMaxRatio", *, mask: Option
     _check_combo(combo)
     pr = _prepare(rankings, groups, mask=mask, num_groups=num_groups, group_sizes=group_sizes, ordering=ordering,
                   validate=validate_args)
-    e = 100.0 * pr.ob.exposure(Geometric(p))
+    e = 100.0 * pr.exposure(Geometric(p))
     return _result(pr, _group_total(pr, e) / pr.sizes, combo, strict_docs)
 
 
-def _rbp_total(p: _Prepared, decay: float) -> Tensor:
+def _rbp_total(p: _View, decay: float) -> Tensor:
     """``(1 - decay) sum_rankings sum_{i in g} decay^(rank_i - 1)`` (Kirnap et al. eq. 2), ``[G]``."""
     decay = check_number(decay, "decay", low=0, high=1, low_open=True)
-    return (1 - decay) * _group_total(p, p.ob.exposure(RBP(decay)))
+    return (1 - decay) * _group_total(p, p.exposure(RBP(decay)))
 
 
 @_doc
@@ -559,11 +697,45 @@ def ARP(rankings, groups, combo: str = "MinMaxRatio", *, mask: Optional[Tensor] 
     _check_combo(combo)
     p = _prepare(rankings, groups, mask=mask, num_groups=num_groups, group_sizes=group_sizes, ordering=ordering,
                  validate=validate_args)
-    rp = rank_parity(p.ob.scores, p.memb, mask=p.mask, ordering=p.ob, validate_args=False)
-    present = p.memb.sum(1) > 0
-    nan = torch.full_like(rp.per_group, float("nan"))
-    per_ranking = torch.where(rp.valid, rp.per_group, torch.where(present, nan, torch.zeros_like(nan)))
+    if isinstance(p, _Ranked):
+        per_group, valid, present = _mixed_pairs_won(p)
+    else:
+        rp = rank_parity(p.ob.scores, p.memb, mask=p.mask, ordering=p.ob, validate_args=False)
+        per_group, valid, present = rp.per_group, rp.valid, p.memb.sum(1) > 0
+    nan = torch.full_like(per_group, float("nan"))
+    per_ranking = torch.where(valid, per_group, torch.where(present, nan, torch.zeros_like(nan)))
     return _result(p, per_ranking.sum(0), combo, strict_docs)
+
+
+def _mixed_pairs_won(p: _Ranked):
+    """ARP's ``mixed pairs won by g / mixed pairs of g`` per ranking (:func:`torchfair.metrics.rank_parity`'s
+    ``per_group`` on a strict ranking), by counting: an item of g at position k wins against the known items of
+    other groups below it.  With group codes, ``sum_{i in g} (known items below i) - n_g (n_g - 1) / 2`` (the pairs
+    inside g); with soft membership ``a``, ``sum_i a_ig sum_{j below i} (known_j - a_jg)``.  Mixed pairs of g:
+    ``sum_{i != j} a_ig (known_j - a_jg)`` (``n_g (K - n_g)`` for codes).  Returns ``(per_group, valid, present)``,
+    each ``[B, G]``."""
+    dt = p.dtype
+    if p.memb is None:
+        known = (p.codes >= 0).to(dt)
+        K = known.sum(-1, keepdim=True)
+        below = K - known.cumsum(-1)                               # known items strictly below position k
+        idx = p._index()
+        B = idx.shape[0]
+        S = torch.zeros(B, p.G + 1, dtype=dt, device=idx.device).scatter_add_(1, idx, below)[:, :p.G]
+        n = p.counts()
+        won, mixed = S - n * (n - 1) / 2, n * (K - n)
+    else:
+        a = p.memb
+        known = a.sum(-1)                                          # [B, N]
+        K = known.sum(-1, keepdim=True)
+        A = a.sum(1)                                               # [B, G]
+        below_known = K - known.cumsum(-1)
+        below_a = A[:, None, :] - a.cumsum(1)
+        won = (a * (below_known[..., None] - below_a)).sum(1)
+        mixed = (a * ((K - known)[..., None] - (A[:, None, :] - a))).sum(1)
+        n = A
+    per_group, valid = safe_div(won, mixed)
+    return clamp_rounding(per_group, 0.0, 1.0), valid, n > 0
 
 
 def NDKL(rankings, groups, *, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
@@ -580,13 +752,17 @@ def NDKL(rankings, groups, *, mask: Optional[Tensor] = None, num_groups: Optiona
     """
     p = _prepare(rankings, groups, mask=mask, num_groups=num_groups, ordering=ordering, validate=validate_args)
     dt = p.dtype
-    R = p.ob.position_matrix().to(dt)                          # [B, N(k), N(i)]
-    prefix = torch.cumsum(_linalg.bmm(R, p.memb), dim=1)         # [B, N, G] group counts among positions <= k
+    if isinstance(p, _Ranked):  # membership in position order: prefix counts are a cumulative sum
+        prefix, counts = torch.cumsum(p.onehot(), dim=1), p.counts()
+    else:
+        R = p.ob.position_matrix().to(dt)                      # [B, N(k), N(i)]
+        prefix = torch.cumsum(_linalg.bmm(R, p.memb), dim=1)     # [B, N, G] group counts among positions <= k
+        counts = p.memb.sum(1)
     B, N = p.mask.shape
     n = p.mask.sum(-1).to(dt)                                  # [B]
     k1 = torch.arange(1, N + 1, dtype=dt, device=p.mask.device)
     P = prefix / k1[None, :, None] + NDKL_EPSILON
-    Q = (p.memb.sum(1) / n.clamp(min=1)[:, None] + NDKL_EPSILON)[:, None, :]
+    Q = (counts / n.clamp(min=1)[:, None] + NDKL_EPSILON)[:, None, :]
     kl = (P * torch.log(P / Q)).sum(-1)                        # [B, N]
     real = (torch.arange(N, device=p.mask.device)[None, :] < n[:, None]).to(dt)
     Z = Logarithmic().weights(N, dtype=dt, device=p.mask.device)[None, :] * real
@@ -607,13 +783,15 @@ def IAA(rankings, relevance, *, mask: Optional[Tensor] = None, ordering: Orderin
     if per_ranking and strict_docs:
         raise ValueError("`per_ranking` and `strict_docs` are exclusive")
     p = _prepare(rankings, None, relevance, mask=mask, ordering=ordering, validate=validate_args)
-    att = p.ob.exposure(Logarithmic())
+    att = p.exposure(Logarithmic())
     m = p.mask.to(att.dtype)
-    if strict_docs:
+    if strict_docs:  # padded slots add 0 (their attention and relevance are 0)
         M = int(p.items.max()) + 1
-        A = torch.zeros(M, dtype=att.dtype, device=att.device).index_add_(0, p.items[p.mask], att[p.mask])
-        Rl = torch.zeros(M, dtype=att.dtype, device=att.device).index_add_(0, p.items[p.mask],
-                                                                            p.relevance[p.mask])
+        idx = p.items.expand(m.shape).reshape(-1)
+        A = torch.zeros(M, dtype=att.dtype, device=att.device).index_add_(0, idx, (att * m).reshape(-1))
+        Rl = torch.zeros(M, dtype=att.dtype, device=att.device).index_add_(0, idx, (p.relevance * m).reshape(-1))
         return (A - Rl).abs().sum()
-    per = ((att - p.relevance).abs() * m).sum(-1)
-    return per if per_ranking else per[0]
+    if not per_ranking:  # FRT evaluates the first ranking only (deviation 6)
+        return ((att[:1] - p.relevance[:1]).abs() * m[:1]).sum()
+    d = (att - p.relevance).abs()
+    return (d if getattr(p, "dense", False) else d * m).sum(-1)
