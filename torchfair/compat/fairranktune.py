@@ -199,6 +199,8 @@ class _Inputs(NamedTuple):
     ctr: Optional[Tensor]
     squeeze: bool
     frt_form: bool
+    dense: Optional[bool] = None  # every slot holds a real item (None: not known yet)
+    codes_known: bool = False     # the FRT form's group codes: every real item has one (no -1 but padding)
 
 
 def _missing(x) -> bool:
@@ -263,12 +265,24 @@ def _aligned(values, rankings: List[List[Any]], B: int, N: int, name: str) -> Te
     return _scatter_rows(flat, rankings, B, N, torch.zeros((), dtype=torch.float64))
 
 
+def _lookup(table: Tensor, ids: Tensor) -> Tensor:
+    """``table[ids]`` (``index_select`` on the flattened ids: several times faster than advanced indexing)."""
+    return table.index_select(0, ids.reshape(-1)).view(ids.shape)
+
+
 def _tensor_ranking_inputs(rankings: Tensor, groups, relevance, ctr) -> _Inputs:
     """Integer tensor of item ids ``[B, N]`` (negative = padding): vectorised FRT form."""
     squeeze = rankings.dim() == 1
     r = (rankings.unsqueeze(0) if squeeze else rankings).long()
-    mask = r >= 0
-    ids = r.clamp(min=0)
+    if not r.numel():
+        lo, hi = 0, -1
+    elif groups is None:  # the largest id only matters for the group lookup
+        lo, hi = int(r.min()), -1
+    else:
+        lo, hi = (int(v) for v in torch.aminmax(r))
+    dense = lo >= 0  # no padding: the common case skips every masking step
+    mask = torch.ones_like(r, dtype=torch.bool) if dense else r >= 0
+    ids = r if dense else r.clamp(min=0)
     labels = sizes = gid = None
     num_groups = None
     if groups is not None:
@@ -285,12 +299,13 @@ def _tensor_ranking_inputs(rankings: Tensor, groups, relevance, ctr) -> _Inputs:
             uniq, code = torch.unique(gt, sorted=True, return_inverse=True)
             labels = uniq.tolist()
             lookup, M = code.long(), code.numel()
-        if bool(((ids >= M) & mask).any()):
+        if hi >= M and bool(((ids >= M) & mask).any()):
             raise KeyError("an item id of `rankings` has no entry in `groups`")
-        gid = lookup.to(r.device)[ids.clamp(max=M - 1)]
-        if bool(((gid < 0) & mask).any()):
+        gid = _lookup(lookup.to(r.device), ids if hi < M else ids.clamp(max=M - 1))
+        if bool((lookup < 0).any()) and bool(((gid < 0) & mask).any()):  # ids without a group in the dict
             raise KeyError("an item id of `rankings` has no entry in `groups`")
-        gid = torch.where(mask, gid, torch.full_like(gid, -1))
+        if not dense:
+            gid = torch.where(mask, gid, torch.full_like(gid, -1))
         num_groups = len(labels)
         valid_codes = lookup[lookup >= 0]
         sizes = torch.bincount(valid_codes, minlength=num_groups).to(torch.float64)
@@ -305,15 +320,17 @@ def _tensor_ranking_inputs(rankings: Tensor, groups, relevance, ctr) -> _Inputs:
             for k, v in x.items():
                 if int(k) < lk.numel():
                     lk[int(k)] = float(v)
-            return torch.where(mask, lk[ids], torch.zeros((), dtype=torch.float64))
-        t = torch.as_tensor(x, dtype=torch.float64)
-        t = t.unsqueeze(0) if t.dim() == 1 else t
-        if t.shape != r.shape:
-            raise ValueError(f"`{name}` must have the shape of `rankings` {tuple(r.shape)}; got {tuple(t.shape)}")
-        return torch.where(mask, t, torch.zeros((), dtype=torch.float64))
+            t = _lookup(lk, ids)
+        else:
+            t = torch.as_tensor(x, dtype=torch.float64)
+            t = t.unsqueeze(0) if t.dim() == 1 else t
+            if t.shape != r.shape:
+                raise ValueError(f"`{name}` must have the shape of `rankings` {tuple(r.shape)}; "
+                                 f"got {tuple(t.shape)}")
+        return t if dense else torch.where(mask, t, torch.zeros((), dtype=torch.float64))
 
     return _Inputs(scores, gid, mask, num_groups, sizes, labels, ids, vals(relevance, "relevance"),
-                   vals(ctr, "ctr"), squeeze, True)
+                   vals(ctr, "ctr"), squeeze, True, dense, True)
 
 
 def _inputs(rankings, groups, relevance=None, ctr=None, mask=None, num_groups=None, group_sizes=None) -> _Inputs:
@@ -355,7 +372,7 @@ def _inputs(rankings, groups, relevance=None, ctr=None, mask=None, num_groups=No
     rel = None if relevance is None else _aligned(relevance, cols, B, N, "relevance")
     ct = None if ctr is None else _aligned(ctr, cols, B, N, "ctr")
     return _Inputs(scores, gid, mask, None if labels is None else len(labels), sizes, labels, items, rel, ct,
-                   False, True)
+                   False, True, None, True)
 
 
 class _View:
@@ -379,10 +396,14 @@ class _Ranked(_View):
     ``k``, the real items fill positions ``0..n_b-1``; ``codes [B, N]`` the group of each position (-1: unknown or
     padded) or ``memb [B, N, G]`` soft membership in position order.  Every quantity is a direct formula."""
 
-    def __init__(self, dtype, mask, codes, memb, G, sizes, labels, relevance, ctr, items, squeeze, dense):
+    def __init__(self, dtype, mask, codes, memb, G, sizes, labels, relevance, ctr, items, squeeze, dense,
+                 codes_known=False):
         self.dtype, self.mask, self.codes, self.memb, self.G = dtype, mask, codes, memb, G
         self.sizes, self.labels, self.relevance, self.ctr, self.items = sizes, labels, relevance, ctr, items
         self.squeeze, self.dense = squeeze, dense  # dense: no padded slot
+        self._idx: Optional[Tensor] = None
+        # codes >= 0 in every slot: no padded slot and no item of unknown group
+        self._all_known = dense and codes_known
 
     def _maskf(self) -> Tensor:
         return self.mask.to(self.dtype)
@@ -393,7 +414,10 @@ class _Ranked(_View):
 
     def _index(self) -> Tensor:
         """Group codes with the unknown / padded slots in an extra bin ``G``."""
-        return torch.where(self.codes >= 0, self.codes, torch.full_like(self.codes, self.G))
+        if self._idx is None:
+            self._idx = self.codes if self._all_known else \
+                torch.where(self.codes >= 0, self.codes, torch.full_like(self.codes, self.G))
+        return self._idx
 
     def group_total(self, per_slot: Tensor) -> Tensor:
         if self.memb is not None:
@@ -437,7 +461,7 @@ def _direct(ordering) -> bool:
     return ordering is None or (type(ordering) is Hard and ordering.ties == "first")
 
 
-def _values(v, name: str, m: Tensor, dt: torch.dtype, check_unit) -> Optional[Tensor]:
+def _values(v, name: str, m: Tensor, dt: torch.dtype, check_unit, dense: bool = False) -> Optional[Tensor]:
     """Relevance / ctr ``[B, N]`` in the dtype of the computation, 0 in padded slots (FRT's [0, 1] check for
     EXPU / EXPRU, deviation 10)."""
     if v is None:
@@ -448,20 +472,30 @@ def _values(v, name: str, m: Tensor, dt: torch.dtype, check_unit) -> Optional[Te
     if t.shape != m.shape:
         raise ValueError(f"`{name}` must have shape {tuple(m.shape)}; got {tuple(v.shape)}")
     t = t.to(dt)
-    if not bool(m.all()):
+    if not dense:
         t = torch.where(m, t, torch.zeros((), dtype=dt, device=t.device))
-    if check_unit is not None and name in check_unit and bool(((t < 0) | (t > 1)).any()):
+    if check_unit is not None and name in check_unit and t.numel() and _outside_unit(t):
         what = "relevance score" if name == "relevance" else "click through rate"
         raise FRTInputError(f"{check_unit[name]} requires that {what} be between 0 and 1 (`{name}`)")
     return t
 
 
-def _sizes(x: _Inputs, counts: Tensor, dt: torch.dtype) -> Tensor:
+def _outside_unit(t: Tensor) -> bool:
+    """Some value of ``t`` below 0 or above 1 (NaN values are not checked, as FRT's comparisons skip them)."""
+    lo, hi = (float(v) for v in torch.aminmax(t))
+    if lo != lo or hi != hi:  # a NaN: compare elementwise
+        return bool(((t < 0) | (t > 1)).any())
+    return lo < 0 or hi > 1
+
+
+def _sizes(x: _Inputs, G: int, counts, dt: torch.dtype, device) -> Tensor:
+    """The group sizes ``[G]``: the dictionary's (FRT form), ``group_sizes``, or the largest per-list count of
+    each group (``counts()`` ``[B, G]``, computed only then)."""
     if x.sizes is None:
-        return counts.amax(0)
-    sizes = x.sizes.to(device=counts.device, dtype=dt)
-    if sizes.shape != counts.shape[-1:]:
-        raise ValueError(f"`group_sizes` must have shape [{counts.shape[-1]}]; got {tuple(sizes.shape)}")
+        return counts().amax(0)
+    sizes = x.sizes.to(device=device, dtype=dt)
+    if sizes.shape != (G,):
+        raise ValueError(f"`group_sizes` must have shape [{G}]; got {tuple(sizes.shape)}")
     return sizes
 
 
@@ -474,7 +508,8 @@ def _prepare(rankings, groups, relevance=None, ctr=None, *, mask=None, num_group
     dt = b.scores.dtype
     ob = order(b, ordering)
     m = b.mask
-    sizes = None if b.membership is None else _sizes(x, b.membership.sum(1), dt)
+    sizes = None if b.membership is None else _sizes(x, b.membership.shape[-1], lambda: b.membership.sum(1), dt,
+                                                     m.device)
     labels = x.labels
     if labels is None and b.membership is not None:
         labels = list(range(b.membership.shape[-1]))
@@ -488,11 +523,11 @@ def _ranked(x: _Inputs, validate: bool, check_unit) -> _Ranked:
     memb = None
     if x.frt_form:  # item ids in rank order; the real items of a row are its non-padded slots, in order
         m, dt = x.mask, torch.float64
-        if validate:
+        dense = bool(m.all()) if x.dense is None else x.dense
+        if validate and not dense:
             require(lambda: m.any(), "`mask` has no real item: the batch holds no list with an item to rank",
                     m.device)
         codes, G = x.groups, x.num_groups
-        dense = bool(m.all())
         order = None if dense or bool((m[:, 1:] <= m[:, :-1]).all()) else \
             torch.sort((~m).to(torch.uint8), dim=-1, stable=True).indices  # real slots first, in order
     else:  # scores: rank them (descending, ties by list index, padded items last), as Hard() does
@@ -511,8 +546,8 @@ def _ranked(x: _Inputs, validate: bool, check_unit) -> _Ranked:
         key = b.scores if dense else torch.where(m, b.scores, torch.full((), float("-inf"), dtype=dt,
                                                                           device=m.device))
         order = torch.sort(key, dim=-1, descending=True, stable=True).indices
-    rel = _values(x.relevance, "relevance", m, dt, check_unit)
-    ctr = _values(x.ctr, "ctr", m, dt, check_unit)
+    rel = _values(x.relevance, "relevance", m, dt, check_unit, dense)
+    ctr = _values(x.ctr, "ctr", m, dt, check_unit, dense)
     items = x.items.to(m.device)
     if order is not None:
         def take(t):
@@ -521,10 +556,10 @@ def _ranked(x: _Inputs, validate: bool, check_unit) -> _Ranked:
         items = items.expand(m.shape).gather(1, order)
         if memb is not None:
             memb = memb.gather(1, order.unsqueeze(-1).expand(memb.shape))
-    sizes = labels = None
-    view = _Ranked(dt, m, codes, memb, G, None, None, rel, ctr, items, x.squeeze and not x.frt_form, dense)
+    view = _Ranked(dt, m, codes, memb, G, None, None, rel, ctr, items, x.squeeze and not x.frt_form, dense,
+                   x.frt_form and x.codes_known)
     if G is not None:
-        view.sizes = _sizes(x, view.counts(), dt)
+        view.sizes = _sizes(x, G, view.counts, dt, m.device)
         view.labels = x.labels if x.labels is not None else list(range(G))
     return view
 
@@ -784,6 +819,8 @@ def IAA(rankings, relevance, *, mask: Optional[Tensor] = None, ordering: Orderin
         raise ValueError("`per_ranking` and `strict_docs` are exclusive")
     p = _prepare(rankings, None, relevance, mask=mask, ordering=ordering, validate=validate_args)
     att = p.exposure(Logarithmic())
+    if per_ranking and getattr(p, "dense", False):  # no padded slot: nothing to mask
+        return (att - p.relevance).abs().sum(-1)
     m = p.mask.to(att.dtype)
     if strict_docs:  # padded slots add 0 (their attention and relevance are 0)
         M = int(p.items.max()) + 1
@@ -793,5 +830,4 @@ def IAA(rankings, relevance, *, mask: Optional[Tensor] = None, ordering: Orderin
         return (A - Rl).abs().sum()
     if not per_ranking:  # FRT evaluates the first ranking only (deviation 6)
         return ((att[:1] - p.relevance[:1]).abs() * m[:1]).sum()
-    d = (att - p.relevance).abs()
-    return (d if getattr(p, "dense", False) else d * m).sum(-1)
+    return ((att - p.relevance).abs() * m).sum(-1)
