@@ -188,7 +188,7 @@ def aggregate(values: Tensor, combo: str, *, strict_docs: bool = False) -> Tenso
 
 # --------------------------------------------------------------------------------------------- inputs
 class _Inputs(NamedTuple):
-    scores: Tensor            # [B, N]
+    scores: Optional[Tensor]  # [B, N] (None in the FRT form: the rankings are given)
     groups: Optional[Tensor]  # [B, N] ids (-1: none) or [B, N, G] soft
     mask: Tensor              # [B, N] bool
     num_groups: Optional[int]
@@ -281,7 +281,7 @@ def _tensor_ranking_inputs(rankings: Tensor, groups, relevance, ctr) -> _Inputs:
     else:
         lo, hi = (int(v) for v in torch.aminmax(r))
     dense = lo >= 0  # no padding: the common case skips every masking step
-    mask = torch.ones_like(r, dtype=torch.bool) if dense else r >= 0
+    mask = torch.ones((), dtype=torch.bool, device=r.device).expand(r.shape) if dense else r >= 0
     ids = r if dense else r.clamp(min=0)
     labels = sizes = gid = None
     num_groups = None
@@ -309,8 +309,6 @@ def _tensor_ranking_inputs(rankings: Tensor, groups, relevance, ctr) -> _Inputs:
         num_groups = len(labels)
         valid_codes = lookup[lookup >= 0]
         sizes = torch.bincount(valid_codes, minlength=num_groups).to(torch.float64)
-    B, N = r.shape
-    scores = (N - torch.arange(N, dtype=torch.float64, device=r.device)).expand(B, N)
 
     def vals(x, name):
         if x is None:
@@ -329,7 +327,7 @@ def _tensor_ranking_inputs(rankings: Tensor, groups, relevance, ctr) -> _Inputs:
                                  f"got {tuple(t.shape)}")
         return t if dense else torch.where(mask, t, torch.zeros((), dtype=torch.float64))
 
-    return _Inputs(scores, gid, mask, num_groups, sizes, labels, ids, vals(relevance, "relevance"),
+    return _Inputs(None, gid, mask, num_groups, sizes, labels, ids, vals(relevance, "relevance"),
                    vals(ctr, "ctr"), squeeze, True, dense, True)
 
 
@@ -368,10 +366,9 @@ def _inputs(rankings, groups, relevance=None, ctr=None, mask=None, num_groups=No
     items = _scatter_rows([item_index.setdefault(it, len(item_index)) for it in flat], cols, B, N,
                           torch.zeros((), dtype=torch.long))
     mask = torch.arange(N)[None, :] < torch.tensor([len(c) for c in cols])[:, None]
-    scores = (N - torch.arange(N, dtype=torch.float64)).expand(B, N)
     rel = None if relevance is None else _aligned(relevance, cols, B, N, "relevance")
     ct = None if ctr is None else _aligned(ctr, cols, B, N, "ctr")
-    return _Inputs(scores, gid, mask, None if labels is None else len(labels), sizes, labels, items, rel, ct,
+    return _Inputs(None, gid, mask, None if labels is None else len(labels), sizes, labels, items, rel, ct,
                    False, True, None, True)
 
 
@@ -389,6 +386,23 @@ class _View:
     ctr: Optional[Tensor]
     items: Tensor                 # [B, N] item index of the slot (for amortized IAA)
     squeeze: bool
+
+
+_WEIGHTS: Dict[Any, Tensor] = {}
+
+
+def _position_weights(F: BrowsingModel, N: int, dtype: torch.dtype, device) -> Tensor:
+    """``F.weights(N)``, remembered for the position-based models of this module (their repr names every
+    parameter); read-only."""
+    if type(F) not in (Logarithmic, Geometric, RBP):
+        return F.weights(N, dtype=dtype, device=device)
+    key = (repr(F), N, dtype, str(device))
+    w = _WEIGHTS.get(key)
+    if w is None:
+        if len(_WEIGHTS) > 256:
+            _WEIGHTS.clear()
+        w = _WEIGHTS[key] = F.weights(N, dtype=dtype, device=device)
+    return w
 
 
 class _Ranked(_View):
@@ -409,7 +423,7 @@ class _Ranked(_View):
         return self.mask.to(self.dtype)
 
     def exposure(self, F: BrowsingModel) -> Tensor:
-        w = F.weights(self.mask.shape[1], dtype=self.dtype, device=self.mask.device)
+        w = _position_weights(F, self.mask.shape[1], self.dtype, self.mask.device)
         return w.expand(self.mask.shape) if self.dense else w * self._maskf()
 
     def _index(self) -> Tensor:
@@ -504,7 +518,11 @@ def _prepare(rankings, groups, relevance=None, ctr=None, *, mask=None, num_group
     x = _inputs(rankings, groups, relevance, ctr, mask, num_groups, group_sizes)
     if _direct(ordering):
         return _ranked(x, validate, check_unit)
-    b = prepare(x.scores, None, x.groups, x.mask, num_groups=x.num_groups, validate=validate)
+    scores = x.scores
+    if scores is None:  # FRT form: scores that rank the slots in their order
+        B, N = x.mask.shape
+        scores = (N - torch.arange(N, dtype=torch.float64, device=x.mask.device)).expand(B, N)
+    b = prepare(scores, None, x.groups, x.mask, num_groups=x.num_groups, validate=validate)
     dt = b.scores.dtype
     ob = order(b, ordering)
     m = b.mask
