@@ -212,3 +212,106 @@ def test_batched_tensors_against_fairranktune():
     for b in (0, 7, 19):
         assert close(nd[b], M.NDKL(_df(pd, [ranks[b].tolist()]), grp))
     assert close(ft.IAA(scores, rel_items), M.IAA(R, REL))
+
+
+# ------------------------------------------------------------------ the direct path against the ordering machinery
+def _tensor_case(seed, soft=False, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    B, N, G = 5, 9, 3
+    scores = torch.randint(0, 4, (B, N), generator=g).to(dtype)  # many ties: broken by list index
+    mask = torch.rand(B, N, generator=g) > 0.25
+    mask[:, 0] = True
+    mask[2, 1:] = False                                             # a list of one item
+    if soft:
+        groups = torch.softmax(torch.randn(B, N, G, generator=g), -1) * 0.9  # partly unknown
+    else:
+        groups = torch.randint(-1, G, (B, N), generator=g)         # -1: unknown group
+        groups[:, :G] = torch.arange(G)
+    rel = torch.rand(B, N, generator=g, dtype=torch.float64).to(dtype)
+    ctr = torch.rand(B, N, generator=g, dtype=torch.float64).to(dtype)
+    return scores, groups, mask, rel, ctr
+
+
+def _all_metrics(scores, groups, mask, rel, ctr, ordering):
+    kw = dict(mask=mask, ordering=ordering)
+    out = {}
+    for combo in ("MinMaxRatio", "Variance"):
+        out[f"EXP-{combo}"] = ft.EXP(scores, groups, combo, **kw)
+        out[f"EXPU-{combo}"] = ft.EXPU(scores, groups, rel, combo, **kw)
+        out[f"EXPRU-{combo}"] = ft.EXPRU(scores, groups, rel, ctr, combo, **kw)
+        out[f"AWRF-{combo}"] = ft.AWRF(scores, groups, 0.3, combo, **kw)
+        out[f"ERBE-{combo}"] = ft.ERBE(scores, groups, 0.7, combo, **kw)
+        out[f"ERBP-{combo}"] = ft.ERBP(scores, groups, 0.7, combo, **kw)
+        out[f"ERBR-{combo}"] = ft.ERBR(scores, groups, rel, 0.7, combo, **kw)
+        out[f"ARP-{combo}"] = ft.ARP(scores, groups, combo, **kw)
+    for b in range(scores.shape[0]):  # per ranking: one ranking whose ARP is nan (a lone group) hides the others
+        out[f"ARP-row{b}"] = ft.ARP(scores[b:b + 1], groups[b:b + 1], "MaxMinDiff", mask=mask[b:b + 1],
+                                    ordering=None if ordering is None else _row(ordering, b))
+    out["NDKL"] = ft.NDKL(scores, groups, **kw)
+    out["IAA"] = ft.IAA(scores, rel, **kw)
+    out["IAA-per"] = ft.IAA(scores, rel, per_ranking=True, **kw)
+    out["IAA-docs"] = ft.IAA(scores, rel, strict_docs=True, **kw)
+    return out
+
+
+def _row(ob, b):
+    from torchfair.orderings import Hard
+    return Hard()(ob.scores[b:b + 1], ob.mask[b:b + 1])
+
+
+def _same(a, b, rtol):
+    if isinstance(a, ft.FRTResult):
+        assert a.labels == b.labels
+        torch.testing.assert_close(a.per_group, b.per_group, rtol=rtol, atol=1e-12, equal_nan=True)
+        a, b = a.value, b.value
+    assert a.dtype == b.dtype and a.shape == b.shape
+    torch.testing.assert_close(a, b, rtol=rtol, atol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("soft", [False, True], ids=["ids", "soft"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["fp64", "fp32"])
+@pytest.mark.parametrize("seed", range(3))
+def test_direct_path_equals_the_ordering_path(seed, soft, dtype):
+    """``ordering=None`` reads the hard ranking directly; a precomputed ``Hard()`` ordered batch goes through the
+    general ordering machinery (exposure, rank_parity, position matrix): same numbers, ties, padding, unknown
+    groups and soft membership included."""
+    from torchfair.orderings import Hard
+    scores, groups, mask, rel, ctr = _tensor_case(seed, soft, dtype)
+    work = torch.where(mask, scores, torch.zeros_like(scores)).to(torch.float32 if dtype != torch.float64 else dtype)
+    general = _all_metrics(scores, groups, mask, rel, ctr, Hard()(work, mask))
+    direct = _all_metrics(scores, groups, mask, rel, ctr, None)
+    rtol = 1e-12 if dtype == torch.float64 else 1e-5
+    for k in general:
+        _same(direct[k], general[k], rtol)
+    defined = [k for k in direct if k.startswith("ARP-row") and torch.isfinite(direct[k].per_group).all()]
+    assert len(defined) >= 3  # the comparison of ARP is not vacuous
+
+
+def test_id_tensors_with_padding_anywhere_equal_the_compacted_rankings():
+    """Negative ids pad a ranking wherever they sit: the real ids keep their order."""
+    ids = torch.tensor([[3, -1, 0, 4, -1, 1, 2], [2, 4, 1, 0, 3, -1, -1], [-1, 4, -1, 3, 2, 1, 0]])
+    compact = [[3, 0, 4, 1, 2], [2, 4, 1, 0, 3], [4, 3, 2, 1, 0]]
+    groups = {0: "a", 1: "b", 2: "a", 3: "c", 4: "b"}
+    rel = torch.rand(3, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    rel_compact = [[v for v, i in zip(r, row) if i >= 0] for r, row in zip(rel.tolist(), ids.tolist())]
+    for fn in (ft.EXP, ft.ARP):
+        _same(fn(ids, groups, "MaxMinDiff"), fn(compact, groups, "MaxMinDiff"), 1e-12)
+    _same(ft.ERBR(ids, groups, rel, 0.5, "LTwo"), ft.ERBR(compact, groups, rel_compact, 0.5, "LTwo"), 1e-12)
+    _same(ft.NDKL(ids, groups), ft.NDKL(compact, groups), 1e-12)
+    _same(ft.IAA(ids, rel, per_ranking=True), ft.IAA(compact, rel_compact, per_ranking=True), 1e-12)
+    # ARP by hand for the first ranking 3 0 4 1 2 (c a b b a): a wins 1 of its 6 mixed pairs... counted below
+    order = ["c", "a", "b", "b", "a"]
+    won = {lab: sum(1 for i, x in enumerate(order) for y in order[i + 1:] if x == lab and y != lab)
+           for lab in "abc"}
+    mixed = {lab: order.count(lab) * (5 - order.count(lab)) for lab in "abc"}
+    one = ft.ARP(ids[:1], groups, "MaxMinDiff").to_dict()
+    assert one == pytest.approx({lab: won[lab] / mixed[lab] for lab in "abc"}, rel=1e-12)
+
+
+def test_relevance_range_check_of_the_direct_path():
+    ids = torch.arange(4)
+    with pytest.raises(AssertionError):
+        ft.EXPU(ids, torch.tensor([0, 1, 0, 1]), torch.tensor([0.5, 1.5, 0.2, 0.1]))
+    with pytest.raises(ValueError):  # a NaN does not hide a value out of range
+        ft.EXPU(ids, torch.tensor([0, 1, 0, 1]), torch.tensor([float("nan"), 1.5, 0.2, 0.1]))
+    ft.EXPU(ids, torch.tensor([0, 1, 0, 1]), torch.tensor([float("nan"), 1.0, 0.2, 0.1]))  # as FRT: NaN passes
