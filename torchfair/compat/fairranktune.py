@@ -1,12 +1,17 @@
 r"""FairRankTune 0.0.7's ``Metrics`` module, number for number, in torch.
 
 Every metric of FairRankTune (FRT; Cachel & Rundensteiner, https://github.com/KCachel/fairranktune, version
-0.0.7 on PyPI) with its seven per-group aggregators, built on torchfair's pieces: positions and exposure come
-from an :class:`~torchfair.orderings.OrderedBatch` (default :class:`~torchfair.orderings.Hard`), the position
-weights from :mod:`torchfair.browsing` (FRT's ``1/log2(rank+1)`` is :class:`~torchfair.browsing.Logarithmic`,
-its RBP decay :class:`~torchfair.browsing.RBP`, its attention ``100 * Geometric(p)``), ARP's mixed pairs won
-from :func:`torchfair.metrics.rank_parity` and NDKL's prefixes from the ordering's position matrix.  Passing a
-relaxed ordering therefore gives differentiable versions of the same numbers.
+0.0.7 on PyPI) with its seven per-group aggregators, built on torchfair's pieces: the position weights come from
+:mod:`torchfair.browsing` (FRT's ``1/log2(rank+1)`` is :class:`~torchfair.browsing.Logarithmic`, its RBP decay
+:class:`~torchfair.browsing.RBP`, its attention ``100 * Geometric(p)``).  With the default hard ranking
+(``ordering=None`` or ``Hard()``) the rankings are read directly -- the slots in position order, group codes,
+per-group sums by ``index_add``, ARP's mixed pairs won by counting, NDKL's prefix distributions by cumulative sums
+-- which is as fast as plain vectorised code for the formulas (``experiments/bench_frt.py``, results in
+``experiments/results/bench_frt.md``).  Any other ordering (a relaxed one, ``Hard(ties="average")``, a
+precomputed :class:`~torchfair.orderings.OrderedBatch`) goes through the ordering machinery: exposure from the
+:class:`~torchfair.orderings.OrderedBatch`, ARP from :func:`torchfair.metrics.rank_parity`, NDKL's prefixes from the
+ordering's position matrix; a relaxed ordering therefore gives differentiable versions of the same numbers
+(tests/test_fairranktune.py checks that both paths agree on hard rankings).
 
 Names and positional arguments follow FRT: ``EXP(rankings, groups, combo)``, ``EXPU(rankings, groups,
 relevance, combo)``, ``EXPRU(rankings, groups, relevance, ctr, combo)``, ``AWRF(rankings, groups, p, combo)``,
@@ -805,22 +810,50 @@ def NDKL(rankings, groups, *, mask: Optional[Tensor] = None, num_groups: Optiona
     """
     p = _prepare(rankings, groups, mask=mask, num_groups=num_groups, ordering=ordering, validate=validate_args)
     dt = p.dtype
-    if isinstance(p, _Ranked):  # membership in position order: prefix counts are a cumulative sum
-        prefix, counts = torch.cumsum(p.onehot(), dim=1), p.counts()
-    else:
-        R = p.ob.position_matrix().to(dt)                      # [B, N(k), N(i)]
-        prefix = torch.cumsum(_linalg.bmm(R, p.memb), dim=1)     # [B, N, G] group counts among positions <= k
-        counts = p.memb.sum(1)
     B, N = p.mask.shape
     n = p.mask.sum(-1).to(dt)                                  # [B]
     k1 = torch.arange(1, N + 1, dtype=dt, device=p.mask.device)
-    P = prefix / k1[None, :, None] + NDKL_EPSILON
-    Q = (counts / n.clamp(min=1)[:, None] + NDKL_EPSILON)[:, None, :]
-    kl = (P * torch.log(P / Q)).sum(-1)                        # [B, N]
+    if isinstance(p, _Ranked) and p.memb is None and N * (N + 1) <= _NDKL_TABLE:
+        kl = _ndkl_by_counts(p, n, k1)
+    else:
+        if isinstance(p, _Ranked):  # membership in position order: prefix counts are a cumulative sum
+            prefix, counts = torch.cumsum(p.onehot(), dim=1), p.counts()
+        else:
+            R = p.ob.position_matrix().to(dt)                  # [B, N(k), N(i)]
+            prefix = torch.cumsum(_linalg.bmm(R, p.memb), dim=1)  # [B, N, G] group counts among positions <= k
+            counts = p.memb.sum(1)
+        P = prefix / k1[None, :, None] + NDKL_EPSILON
+        Q = (counts / n.clamp(min=1)[:, None] + NDKL_EPSILON)[:, None, :]
+        kl = (P * torch.log(P / Q)).sum(-1)                    # [B, N]
     real = (torch.arange(N, device=p.mask.device)[None, :] < n[:, None]).to(dt)
     Z = Logarithmic().weights(N, dtype=dt, device=p.mask.device)[None, :] * real
     out = (Z * kl).sum(-1) / Z.sum(-1)
     return out[0] if (B == 1) else out
+
+
+#: largest ``N (N + 1)`` for which NDKL looks ``P log P`` up in a table over (prefix length, count)
+_NDKL_TABLE = 2 ** 22
+
+
+def _ndkl_by_counts(p: _Ranked, n: Tensor, k1: Tensor) -> Tensor:
+    """``KL(P_k || Q)`` of every prefix ``k`` ``[B, N]`` for group codes, without a logarithm per (prefix, group):
+    ``P_g = c_g / k + eps`` takes at most ``N (N + 1)`` values, so ``sum_g P_g log P_g`` is looked up in a table
+    ``T[k, c]``, and ``sum_g P_g log Q_g = (sum_{j <= k} log Q_{g(j)}) / k + eps sum_g log Q_g`` is a cumulative sum
+    along the ranking (positions of unknown group add 0)."""
+    dt, G = p.dtype, p.G
+    B, N = p.mask.shape
+    idx = p._index()                                           # [B, N], G for unknown / padded
+    onehot = torch.zeros(B, G + 1, N, dtype=torch.long, device=idx.device).scatter_(
+        1, idx[:, None, :], 1)[:, :G]                          # [B, G, N] (positions contiguous)
+    c = onehot.cumsum(-1)                                      # prefix counts
+    cc = torch.arange(N + 1, dtype=dt, device=idx.device)
+    Pt = cc[None, :] / k1[:, None] + NDKL_EPSILON               # [N, N + 1]: P for prefix length k, count c
+    T = (Pt * torch.log(Pt)).reshape(-1)
+    rows = (torch.arange(N, device=idx.device) * (N + 1))[None, None, :]
+    plogp = T.index_select(0, (c + rows).reshape(-1)).view(B, G, N).sum(1)
+    logQ = torch.log(c[:, :, -1].to(dt) / n.clamp(min=1)[:, None] + NDKL_EPSILON)  # [B, G]
+    lq = torch.nn.functional.pad(logQ, (0, 1)).gather(1, idx).cumsum(1)    # sum_{j <= k} log Q_{g(j)}
+    return plogp - (lq / k1[None, :] + NDKL_EPSILON * logQ.sum(-1, keepdim=True))
 
 
 def IAA(rankings, relevance, *, mask: Optional[Tensor] = None, ordering: OrderingLike = None,
