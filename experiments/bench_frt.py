@@ -153,7 +153,7 @@ def max_diff(a, b):
     return max(abs(va - vb), *(abs(x - y) for x, y in zip(pa, pb)))
 
 
-def interleaved(fns, rounds, inner):
+def interleaved(fns, rounds):
     """Per-round seconds of each function (``fns``: name -> (callable, calls per round)), run in turn."""
     times = {k: [] for k in fns}
     for _ in range(rounds):
@@ -242,7 +242,7 @@ def main(argv=None):
             want, got_t, got_l, got_d = f_frt(), f_t(), f_l(), f_d()
             diff = max(max_diff(got_t, want), max_diff(got_l, want), max_diff(got_d, want))
             times = interleaved({"frt": (f_frt, 1), "tensors": (f_t, a.inner), "lists": (f_l, max(1, a.inner // 10)),
-                                 "direct": (f_d, a.inner)}, a.rounds, a.inner)
+                                 "direct": (f_d, a.inner)}, a.rounds)
             med = {k: statistics.median(v) for k, v in times.items()}
             rows.append((name, med, median_ratio(times["tensors"], times["direct"]),
                          median_ratio(times["frt"], times["tensors"]), diff))
