@@ -7,6 +7,14 @@ The ``meta`` device holds shapes but no data, so every host synchronisation rais
 it launches no synchronisation on a CUDA device either.  The policy on data-dependent value checks (CPU: ValueError;
 CUDA and torch.compile: ``torch._assert_async``; other devices: skipped; ``num_groups`` needed off the CPU) is
 documented in :mod:`torchfair._validation` and tested here too.
+
+``torch.compile``: the fairness losses (DIPS, exposure misallocation, pairwise accuracy gap, Fair-PG-Rank, DELTR,
+pairwise correlation) on SoftRank and NeuralSort compile with ``fullgraph=True`` (no graph break, value checks
+included) and give the eager values; so do the utility losses and Fair-PG-Rank on its default Plackett-Luce
+policy (checked with ``torch._dynamo.explain`` while writing this).  What still breaks the graph, by design:
+integer ``groups`` without ``num_groups`` on the CPU (inferring ``max id + 1`` is an ``.item()``; pass
+``num_groups``), and ``FastSoftRank`` (its numba kernel cannot be traced, and its pure-torch isotonic regression
+loops until no block is pooled, a data-dependent number of rounds).
 """
 from __future__ import annotations
 
