@@ -44,11 +44,17 @@ from .. import _linalg
 from ..browsing import BrowsingModel
 from .._validation import check_int
 
-__all__ = ["Ordering", "OrderedBatch", "OrderingLike", "PairBlock", "PAIR_BLOCK_ELEMENTS", "row_blocks",
-           "ranked_exposure"]
+__all__ = ["Ordering", "OrderedBatch", "OrderingLike", "PairBlock", "PAIR_BLOCK_ELEMENTS", "DENSE_PAIR_ELEMENTS",
+           "row_blocks", "ranked_exposure", "dense_pairs"]
 
 #: pair entries (B * rows * N) computed at once by :meth:`OrderedBatch.contract`
 PAIR_BLOCK_ELEMENTS = 2 ** 18
+
+#: pair entries (B * N * N) up to which differentiable orderings form all pairs at once and let autograd keep them
+#: (the *dense* strategy, fastest while ``[B, N, N]`` fits: ~16 MB per float32 tensor, a few kept for backward);
+#: beyond it they work in row blocks recomputed in backward (bounded memory).  Orderings take ``dense_elements``
+#: to override it per ordering; setting this attribute changes the default.
+DENSE_PAIR_ELEMENTS = 2 ** 22
 
 
 def row_blocks(B: int, N: int, budget: Optional[int] = None) -> Iterator[Tuple[int, int]]:
@@ -57,6 +63,12 @@ def row_blocks(B: int, N: int, budget: Optional[int] = None) -> Iterator[Tuple[i
     rows = max(1, min(N, budget // max(1, B * N)))
     for start in range(0, N, rows):
         yield start, min(N, start + rows)
+
+
+def dense_pairs(B: int, N: int, limit: Optional[int] = None) -> bool:
+    """Whether the ``[B, N, N]`` pairs of a batch fit the dense budget ``limit`` (default
+    :data:`DENSE_PAIR_ELEMENTS`, read at call time)."""
+    return B * N * N <= (DENSE_PAIR_ELEMENTS if limit is None else limit)
 
 
 def _promote(x: Tensor) -> Tensor:
@@ -207,8 +219,12 @@ class OrderedBatch(ABC):
             return _linalg.bmm(x.to(right.dtype), right)
 
         # With gradients, each block is recomputed in backward (activation checkpointing) instead of keeping its
-        # [B, rows, N] intermediates alive: forward + backward memory stays within the block bound too.
+        # [B, rows, N] intermediates alive: forward + backward memory stays within the block bound too.  Small
+        # batches (dense strategy: [B, N, N] within the ordering's dense budget) form all pairs in one block and
+        # autograd keeps them: no recomputation.
         recompute = torch.is_grad_enabled() and which != "one" and (self.scores.requires_grad or right.requires_grad)
+        if recompute and block_elements is None and dense_pairs(B, N, getattr(self, "dense_elements", None)):
+            return block(0, N)
         if not recompute:
             out = right.new_empty(B, N, right.shape[-1])
             for start, stop in row_blocks(B, N, block_elements):

@@ -116,7 +116,7 @@ from .. import _linalg
 from .._validation import check_choice, check_number
 from ..browsing import BrowsingModel
 from .._validation import check_int as _check_int
-from .base import OrderedBatch, Ordering, PairBlock, ranked_exposure, row_blocks, work_scores
+from .base import OrderedBatch, Ordering, PairBlock, dense_pairs, ranked_exposure, row_blocks, work_scores
 
 __all__ = ["SoftRank", "SoftRankOrderedBatch", "NeuralSort", "SoftSort", "PermutationOrderedBatch", "list_scale",
            "MIN_SCALE", "REL_MIN_SCALE"]
@@ -298,22 +298,42 @@ class SoftRankOrderedBatch(OrderedBatch):
     """Result of :class:`SoftRank` (see the module docstring)."""
 
     def __init__(self, scores: Tensor, mask: Tensor, tau: Tensor, min_position_std: float, sinkhorn_iters: int,
-                 block_elements: Optional[int]):
+                 block_elements: Optional[int], dense_elements: Optional[int] = None):
         self.scores, self.mask, self.tau = scores, mask, tau  # tau: [B, 1]
         self.min_position_std = min_position_std
         self.sinkhorn_iters = sinkhorn_iters
         self.block_elements = block_elements
+        self.dense_elements = dense_elements
         self._pos: Optional[Tensor] = None
+        self._above: Optional[Tensor] = None
+
+    def _dense(self) -> Optional[Tensor]:
+        """``above [B, N, N]`` formed once (dense strategy, see ``DENSE_PAIR_ELEMENTS``), or ``None`` when the
+        batch is too large for it or no gradient is needed (then the row-block path keeps memory bounded)."""
+        B, N = self.mask.shape
+        if self._above is None and self.block_elements is None and dense_pairs(B, N, self.dense_elements) \
+                and torch.is_grad_enabled() and self.scores.requires_grad:
+            a, w = _SigmoidRowSum._block(self.scores, self.tau, self.mask.to(self.scores.dtype), 0, N)
+            self._above = a * w
+        return self._above
 
     def expected_positions(self) -> Tensor:
         if self._pos is None:
-            pos = _SigmoidRowSum.apply(self.scores, self.tau, self.mask, 1, self.block_elements)
+            A = self._dense()
+            if A is not None:
+                pos = A.sum(-1)
+            else:
+                pos = _SigmoidRowSum.apply(self.scores, self.tau, self.mask, 1, self.block_elements)
             self._pos = pos * self.mask.to(pos.dtype)
         return self._pos
 
     def position_variance(self) -> Tensor:
         """``[B, N]`` ``sum_j above[i, j] (1 - above[i, j])``: the Poisson-binomial variance of the position."""
-        v = _SigmoidRowSum.apply(self.scores, self.tau, self.mask, 2, self.block_elements)
+        A = self._dense()
+        if A is not None:
+            v = (A * (1 - A)).sum(-1)
+        else:
+            v = _SigmoidRowSum.apply(self.scores, self.tau, self.mask, 2, self.block_elements)
         return v * self.mask.to(v.dtype)
 
     def exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor] = None) -> Tensor:
@@ -328,9 +348,13 @@ class SoftRankOrderedBatch(OrderedBatch):
         return _SoftRankCtx(None if browsing is None else self.exposure(browsing, relevance))
 
     def pair_block(self, context: _SoftRankCtx, start: int, stop: int) -> PairBlock:
-        s, mf = self.scores, self.mask.to(self.scores.dtype)
-        a, w = _SigmoidRowSum._block(s, self.tau, mf, start, stop)
-        above = a * w
+        A = self._dense()
+        if A is not None:
+            above = A[:, start:stop]
+        else:
+            s, mf = self.scores, self.mask.to(self.scores.dtype)
+            a, w = _SigmoidRowSum._block(s, self.tau, mf, start, stop)
+            above = a * w
         joint = None if context.exposure is None else context.exposure[:, None, :] * above
         return PairBlock(above=above, joint=joint)
 
@@ -358,6 +382,10 @@ class SoftRank(_Tempered):
     section Temperature.  ``min_position_std`` and ``sinkhorn_iters`` only concern the
     approximate :meth:`~SoftRankOrderedBatch.position_matrix`.  ``block_elements``: pair entries per row block
     of the expected-position reduction (default :data:`~torchfair.orderings.base.PAIR_BLOCK_ELEMENTS`).
+    ``dense_elements``: with gradients, batches of at most this many pairs ``B * N * N`` (default
+    :data:`~torchfair.orderings.base.DENSE_PAIR_ELEMENTS`) form the ``[B, N, N]`` sigmoids once and share them
+    between positions and pair sums (fast, memory ``O(B N^2)``); larger ones (or an explicit ``block_elements``)
+    work in row blocks recomputed in backward (memory bounded by the block).  Same values either way.
 
     Example::
 
@@ -368,16 +396,18 @@ class SoftRank(_Tempered):
 
     def __init__(self, temperature: float = 0.1, scale: str = "std", *, min_scale: float = MIN_SCALE,
                  rel_min_scale: float = REL_MIN_SCALE, min_position_std: float = 0.1, sinkhorn_iters: int = 0,
-                 block_elements: Optional[int] = None):
+                 block_elements: Optional[int] = None, dense_elements: Optional[int] = None):
         self._init_temperature(temperature, scale, min_scale, rel_min_scale)
         self.min_position_std = check_number(min_position_std, "min_position_std", low=0, low_open=True)
         self.sinkhorn_iters = _check_iters(sinkhorn_iters)
         self.block_elements = _check_block_elements(block_elements)
+        self.dense_elements = None if dense_elements is None else _check_int(dense_elements, "dense_elements", low=0)
 
     def __call__(self, scores: Tensor, mask: Tensor) -> SoftRankOrderedBatch:
         s, mask = _work(scores, mask)
         tau = self._tau(s, mask)
-        return SoftRankOrderedBatch(s, mask, tau, self.min_position_std, self.sinkhorn_iters, self.block_elements)
+        return SoftRankOrderedBatch(s, mask, tau, self.min_position_std, self.sinkhorn_iters, self.block_elements,
+                                    self.dense_elements)
 
     def __repr__(self) -> str:
         return f"SoftRank(temperature={self.temperature}, scale={self.scale!r})"
