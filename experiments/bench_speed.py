@@ -225,7 +225,7 @@ def _loss_fns(name):
         return (lambda s, r, g: dips_loss(s, r, g, num_groups=2, browsing="rbp:0.9", validate_args=False),
                 plain_dips_loss)
     if name == "pairwise_accuracy_gap":
-        return (lambda s, r, g: pairwise_accuracy_gap_loss(s, r, g, protected=0, num_groups=2,
+        return (lambda s, r, g: pairwise_accuracy_gap_loss(s, r, g, num_groups=2,
                                                            validate_args=False), plain_pairwise_accuracy_gap_loss)
     return (lambda s, r, g: exposure_misallocation_loss(s, r, g, num_groups=2, browsing="rbp:0.9",
                                                         validate_args=False), plain_misallocation_loss)
@@ -259,7 +259,7 @@ def case_loss_time(args) -> str:
     xa, xb = s.clone().requires_grad_(), s.clone().requires_grad_()
     va, vb = ours(xa, r, g), plain(xb, r, g)
     va.backward(), vb.backward()
-    diff = max(abs(float(va) - float(vb)), float((xa.grad - xb.grad).abs().max()))
+    diff = max(abs(float(va.detach()) - float(vb.detach())), float((xa.grad - xb.grad).abs().max()))
     rounds = 3 if (args.quick or B * N * N > 3e7) else 7
     med, times = interleaved({"torchfair": fb(ours), "plain": fb(plain)}, rounds)
     return f"| {name} | {B} | {N} | {med['torchfair']:.4g} | {med['plain']:.4g} | " \

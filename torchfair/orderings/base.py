@@ -123,12 +123,9 @@ class LevelPairWeight:
     def __call__(self, start: int, stop: int) -> Tensor:
         rel = self.relevance
         ri, rj = rel[:, start:stop, None], rel[:, None, :]
-        out = (ri > rj).to(rel.dtype) if self.greater == 1.0 else self.greater * (ri > rj).to(rel.dtype)
-        if self.equal:
-            out = out + self.equal * (ri == rj).to(rel.dtype)
-        if self.less:
-            out = out + self.less * (ri < rj).to(rel.dtype)
-        return out
+        g, e, l = (torch.tensor(x, dtype=rel.dtype, device=rel.device) for x in (self.greater, self.equal, self.less))
+        rest = torch.where(ri < rj, l, e) if self.less != self.equal else e
+        return torch.where(ri > rj, g, rest)
 
     def level_matrix(self, levels: Tensor) -> Tensor:
         """``[L, L]`` weights between sorted distinct relevance ``levels``: entry ``[a, b]`` is ``w`` for
@@ -143,7 +140,8 @@ class LevelPairWeight:
 class PairBlock:
     """Pair quantities for the rows ``i in [start, stop)``: ``above`` and ``joint`` are ``[B, stop-start, N]``.
 
-    Both are 0 on the diagonal and for pairs involving a padded item.
+    Both are 0 on the diagonal and for pairs whose partner ``j`` is padded; rows of padded items ``i`` are 0 except
+    in the dense SoftRank blocks (unspecified there: :meth:`OrderedBatch.contract` masks its output rows).
     """
 
     above: Tensor
@@ -182,6 +180,11 @@ class OrderedBatch(ABC):
     def pair_block(self, context: object, start: int, stop: int) -> PairBlock:
         """Pair quantities for rows ``[start, stop)``; ``joint`` only when the context has a browsing model."""
 
+    def joint_factor(self, context: object) -> Optional[Tensor]:
+        """``[B, N]`` ``f`` when the ordering's ``joint[i, j] = f_j above[i, j]`` (e.g. SoftRank: ``F(E[pos_j])``),
+        so that :meth:`contract` weighs ``right`` by ``f`` instead of forming ``joint``; ``None`` otherwise."""
+        return None
+
     @abstractmethod
     def position_matrix(self) -> Tensor:
         """``[B, N, N]`` with ``R[b, k, i] = P(item i at position k)``; rows ``k >= n_b`` and padded items are 0."""
@@ -202,7 +205,15 @@ class OrderedBatch(ABC):
         if which == "joint" and browsing is None:
             raise ValueError("`browsing` is required for which='joint'")
         B, N = self.mask.shape
+        if which == "one" and (pair_weight is None or isinstance(pair_weight, LevelPairWeight)):
+            from .hard import contract_all_pairs  # pair counts: independent of the ordering, O(N log N)
+            return contract_all_pairs(right, self.mask, pair_weight)
         ctx = self.pair_context(browsing if which == "joint" else None, relevance) if which != "one" else None
+        if which == "joint":
+            f = self.joint_factor(ctx)
+            if f is not None:  # joint[i, j] = f_j above[i, j]: weigh `right` instead of every pair
+                right = right * f.to(right.dtype)[..., None]
+                which, ctx = "above", self.pair_context(None, relevance)
         maskf = self.mask.to(right.dtype)
 
         def block(start: int, stop: int) -> Tensor:
@@ -224,7 +235,7 @@ class OrderedBatch(ABC):
         # autograd keeps them: no recomputation.
         recompute = torch.is_grad_enabled() and which != "one" and (self.scores.requires_grad or right.requires_grad)
         if recompute and block_elements is None and dense_pairs(B, N, getattr(self, "dense_elements", None)):
-            return block(0, N)
+            return block(0, N) * maskf[..., None]
         if not recompute:
             out = right.new_empty(B, N, right.shape[-1])
             for start, stop in row_blocks(B, N, block_elements):

@@ -289,6 +289,30 @@ class _SigmoidRowSum(torch.autograd.Function):
         return grad_j - torch.cat(grad_i, dim=1), None, None, None, None
 
 
+#: how far below every real item padded items are put in the dense SoftRank pairs (sigmoid(-_FAR) == 0 exactly)
+_FAR = 1e30
+
+
+class _PairSigmoid(torch.autograd.Function):
+    """``A[b, i, j] = sigmoid(z_j - z_i)`` off the diagonal, 0 on it (the dense SoftRank pairs): two passes over
+    ``[B, N, N]`` forward.  Backward from the saved output: ``d = g A (1 - A)``, ``grad z_j = sum_i d_ij -
+    sum_i d_ji`` (no ``[B, N, N]`` negation or masking pass, which autograd of the plain expression spends)."""
+
+    @staticmethod
+    def forward(ctx, z: Tensor) -> Tensor:
+        A = torch.sigmoid_(z[:, None, :] - z[:, :, None])
+        A.diagonal(dim1=1, dim2=2).zero_()
+        ctx.save_for_backward(A)
+        return A
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        A, = ctx.saved_tensors
+        t = grad * A
+        d = torch.addcmul(t, t, A, value=-1)
+        return d.sum(1) - d.sum(2)
+
+
 @dataclass
 class _SoftRankCtx:
     exposure: Optional[Tensor]
@@ -313,8 +337,11 @@ class SoftRankOrderedBatch(OrderedBatch):
         B, N = self.mask.shape
         if self._above is None and self.block_elements is None and dense_pairs(B, N, self.dense_elements) \
                 and torch.is_grad_enabled() and self.scores.requires_grad:
-            a, w = _SigmoidRowSum._block(self.scores, self.tau, self.mask.to(self.scores.dtype), 0, N)
-            self._above = a * w
+            z = self.scores / self.tau  # one [B, N] division instead of a [B, N, N] one
+            # padded items sort far below: sigmoid(z_pad - z_i) = 0 exactly for every real i (their own rows
+            # are not used: positions and contractions are masked by row)
+            z = torch.where(self.mask, z, torch.full((), -_FAR, dtype=z.dtype, device=z.device))
+            self._above = _PairSigmoid.apply(z)
         return self._above
 
     def expected_positions(self) -> Tensor:
@@ -346,6 +373,9 @@ class SoftRankOrderedBatch(OrderedBatch):
 
     def pair_context(self, browsing, relevance) -> _SoftRankCtx:
         return _SoftRankCtx(None if browsing is None else self.exposure(browsing, relevance))
+
+    def joint_factor(self, context: _SoftRankCtx) -> Optional[Tensor]:
+        return context.exposure  # joint[i, j] = F(E[pos_j]) above[i, j]
 
     def pair_block(self, context: _SoftRankCtx, start: int, stop: int) -> PairBlock:
         A = self._dense()
