@@ -240,11 +240,11 @@ class OrderedBatch(ABC):
             out = right.new_empty(B, N, right.shape[-1])
             for start, stop in row_blocks(B, N, block_elements):
                 out[:, start:stop] = block(start, stop)
-            return out
+            return out * maskf[..., None]
         outs = []
         for start, stop in row_blocks(B, N, block_elements):
             outs.append(checkpoint(block, start, stop, use_reentrant=False))
-        return torch.cat(outs, dim=1)
+        return torch.cat(outs, dim=1) * maskf[..., None]
 
 
 class Ordering(ABC):
