@@ -19,16 +19,20 @@ questions the measures ask about a ranking:
 A hard ordering (sorting) answers them exactly, so a measure evaluated on it is the exact evaluator; soft orderings
 and Plackett-Luce policies answer them with differentiable or expected values, so the same measure becomes a loss.
 
-Pair quantities are never materialised as a whole ``[B, N, N]`` tensor: measures call :meth:`OrderedBatch.contract`,
-which sums ``w(i, j) * X[i, j] * right[j, h]`` over ``j`` in row blocks of at most ``PAIR_BLOCK_ELEMENTS`` pair
-entries, so that the extra memory of any pairwise measure stays bounded (measured: 3 to 14 block-sized
-temporaries, i.e. at most ``~14 * 4 * PAIR_BLOCK_ELEMENTS`` bytes in float32, ~15 MB at the default 2**18) whatever
-N is.  Only when a single row of the batch (``B * N``) exceeds the block does a block hold one row.  Under autograd
-each block is recomputed in backward (activation checkpointing), so forward + backward keeps only ``[B, N]``-sized
-tensors per block.  (The process's resident size can grow well beyond this bound: glibc keeps freed blocks in its
-heap once its dynamic mmap threshold has risen, e.g. ~1.1 GB of RSS for 33 MB live in the DIPS loss at
-B = 8, N = 4096.  ``MALLOC_MMAP_THRESHOLD_=131072`` in the environment, or jemalloc/tcmalloc, makes RSS follow the
-live memory.)
+Pair quantities are contracted, never returned as a whole: measures call :meth:`OrderedBatch.contract`, which
+sums ``w(i, j) * X[i, j] * right[j, h]`` over ``j``.  Each ordering picks its strategy:
+
+* :class:`~torchfair.orderings.Hard` (and mixtures of hard rankings: ``Sampled``, Plackett-Luce samples and
+  enumerations) never forms pairs: one sorted sweep, ``O(B N H log N)`` time and ``O(B N H)`` memory, for graded
+  or continuous relevance (:meth:`~torchfair.orderings.hard.HardOrderedBatch.contract`).  Pair *counts*
+  (``which="one"``) do not depend on the ordering and take the same route for every ordering.
+* differentiable orderings, with gradients, form all ``[B, N, N]`` pairs at once while ``B * N * N`` is within
+  :data:`DENSE_PAIR_ELEMENTS` (the *dense* strategy: fastest, memory ``O(B N^2)``; SoftRank has a fused kernel
+  with a hand-written backward), and beyond it work in row blocks of at most ``PAIR_BLOCK_ELEMENTS`` pair entries,
+  recomputed in backward, so that forward + backward keeps only ``[B, N]``-sized tensors per block (SoftRank's
+  fused kernel reuses its block buffers, so the process's resident size follows the live memory: ~14 MB of growth
+  for the DIPS loss at B = 8, N = 4096 with glibc's default allocator, where allocating each block anew let the
+  heap fragment to ~1.9 GB).  Without gradients the row blocks are used whatever the size.
 """
 from __future__ import annotations
 
@@ -123,7 +127,7 @@ class LevelPairWeight:
     def __call__(self, start: int, stop: int) -> Tensor:
         rel = self.relevance
         ri, rj = rel[:, start:stop, None], rel[:, None, :]
-        g, e, l = (torch.tensor(x, dtype=rel.dtype, device=rel.device) for x in (self.greater, self.equal, self.less))
+        g, e, l = (torch.full((), x, dtype=rel.dtype, device=rel.device) for x in (self.greater, self.equal, self.less))
         rest = torch.where(ri < rj, l, e) if self.less != self.equal else e
         return torch.where(ri > rj, g, rest)
 
