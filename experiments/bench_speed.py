@@ -15,6 +15,7 @@ down during the run).  Values are checked equal before anything is timed.  Secti
   forward + backward against a naive dense ``[B, N, N]`` implementation of the same formula written here in plain
   PyTorch, at (256, 100), (64, 1000), (8, 4096); resident-memory growth of the process (default glibc allocator)
   and live peak (``MALLOC_MMAP_THRESHOLD_``) per loss in separate subprocesses.
+* ``exact_memory``: ``bench_exact.py``, time and live / resident memory of the exact pairwise measures.
 * ``import``: ``import torchfair`` beyond ``import torch`` (fresh interpreters, median of 5).
 * ``pl``, ``fastsoftrank``, ``frt``, ``training``: run ``bench_pl.py``, ``bench_fastsoftrank.py``, ``bench_frt.py``
   and ``bench_training.py`` (each writes its own table) and include their tables.
@@ -37,7 +38,7 @@ from typing import Callable, Dict, List, Sequence
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-SECTIONS = ("exact", "losses", "import", "pl", "fastsoftrank", "frt", "training")
+SECTIONS = ("exact", "exact_memory", "losses", "import", "pl", "fastsoftrank", "frt", "training")
 
 
 # --------------------------------------------------------------------------------------------- timing helpers
@@ -343,6 +344,16 @@ def _script(name: str, extra: List[str], out: str, args) -> str:
     path = RESULTS / out
     body = path.read_text() if path.exists() and not args.quick else res.stdout
     return f"### `{name}` (`experiments/results/{out}`)\n\n{body}\n"
+
+
+def case_exact_memory(args) -> str:
+    extra = ["--threads", str(args.threads)] + (["--only", "dips", "--repeats", "1"] if args.quick else [])
+    res = subprocess.run([sys.executable, str(HERE / "bench_exact.py"), *extra], capture_output=True, text=True)
+    if res.returncode != 0:
+        return f"### bench_exact.py\n\nfailed:\n```\n{res.stderr[-2000:]}\n```\n"
+    if not args.quick:
+        (RESULTS / "bench_exact.md").write_text(res.stdout)
+    return "### Exact evaluators: memory (`bench_exact.py`, `experiments/results/bench_exact.md`)\n\n" + res.stdout
 
 
 def case_pl(args) -> str:
