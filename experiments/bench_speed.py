@@ -15,6 +15,8 @@ down during the run).  Values are checked equal before anything is timed.  Secti
   forward + backward against a naive dense ``[B, N, N]`` implementation of the same formula written here in plain
   PyTorch, at (256, 100), (64, 1000), (8, 4096); resident-memory growth of the process (default glibc allocator)
   and live peak (``MALLOC_MMAP_THRESHOLD_``) per loss in separate subprocesses.
+* ``load``: exact DIPS at 1 x 10 000 and 1000 x 1000 on a quiet machine and with another busy process on one
+  core, with 1 and 2 torch threads (shared CPUs, as on every GPU node's host side).
 * ``exact_memory``: ``bench_exact.py``, time and live / resident memory of the exact pairwise measures.
 * ``import``: ``import torchfair`` beyond ``import torch`` (fresh interpreters, median of 5).
 * ``pl``, ``fastsoftrank``, ``frt``, ``training``: run ``bench_pl.py``, ``bench_fastsoftrank.py``, ``bench_frt.py``
@@ -38,7 +40,7 @@ from typing import Callable, Dict, List, Sequence
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-SECTIONS = ("exact", "exact_memory", "losses", "import", "pl", "fastsoftrank", "frt", "training")
+SECTIONS = ("exact", "exact_memory", "load", "losses", "import", "pl", "fastsoftrank", "frt", "training")
 
 
 # --------------------------------------------------------------------------------------------- timing helpers
@@ -344,6 +346,37 @@ def _script(name: str, extra: List[str], out: str, args) -> str:
     path = RESULTS / out
     body = path.read_text() if path.exists() and not args.quick else res.stdout
     return f"### `{name}` (`experiments/results/{out}`)\n\n{body}\n"
+
+
+def case_load(args) -> str:
+    import torch
+    from torchfair.metrics import dips
+
+    g = torch.Generator().manual_seed(0)
+    shapes = [(1, 10_000), (1000, 1000)] if not args.quick else [(1, 2000), (50, 200)]
+    inputs = {}
+    for B, N in shapes:
+        inputs[(B, N)] = (torch.randn(B, N, generator=g), torch.randint(0, 5, (B, N), generator=g).float(),
+                          torch.randint(0, 2, (B, N), generator=g))
+    rows = []
+    for loaded in (False, True):
+        hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if loaded else None
+        try:
+            for (B, N), (s, r, grp) in inputs.items():
+                cells = [("busy core" if loaded else "quiet"), B, N]
+                for th in (1, 2):
+                    torch.set_num_threads(th)
+                    med, _ = interleaved({"dips": lambda: dips(s, r, grp, num_groups=2)}, 3 if args.quick else 5)
+                    cells.append(med["dips"])
+                rows.append(cells)
+        finally:
+            torch.set_num_threads(args.threads)
+            if hog is not None:
+                hog.kill()
+                hog.wait()
+    return "\n".join(["### Exact DIPS under load", "",
+                      "Median seconds; 'busy core': another process spins on one of the CPUs meanwhile.", "",
+                      table(["machine", "B", "N", "1 thread s", "2 threads s"], rows), ""])
 
 
 def case_exact_memory(args) -> str:
