@@ -33,5 +33,6 @@ test-contract: install
 test-contract-slow: install
 	$(PYTHON) -m pytest -q -m slow tests/test_contract.py
 
+# issue 10's speed benchmark: every comparison, interleaved, tables in experiments/results/bench_speed.md
 bench: install
-	$(PYTHON) experiments/bench_exact.py --frt
+	$(PYTHON) experiments/bench_speed.py

@@ -8,15 +8,15 @@ torch loaded) to the end; it counts every temporary of the calls, torch's CPU te
 
 * ``peak live MB``: in a second subprocess run with ``MALLOC_MMAP_THRESHOLD_=131072``, which makes glibc serve
   every large tensor by its own ``mmap`` and unmap it when freed, so the RSS high-water mark is the peak of the
-  memory simultaneously alive (the quantity the block bound is about).  This run is slower and is not timed.
+  memory simultaneously alive (the quantity the O(B N G) bound is about).  This run is slower and is not timed.
 * ``RSS growth MB``: in the timed run, with glibc's default allocator.  Its dynamic mmap threshold (raised up to
   32 MB after the first large free) lets freed blocks stay in the heap, fragmented, so the process's RSS can grow
   several times beyond the live peak: this is what a user watching the process sees.
 
-The pairwise measures contract their pair quantities in row blocks of at most ``PAIR_BLOCK_ELEMENTS`` entries
-(:mod:`torchfair.orderings.base`), so their extra memory should stay at a few times ``4 * PAIR_BLOCK_ELEMENTS``
-bytes (1 MB per fp32 block tensor at the default 2**18) whatever B and N are; the table prints the measured peak
-in units of that block for comparison.
+Under ``Hard()`` the pairwise measures never form pairs: one sorted sweep in ``O(B N G log N)`` time and
+``O(B N G)`` memory (:meth:`torchfair.orderings.hard.HardOrderedBatch.contract`); the table prints the measured
+live peak in units of one ``[B, N, G]`` float64 tensor, which should stay constant as N grows.  Time against
+plain code is in ``bench_speed.py`` (``make bench``), which runs this script for the memory table.
 
 ``--frt`` adds the FairRankTune rows: torchfair's FairRankTune-compatible metrics against FairRankTune 0.0.7 itself
 on the same 1000 rankings x 100 items, both timed in one run and their values compared (``bench_frt.py``).
@@ -41,7 +41,6 @@ import torch
 
 from torchfair.browsing import RBP
 from torchfair.metrics import pairwise as pw
-from torchfair.orderings.base import PAIR_BLOCK_ELEMENTS
 
 
 def _dips(s, r, g):
@@ -73,7 +72,7 @@ class Case:
         return f"{self.measure}[B={self.B},N={self.N}]"
 
 
-CASES = [Case(m, B, N) for m in MEASURES for (B, N) in ((1000, 100), (1, 10_000))]
+CASES = [Case(m, B, N) for m in MEASURES for (B, N) in ((1000, 100), (1000, 1000), (1, 100_000))]
 
 
 def _maxrss_bytes() -> int:
@@ -116,14 +115,13 @@ def _in_subprocess(index: int, repeats: int, threads: int, extra_env=None) -> di
 
 
 def _table(results) -> str:
-    block = 4 * PAIR_BLOCK_ELEMENTS
-    lines = ["| measure | B | N | pair entries B*N^2 | median s | peak live MB | live / 4*PAIR_BLOCK_ELEMENTS B "
-             "| RSS growth MB (default malloc) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| measure | B | N | median s | peak live MB | live / (B N G x 8 bytes) | RSS growth MB (default malloc) |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         live, rss = r["peak_live_bytes"], r["peak_extra_bytes"]
-        lines.append(f"| {r['measure']} | {r['B']} | {r['N']} | {r['pair_entries']:.1e} | {r['median_s']:.4f} | "
-                     f"{live / 2 ** 20:.1f} | {live / block:.2f} | {rss / 2 ** 20:.1f} |")
+        unit = r["B"] * r["N"] * r["groups"] * 8
+        lines.append(f"| {r['measure']} | {r['B']} | {r['N']} | {r['median_s']:.4f} | "
+                     f"{live / 2 ** 20:.1f} | {live / unit:.1f} | {rss / 2 ** 20:.1f} |")
     return "\n".join(lines)
 
 
@@ -144,8 +142,8 @@ def main(argv=None):
     print(f"Exact evaluators (ordering=Hard(), ties by index), fp32, CPU, torch {torch.__version__}, "
           f"{args.threads} thread(s); median of {args.repeats} calls after one warm-up; inputs: random scores, "
           f"relevance in {{0..4}}, 2 groups.  Memory: growth of ru_maxrss over the calls, fresh "
-          f"subprocesses per case; 'peak live' with MALLOC_MMAP_THRESHOLD_=131072 (freed tensors leave the RSS).  PAIR_BLOCK_ELEMENTS = {PAIR_BLOCK_ELEMENTS} "
-          f"({4 * PAIR_BLOCK_ELEMENTS / 2 ** 20:.0f} MB per fp32 block tensor).\n")
+          f"subprocesses per case; 'peak live' with MALLOC_MMAP_THRESHOLD_=131072 (freed tensors leave the RSS).  The "
+          f"sorted sweep of Hard keeps O(B N G) memory: the live peak in units of one [B, N, G] float64 tensor.\n")
     results = []
     for i, case in enumerate(CASES):
         if only is not None and case.measure not in only:

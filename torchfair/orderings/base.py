@@ -19,16 +19,20 @@ questions the measures ask about a ranking:
 A hard ordering (sorting) answers them exactly, so a measure evaluated on it is the exact evaluator; soft orderings
 and Plackett-Luce policies answer them with differentiable or expected values, so the same measure becomes a loss.
 
-Pair quantities are never materialised as a whole ``[B, N, N]`` tensor: measures call :meth:`OrderedBatch.contract`,
-which sums ``w(i, j) * X[i, j] * right[j, h]`` over ``j`` in row blocks of at most ``PAIR_BLOCK_ELEMENTS`` pair
-entries, so that the extra memory of any pairwise measure stays bounded (measured: 3 to 14 block-sized
-temporaries, i.e. at most ``~14 * 4 * PAIR_BLOCK_ELEMENTS`` bytes in float32, ~15 MB at the default 2**18) whatever
-N is.  Only when a single row of the batch (``B * N``) exceeds the block does a block hold one row.  Under autograd
-each block is recomputed in backward (activation checkpointing), so forward + backward keeps only ``[B, N]``-sized
-tensors per block.  (The process's resident size can grow well beyond this bound: glibc keeps freed blocks in its
-heap once its dynamic mmap threshold has risen, e.g. ~1.1 GB of RSS for 33 MB live in the DIPS loss at
-B = 8, N = 4096.  ``MALLOC_MMAP_THRESHOLD_=131072`` in the environment, or jemalloc/tcmalloc, makes RSS follow the
-live memory.)
+Pair quantities are contracted, never returned as a whole: measures call :meth:`OrderedBatch.contract`, which
+sums ``w(i, j) * X[i, j] * right[j, h]`` over ``j``.  Each ordering picks its strategy:
+
+* :class:`~torchfair.orderings.Hard` (and mixtures of hard rankings: ``Sampled``, Plackett-Luce samples and
+  enumerations) never forms pairs: one sorted sweep, ``O(B N H log N)`` time and ``O(B N H)`` memory, for graded
+  or continuous relevance (:meth:`~torchfair.orderings.hard.HardOrderedBatch.contract`).  Pair *counts*
+  (``which="one"``) do not depend on the ordering and take the same route for every ordering.
+* differentiable orderings, with gradients, form all ``[B, N, N]`` pairs at once while ``B * N * N`` is within
+  :data:`DENSE_PAIR_ELEMENTS` (the *dense* strategy: fastest, memory ``O(B N^2)``; SoftRank has a fused kernel
+  with a hand-written backward), and beyond it work in row blocks of at most ``PAIR_BLOCK_ELEMENTS`` pair entries,
+  recomputed in backward, so that forward + backward keeps only ``[B, N]``-sized tensors per block (SoftRank's
+  fused kernel reuses its block buffers, so the process's resident size follows the live memory: ~14 MB of growth
+  for the DIPS loss at B = 8, N = 4096 with glibc's default allocator, where allocating each block anew let the
+  heap fragment to ~1.9 GB).  Without gradients the row blocks are used whatever the size.
 """
 from __future__ import annotations
 
@@ -44,11 +48,17 @@ from .. import _linalg
 from ..browsing import BrowsingModel
 from .._validation import check_int
 
-__all__ = ["Ordering", "OrderedBatch", "OrderingLike", "PairBlock", "PAIR_BLOCK_ELEMENTS", "row_blocks",
-           "ranked_exposure"]
+__all__ = ["Ordering", "OrderedBatch", "OrderingLike", "PairBlock", "PAIR_BLOCK_ELEMENTS", "DENSE_PAIR_ELEMENTS",
+           "row_blocks", "ranked_exposure", "dense_pairs"]
 
 #: pair entries (B * rows * N) computed at once by :meth:`OrderedBatch.contract`
 PAIR_BLOCK_ELEMENTS = 2 ** 18
+
+#: pair entries (B * N * N) up to which differentiable orderings form all pairs at once and let autograd keep them
+#: (the *dense* strategy, fastest while ``[B, N, N]`` fits: ~16 MB per float32 tensor, a few kept for backward);
+#: beyond it they work in row blocks recomputed in backward (bounded memory).  Orderings take ``dense_elements``
+#: to override it per ordering; setting this attribute changes the default.
+DENSE_PAIR_ELEMENTS = 2 ** 22
 
 
 def row_blocks(B: int, N: int, budget: Optional[int] = None) -> Iterator[Tuple[int, int]]:
@@ -57,6 +67,12 @@ def row_blocks(B: int, N: int, budget: Optional[int] = None) -> Iterator[Tuple[i
     rows = max(1, min(N, budget // max(1, B * N)))
     for start in range(0, N, rows):
         yield start, min(N, start + rows)
+
+
+def dense_pairs(B: int, N: int, limit: Optional[int] = None) -> bool:
+    """Whether the ``[B, N, N]`` pairs of a batch fit the dense budget ``limit`` (default
+    :data:`DENSE_PAIR_ELEMENTS`, read at call time)."""
+    return B * N * N <= (DENSE_PAIR_ELEMENTS if limit is None else limit)
 
 
 def _promote(x: Tensor) -> Tensor:
@@ -111,12 +127,9 @@ class LevelPairWeight:
     def __call__(self, start: int, stop: int) -> Tensor:
         rel = self.relevance
         ri, rj = rel[:, start:stop, None], rel[:, None, :]
-        out = (ri > rj).to(rel.dtype) if self.greater == 1.0 else self.greater * (ri > rj).to(rel.dtype)
-        if self.equal:
-            out = out + self.equal * (ri == rj).to(rel.dtype)
-        if self.less:
-            out = out + self.less * (ri < rj).to(rel.dtype)
-        return out
+        g, e, l = (torch.full((), x, dtype=rel.dtype, device=rel.device) for x in (self.greater, self.equal, self.less))
+        rest = torch.where(ri < rj, l, e) if self.less != self.equal else e
+        return torch.where(ri > rj, g, rest)
 
     def level_matrix(self, levels: Tensor) -> Tensor:
         """``[L, L]`` weights between sorted distinct relevance ``levels``: entry ``[a, b]`` is ``w`` for
@@ -131,7 +144,8 @@ class LevelPairWeight:
 class PairBlock:
     """Pair quantities for the rows ``i in [start, stop)``: ``above`` and ``joint`` are ``[B, stop-start, N]``.
 
-    Both are 0 on the diagonal and for pairs involving a padded item.
+    Both are 0 on the diagonal and for pairs whose partner ``j`` is padded; rows of padded items ``i`` are 0 except
+    in the dense SoftRank blocks (unspecified there: :meth:`OrderedBatch.contract` masks its output rows).
     """
 
     above: Tensor
@@ -170,6 +184,11 @@ class OrderedBatch(ABC):
     def pair_block(self, context: object, start: int, stop: int) -> PairBlock:
         """Pair quantities for rows ``[start, stop)``; ``joint`` only when the context has a browsing model."""
 
+    def joint_factor(self, context: object) -> Optional[Tensor]:
+        """``[B, N]`` ``f`` when the ordering's ``joint[i, j] = f_j above[i, j]`` (e.g. SoftRank: ``F(E[pos_j])``),
+        so that :meth:`contract` weighs ``right`` by ``f`` instead of forming ``joint``; ``None`` otherwise."""
+        return None
+
     @abstractmethod
     def position_matrix(self) -> Tensor:
         """``[B, N, N]`` with ``R[b, k, i] = P(item i at position k)``; rows ``k >= n_b`` and padded items are 0."""
@@ -190,7 +209,15 @@ class OrderedBatch(ABC):
         if which == "joint" and browsing is None:
             raise ValueError("`browsing` is required for which='joint'")
         B, N = self.mask.shape
+        if which == "one" and (pair_weight is None or isinstance(pair_weight, LevelPairWeight)):
+            from .hard import contract_all_pairs  # pair counts: independent of the ordering, O(N log N)
+            return contract_all_pairs(right, self.mask, pair_weight)
         ctx = self.pair_context(browsing if which == "joint" else None, relevance) if which != "one" else None
+        if which == "joint":
+            f = self.joint_factor(ctx)
+            if f is not None:  # joint[i, j] = f_j above[i, j]: weigh `right` instead of every pair
+                right = right * f.to(right.dtype)[..., None]
+                which, ctx = "above", self.pair_context(None, relevance)
         maskf = self.mask.to(right.dtype)
 
         def block(start: int, stop: int) -> Tensor:
@@ -207,17 +234,21 @@ class OrderedBatch(ABC):
             return _linalg.bmm(x.to(right.dtype), right)
 
         # With gradients, each block is recomputed in backward (activation checkpointing) instead of keeping its
-        # [B, rows, N] intermediates alive: forward + backward memory stays within the block bound too.
+        # [B, rows, N] intermediates alive: forward + backward memory stays within the block bound too.  Small
+        # batches (dense strategy: [B, N, N] within the ordering's dense budget) form all pairs in one block and
+        # autograd keeps them: no recomputation.
         recompute = torch.is_grad_enabled() and which != "one" and (self.scores.requires_grad or right.requires_grad)
+        if recompute and block_elements is None and dense_pairs(B, N, getattr(self, "dense_elements", None)):
+            return block(0, N) * maskf[..., None]
         if not recompute:
             out = right.new_empty(B, N, right.shape[-1])
             for start, stop in row_blocks(B, N, block_elements):
                 out[:, start:stop] = block(start, stop)
-            return out
+            return out * maskf[..., None]
         outs = []
         for start, stop in row_blocks(B, N, block_elements):
             outs.append(checkpoint(block, start, stop, use_reentrant=False))
-        return torch.cat(outs, dim=1)
+        return torch.cat(outs, dim=1) * maskf[..., None]
 
 
 class Ordering(ABC):

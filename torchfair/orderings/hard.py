@@ -24,8 +24,6 @@ from .._validation import check_choice
 from ..browsing import BrowsingModel
 from .base import PAIR_BLOCK_ELEMENTS, LevelPairWeight, OrderedBatch, Ordering, PairBlock, ranked_exposure, _promote
 
-#: the sweep of HardOrderedBatch.contract is used up to this many distinct relevance levels per batch
-_SWEEP_MAX_LEVELS = 64
 
 __all__ = ["Hard", "HardOrderedBatch", "scores_from_ranking"]
 
@@ -161,79 +159,78 @@ class HardOrderedBatch(OrderedBatch):
                 joint = joint + context.tie_joint[:, start:stop, None] * tied.to(dt)
         return PairBlock(above=above, joint=joint)
 
-    # ----------------------------------------------------------------- contraction by a sweep
+    # ----------------------------------------------------------------- contraction without pairs
     def contract(self, right: Tensor, *, which: str = "above", pair_weight=None,
                  browsing: Optional[BrowsingModel] = None, relevance: Optional[Tensor] = None,
                  block_elements: Optional[int] = None) -> Tensor:
-        """:meth:`OrderedBatch.contract` without forming the ``[B, N, N]`` pairs when the pair weight is absent or a
-        :class:`~torchfair.orderings.base.LevelPairWeight` with few distinct relevance levels L: one pass down the
-        ranking accumulates, per relevance level, the (exposure-weighted) ``right`` of the items above each item
-        (prefix sums in position order; tied blocks of ``ties="average"`` add their own members with weight 1/2
-        or the tied-pair joint).  ``O(B N H L)`` time and memory instead of ``O(B N^2 H)``; same result up to
-        rounding (tests/test_orderings_robust.py compares both)."""
-        out = self._sweep(right, which, pair_weight, browsing, relevance, block_elements)
-        if out is None:
+        """:meth:`OrderedBatch.contract` in ``O(B N H log N)`` time and ``O(B N H)`` memory, without forming pairs,
+        when the pair weight is absent or a :class:`~torchfair.orderings.base.LevelPairWeight` (every pairwise
+        measure of :mod:`torchfair.metrics.pairwise`); any other weight takes the generic row-block path.
+
+        Walking the ranking once, the items strictly above item ``i`` (earlier tie blocks) split into those less
+        relevant than ``i`` (a two-dimensional dominance sum, :func:`_less_before`), equally relevant (a segmented
+        prefix sum over equal relevance) and the rest; tied partners under ``ties="average"`` (same block, ``1/2``
+        or the tied-pair joint) are segment sums inside the block.  Graded or continuous relevance alike; same
+        result as the generic path up to rounding (accumulated in float64 where the device has it; tests in
+        tests/test_orderings_robust.py compare both)."""
+        if which not in ("above", "joint", "one") or (which == "joint" and browsing is None) or (
+                pair_weight is not None and not isinstance(pair_weight, LevelPairWeight)):
             return super().contract(right, which=which, pair_weight=pair_weight, browsing=browsing,
                                     relevance=relevance, block_elements=block_elements)
-        return out
+        return self._contract_sorted(right, which, pair_weight, browsing, relevance)
 
-    def _sweep(self, right, which, pair_weight, browsing, relevance, block_elements) -> Optional[Tensor]:
-        if which not in ("above", "joint", "one") or (which == "joint" and browsing is None):
-            return None  # the generic path raises the error
-        if pair_weight is not None and not isinstance(pair_weight, LevelPairWeight):
-            return None
+    def _contract_sorted(self, right: Tensor, which: str, pw: Optional[LevelPairWeight],
+                         browsing: Optional[BrowsingModel], relevance: Optional[Tensor]) -> Tensor:
         B, N = self.mask.shape
         H = right.shape[-1]
-        dt = right.dtype
-        dev = right.device
-        if pair_weight is None:
-            L = 1
-            lvl = torch.zeros(B, N, dtype=torch.long, device=dev)
-            W = torch.ones(1, 1, dtype=dt, device=dev)
-        else:
-            rel = pair_weight.relevance
-            levels = torch.unique(rel[self.mask]) if bool(self.mask.any()) else rel.new_zeros(1)
-            L = int(levels.numel())
-            if L > _SWEEP_MAX_LEVELS:
-                return None
-            lvl = torch.searchsorted(levels, rel.contiguous()).clamp(max=L - 1)
-            W = pair_weight.level_matrix(levels).to(dt)
-        budget = 64 * (block_elements if block_elements is not None else PAIR_BLOCK_ELEMENTS)
-        rows = max(1, budget // max(1, N * H * L))  # lists per chunk: [rows, N, H, L] stays within the budget
-        ctx = self.pair_context(browsing if which == "joint" else None, relevance) if which != "one" else None
-        if rows >= B:
-            return self._sweep_rows(right, which, lvl, W, L, ctx, 0, B)
-        return torch.cat([self._sweep_rows(right, which, lvl, W, L, ctx, a, min(a + rows, B))
-                          for a in range(0, B, rows)], 0)
+        acc = _accumulation_dtype(right)
+        maskf = self.mask.to(acc)[..., None]
+        V = right.to(acc) * maskf  # [B, N, H]
+        rank = None if pw is None else _dense_rank(_promote(pw.relevance), self.mask)
 
-    def _sweep_rows(self, right, which, lvl, W, L, ctx, a0: int, a1: int) -> Tensor:
-        """The sweep for the lists ``[a0, a1)``."""
-        right, lvl = right[a0:a1], lvl[a0:a1]
-        mask, order, block = self.mask[a0:a1], self.order[a0:a1], self.block[a0:a1]
-        block_start = self.block_start[a0:a1]
-        B, N = mask.shape
-        H = right.shape[-1]
-        dt = right.dtype
-        maskf = mask.to(dt)
-        V = right.unsqueeze(-1) * torch.nn.functional.one_hot(lvl, L).to(dt).unsqueeze(-2)  # [B, N, H, L]
-        V = V * maskf[..., None, None]
-        if which == "one":
-            S = V.sum(1, keepdim=True) - V  # every other real item
+        def combine(less_rel: Tensor, equal_rel: Tensor, more_rel: Tensor) -> Tensor:
+            return _combine(pw, less_rel, equal_rel, more_rel)
+
+        if which == "one":  # every other real item, whatever the order
+            return contract_all_pairs(right, self.mask, pw)
+
+        ctx = self.pair_context(browsing if which == "joint" else None, relevance)
+        if pw is None or self.ties == "first":
+            seq = self.order  # position order (tie blocks ascending)
+        else:  # tie blocks ascending, most relevant first inside a block
+            seq = torch.sort(self.block * N + (N - 1 - rank), dim=-1, stable=True).indices
+        W = V if which == "above" else V * ctx.exposure.to(acc)[..., None]  # what an item above contributes
+        Ws = _take(W, seq)
+        C = _prefix(Ws)
+        blk = self.block.gather(-1, seq)
+        bst, ben = _segments(blk)
+        before = _at(C, bst)  # every item of an earlier tie block
+        if pw is None:
+            out = before
         else:
-            val = ctx.exposure[a0:a1] if which == "joint" else None
-            Vv = V if val is None else V * val.to(dt)[..., None, None]
-            idx = order[..., None, None].expand(B, N, H, L)
-            Vs = Vv.gather(1, idx)  # in position order
-            before = torch.cat([torch.zeros_like(Vs[:, :1]), Vs.cumsum(1)[:, :-1]], 1)  # strictly above position k
-            a = block_start.gather(-1, block)  # first position of each item's tie block
-            S = before.gather(1, a[..., None, None].expand(B, N, H, L))
-            if self.ties == "average":  # tied partners: P(j above i) = 1/2; joint from the context
-                blk = torch.zeros_like(V).scatter_add_(1, block[..., None, None].expand(B, N, H, L), V)
-                tied = blk.gather(1, block[..., None, None].expand(B, N, H, L)) - V
-                tie_w = ctx.tie_joint[a0:a1].to(dt) if which == "joint" else torch.full_like(maskf, 0.5)
-                S = S + tied * tie_w[..., None, None]
-        out = torch.einsum("bnhl,bnl->bnh", S, W[lvl])
-        return out * maskf[..., None]
+            rs = rank.gather(-1, seq)
+            nbits = _rank_bits(rs, N)
+            lt, eq_all = _less_before(rs, Ws, nbits)  # earlier in `seq`: rank below / equal
+            if self.ties == "average":  # equal rank inside the same block earlier in `seq` is a tie, not "above"
+                brst, _ = _segments(blk, rs)
+                eq = eq_all - (C[:, :N] - _at(C, brst))
+            else:
+                eq = eq_all
+            out = combine(lt, eq, before - lt - eq)
+        if self.ties == "average":  # tied partners: 1/2 above (or the tied-pair joint for "joint")
+            Vs = _take(V, seq)
+            Cr = _prefix(Vs)
+            blocksum = _at(Cr, ben) - _at(Cr, bst)
+            if pw is None:
+                tied = blocksum - Vs
+            else:
+                brst, bren = _segments(blk, rs)
+                more = _at(Cr, brst) - _at(Cr, bst)  # inside the block, before `i` in `seq`: more relevant
+                eq = _at(Cr, bren) - _at(Cr, brst) - Vs
+                tied = combine(blocksum - Vs - more - eq, eq, more)
+            tie_w = ctx.tie_joint.gather(-1, seq).to(acc)[..., None] if which == "joint" else 0.5
+            out = out + tie_w * tied
+        return (_untake(out, seq) * maskf).to(right.dtype)
 
     def position_matrix(self) -> Tensor:
         B, N = self.mask.shape
@@ -261,3 +258,128 @@ class Hard(Ordering):
 
     def __repr__(self) -> str:
         return f"Hard(ties={self.ties!r})"
+
+
+# ---------------------------------------------------------------------------------------------- sorted sweeps
+def contract_all_pairs(right: Tensor, mask: Tensor, pw: Optional[LevelPairWeight]) -> Tensor:
+    """``out[b, i, h] = sum_{j != i real} w[b, i, j] right[b, j, h]`` (``which="one"`` of
+    :meth:`OrderedBatch.contract`: pair counts that do not depend on the ordering) in ``O(B N H log N)``."""
+    acc = _accumulation_dtype(right)
+    maskf = mask.to(acc)[..., None]
+    V = right.to(acc) * maskf
+    total = V.sum(1, keepdim=True)
+    if pw is None:
+        out = total - V
+    else:
+        rank = _dense_rank(_promote(pw.relevance), mask)
+        seq = torch.sort(rank, dim=-1, stable=True).indices
+        Vs = _take(V, seq)
+        C = _prefix(Vs)
+        st, en = _segments(rank.gather(-1, seq))
+        lt = _at(C, st)
+        eq = _at(C, en) - lt - Vs
+        out = _untake(_combine(pw, lt, eq, total - Vs - lt - eq), seq)
+    return (out * maskf).to(right.dtype)
+
+
+def _combine(pw: LevelPairWeight, less_rel: Tensor, equal_rel: Tensor, more_rel: Tensor) -> Tensor:
+    """``w[i, j] = greater 1(r_i > r_j) + equal 1(r_i = r_j) + less 1(r_i < r_j)`` applied to the sums over the
+    partners ``j`` less relevant, equally relevant and more relevant than ``i``."""
+    out = pw.greater * less_rel
+    if pw.equal:
+        out = out + pw.equal * equal_rel
+    if pw.less:
+        out = out + pw.less * more_rel
+    return out
+
+
+def _accumulation_dtype(x: Tensor) -> torch.dtype:
+    """float64 for the prefix sums of the sweeps (differences of prefix sums over long lists), except on devices
+    without float64 (Apple MPS)."""
+    return x.dtype if x.device.type == "mps" else torch.float64
+
+
+def _take(x: Tensor, idx: Tensor) -> Tensor:
+    """``x[b, idx[b, k]]`` for ``x`` ``[B, N, H]`` and ``idx`` ``[B, N]``."""
+    return x.gather(1, idx[..., None].expand(-1, -1, x.shape[-1]))
+
+
+def _untake(x: Tensor, idx: Tensor) -> Tensor:
+    """Inverse of :func:`_take` for a permutation ``idx``."""
+    return torch.empty_like(x).scatter_(1, idx[..., None].expand(-1, -1, x.shape[-1]), x)
+
+
+def _prefix(x: Tensor) -> Tensor:
+    """``C[b, k] = sum_{q < k} x[b, q]``, ``[B, N + 1, H]``."""
+    return torch.nn.functional.pad(x.cumsum(1), (0, 0, 1, 0))
+
+
+def _at(C: Tensor, idx: Tensor) -> Tensor:
+    """``C[b, idx[b, k]]`` for prefix sums ``C`` ``[B, N + 1, H]`` and indices ``[B, N]`` in ``0..N``."""
+    return _take(C, idx)
+
+
+def _segments(*keys: Tensor):
+    """Start and end (exclusive) index of the run of equal ``keys`` each position lies in, ``[B, N]`` each."""
+    B, N = keys[0].shape
+    ar = torch.arange(N, device=keys[0].device).expand(B, N)
+    new = torch.zeros(B, N, dtype=torch.bool, device=ar.device)
+    new[:, 0] = True
+    for k in keys:
+        new[:, 1:] |= k[:, 1:] != k[:, :-1]
+    start = torch.where(new, ar, torch.zeros_like(ar)).cummax(-1).values
+    last = torch.ones_like(new)
+    last[:, :-1] = new[:, 1:]
+    end = torch.where(last, ar, torch.full_like(ar, N - 1)).flip(-1).cummin(-1).values.flip(-1) + 1
+    return start, end
+
+
+def _dense_rank(rel: Tensor, mask: Tensor) -> Tensor:
+    """``[B, N]`` int64 dense rank of the relevance within each list (0 = least relevant; padded items rank above
+    every real item, which never matters: they contribute nothing and are masked)."""
+    key = torch.where(mask, rel, torch.full_like(rel, float("inf")))
+    srt, idx = torch.sort(key, dim=-1)
+    new = torch.ones_like(srt, dtype=torch.long)
+    new[:, 0] = 0
+    new[:, 1:] = (srt[:, 1:] != srt[:, :-1]).long()
+    return torch.empty_like(idx).scatter_(-1, idx, new.cumsum(-1))
+
+
+def _rank_bits(rank: Tensor, N: int) -> int:
+    """Bits of the largest rank: read from the data on the CPU (free there), else from ``N`` so that accelerators
+    never wait for the host."""
+    top = int(rank.max()) if rank.device.type == "cpu" and rank.numel() else N - 1
+    return max(1, int(top).bit_length())
+
+
+def _less_before(rank: Tensor, V: Tensor, nbits: int):
+    """For a sequence of items with int ranks ``[B, N]`` and values ``V [B, N, H]``:
+    ``less[b, p] = sum_{q < p, rank_q < rank_p} V[b, q]`` and ``equal[b, p] = sum_{q < p, rank_q = rank_p} V[b, q]``.
+
+    A wavelet sweep over the bits of the rank, most significant first: the items are kept ordered by (bits seen
+    so far, sequence index); at each bit, an item with bit 1 collects the items of its run with bit 0 that precede
+    it, then every run is split stably by the bit (prefix counts, no sort).  ``O(B N H nbits)``."""
+    B, N = rank.shape
+    H = V.shape[-1]
+    dev = rank.device
+    ar = torch.arange(N, device=dev).expand(B, N)
+    cur = ar  # sequence index of the item in each slot
+    r, v = rank, V
+    less = torch.zeros_like(V)
+    for bit in range(nbits - 1, -1, -1):
+        st, en = _segments(r >> (bit + 1))  # runs of equal higher bits
+        one = ((r >> bit) & 1).bool()
+        zero = ~one
+        Cz = _prefix(torch.where(zero[..., None], v, torch.zeros((), dtype=v.dtype, device=dev)))
+        got = torch.where(one[..., None], Cz[:, :N] - _at(Cz, st), torch.zeros((), dtype=v.dtype, device=dev))
+        less.scatter_add_(1, cur[..., None].expand(B, N, H), got)
+        zc = torch.nn.functional.pad(zero.long().cumsum(-1), (1, 0))
+        zst = zc.gather(-1, st)
+        zb = zc[:, :N] - zst  # zeros before the slot in its run
+        dest = torch.where(zero, st + zb, ar + (zc.gather(-1, en) - zst) - zb)
+        cur = torch.empty_like(cur).scatter_(-1, dest, cur)
+        r, v = rank.gather(-1, cur), _take(V, cur)
+    st, _ = _segments(r)
+    C = _prefix(v)
+    equal = _untake(C[:, :N] - _at(C, st), cur)
+    return less, equal

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from ..browsing import BrowsingModel
-from .base import PAIR_BLOCK_ELEMENTS, OrderedBatch, PairBlock
+from .base import PAIR_BLOCK_ELEMENTS, LevelPairWeight, OrderedBatch, PairBlock
 
 __all__ = ["MixtureOrderedBatch"]
 
@@ -53,9 +53,34 @@ class MixtureOrderedBatch(OrderedBatch):
         return PairBlock(above=self._mean(blk.above), joint=None if blk.joint is None else self._mean(blk.joint))
 
     def contract(self, right: Tensor, *, block_elements: Optional[int] = None, **kwargs) -> Tensor:
+        out = self.sorted_contract(right, **kwargs)
+        if out is not None:
+            return out
         # the inner blocks hold S times more rows: shrink the block so the memory bound still holds
         budget = (PAIR_BLOCK_ELEMENTS if block_elements is None else block_elements) // self.num_samples
         return super().contract(right, block_elements=max(1, budget), **kwargs)
+
+    def sorted_contract(self, right: Tensor, *, which: str = "above", pair_weight=None,
+                        browsing: Optional[BrowsingModel] = None, relevance: Optional[Tensor] = None
+                        ) -> Optional[Tensor]:
+        """The contraction as the weighted mean of the inner hard rankings' pair-free sweeps
+        (:meth:`~torchfair.orderings.hard.HardOrderedBatch.contract`, ``O(S B N H log N)``), or ``None`` when the
+        inner ordering or the pair weight has no such sweep (the caller then takes the row-block path)."""
+        from .hard import HardOrderedBatch, contract_all_pairs
+
+        if which not in ("above", "joint", "one") or (which == "joint" and browsing is None) or (
+                pair_weight is not None and not isinstance(pair_weight, LevelPairWeight)):
+            return None
+        if which == "one":  # does not depend on the ordering
+            return contract_all_pairs(right, self.mask, pair_weight)
+        if not isinstance(self.inner, HardOrderedBatch):
+            return None
+        S = self.num_samples
+        pw = None if pair_weight is None else LevelPairWeight(
+            pair_weight.relevance.repeat(S, 1), pair_weight.greater, pair_weight.equal, pair_weight.less)
+        out = self.inner.contract(right.repeat(S, 1, 1), which=which, pair_weight=pw, browsing=browsing,
+                                  relevance=self._rep(relevance))
+        return self._mean(out)
 
     def position_matrix(self) -> Tensor:
         return self._mean(self.inner.position_matrix())

@@ -116,7 +116,7 @@ from .. import _linalg
 from .._validation import check_choice, check_number
 from ..browsing import BrowsingModel
 from .._validation import check_int as _check_int
-from .base import OrderedBatch, Ordering, PairBlock, ranked_exposure, row_blocks, work_scores
+from .base import LevelPairWeight, OrderedBatch, Ordering, PairBlock, dense_pairs, ranked_exposure, row_blocks, work_scores
 
 __all__ = ["SoftRank", "SoftRankOrderedBatch", "NeuralSort", "SoftSort", "PermutationOrderedBatch", "list_scale",
            "MIN_SCALE", "REL_MIN_SCALE"]
@@ -247,46 +247,126 @@ def _soft_sorted_exposure(P: Tensor, mask: Tensor, browsing: BrowsingModel, rele
 
 
 # ------------------------------------------------------------------------------------------------- SoftRank
+def _sigmoid_block(z: Tensor, start: int, stop: int, out: Tensor) -> Tensor:
+    """``out[b, i - start, j] = sigmoid(z_j - z_i)`` for rows ``i in [start, stop)``, 0 on the diagonal, written into
+    the buffer ``out [B, stop - start, N]`` (no allocation: the row-block loops reuse their buffers, so that the
+    allocator's heap does not fragment over hundreds of blocks)."""
+    torch.sub(z[:, None, :], z[:, start:stop, None], out=out)
+    out.sigmoid_()
+    out[:, :, start:stop].diagonal(dim1=1, dim2=2).zero_()
+    return out
+
+
+def _buffers(z: Tensor, B: int, N: int, block_elements: Optional[int], k: int):
+    """``k`` reusable ``[B, rows, N]`` buffers for :func:`row_blocks` and a view helper for the last, shorter block."""
+    rows = max(stop - start for start, stop in row_blocks(B, N, block_elements)) if N else 0
+    return [z.new_empty(B, rows, N) for _ in range(k)]
+
+
 class _SigmoidRowSum(torch.autograd.Function):
-    """``out[b, i] = sum_{j != i, both real} g((s_j - s_i) / t_b)`` with ``g = sigmoid`` (moment 1) or
-    ``sigmoid * (1 - sigmoid)`` (moment 2), in row blocks; backward recomputes the blocks (O(B N) saved)."""
+    """``out[b, i] = sum_{j != i} g(z_j - z_i)`` with ``g = sigmoid`` (moment 1) or ``sigmoid * (1 - sigmoid)``
+    (moment 2), in row blocks; backward recomputes the blocks (O(B N) saved).  ``z`` from :meth:`SoftRankOrderedBatch._z` (padded
+    items add exactly 0); rows of padded items are garbage and masked by the caller."""
 
     @staticmethod
-    def forward(ctx, s: Tensor, tau: Tensor, mask: Tensor, moment: int, block_elements: Optional[int]):
-        ctx.save_for_backward(s, tau, mask)
+    def forward(ctx, z: Tensor, moment: int, block_elements: Optional[int]):
+        ctx.save_for_backward(z)
         ctx.moment, ctx.block_elements = moment, block_elements
-        B, N = s.shape
-        mf = mask.to(s.dtype)
-        outs = []
+        B, N = z.shape
+        out = z.new_empty(B, N)
+        buf, sq = _buffers(z, B, N, block_elements, 2)
         for start, stop in row_blocks(B, N, block_elements):
-            a, w = _SigmoidRowSum._block(s, tau, mf, start, stop)
-            g = a if moment == 1 else a * (1 - a)
-            outs.append((g * w).sum(-1))
-        return torch.cat(outs, dim=1)
-
-    @staticmethod
-    def _block(s, tau, mf, start, stop):
-        B, N = s.shape
-        x = (s[:, None, :] - s[:, start:stop, None]) / tau[:, :, None]
-        w = mf[:, start:stop, None] * mf[:, None, :] * _offdiag(start, stop, N, s.device).to(s.dtype)
-        return torch.sigmoid(x), w
+            a = _sigmoid_block(z, start, stop, buf[:, :stop - start])
+            if moment == 2:
+                a = torch.sub(a, torch.mul(a, a, out=sq[:, :stop - start]), out=sq[:, :stop - start])
+            out[:, start:stop] = a.sum(-1)
+        return out
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):
-        s, tau, mask = ctx.saved_tensors
-        B, N = s.shape
-        mf = mask.to(s.dtype)
-        grad_j = torch.zeros_like(s)
-        grad_i = []
+        z, = ctx.saved_tensors
+        B, N = z.shape
+        grad = torch.zeros_like(z)
+        buf, d, t = _buffers(z, B, N, ctx.block_elements, 3)
         for start, stop in row_blocks(B, N, ctx.block_elements):
-            a, w = _SigmoidRowSum._block(s, tau, mf, start, stop)
-            d = a * (1 - a)
-            if ctx.moment == 2:
-                d = d * (1 - 2 * a)
-            d = d * w * grad_out[:, start:stop, None] / tau[:, :, None]  # d out_i / d s_j
-            grad_j = grad_j + d.sum(1)
-            grad_i.append(d.sum(2))
-        return grad_j - torch.cat(grad_i, dim=1), None, None, None, None
+            r = stop - start
+            a = _sigmoid_block(z, start, stop, buf[:, :r])
+            da = torch.sub(a, torch.mul(a, a, out=d[:, :r]), out=d[:, :r])  # a (1 - a)
+            if ctx.moment == 2:  # d/dx a (1 - a) = a (1 - a) (1 - 2 a)
+                da.mul_(torch.mul(a, -2.0, out=t[:, :r]).add_(1.0))
+            da.mul_(grad_out[:, start:stop, None])
+            grad += da.sum(1)
+            grad[:, start:stop] -= da.sum(2)
+        return grad, None, None
+
+
+class _SoftRankContract(torch.autograd.Function):
+    """``out[b, i, h] = sum_{j != i} w_ij sigmoid(z_j - z_i) R[b, j, h]`` in row blocks with reused buffers, for a
+    :class:`~torchfair.orderings.base.LevelPairWeight` ``w`` (or ``w = 1``); backward recomputes each block:
+    ``grad R_j = sum_i w_ij A_ij G_i``, ``grad z_j = sum_i D_ij T_ij - sum_i D_ji T_ji`` with ``D = w A (1 - A)``
+    and ``T_ij = G_i . R_j``.  ``z`` as in :class:`_SigmoidRowSum`; rows of padded items are masked by the caller."""
+
+    @staticmethod
+    def forward(ctx, z: Tensor, R: Tensor, pair_weight, block_elements: Optional[int]):
+        ctx.save_for_backward(z, R)
+        ctx.pair_weight, ctx.block_elements = pair_weight, block_elements
+        B, N = z.shape
+        out = R.new_empty(B, N, R.shape[-1])
+        buf, = _buffers(z, B, N, block_elements, 1)
+        for start, stop in row_blocks(B, N, block_elements):
+            a = _sigmoid_block(z, start, stop, buf[:, :stop - start])
+            if pair_weight is not None:
+                a.mul_(pair_weight(start, stop).to(a.dtype))
+            out[:, start:stop] = torch.bmm(a, R)
+        return out
+
+    @staticmethod
+    def backward(ctx, G: Tensor):
+        z, R = ctx.saved_tensors
+        B, N = z.shape
+        need_z, need_R = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        grad_z = torch.zeros_like(z) if need_z else None
+        grad_R = torch.zeros_like(R) if need_R else None
+        buf, d, t = _buffers(z, B, N, ctx.block_elements, 3)
+        Rt = R.transpose(1, 2)
+        for start, stop in row_blocks(B, N, ctx.block_elements):
+            r = stop - start
+            a = _sigmoid_block(z, start, stop, buf[:, :r])
+            Gb = G[:, start:stop]
+            if need_z:
+                da = torch.sub(a, torch.mul(a, a, out=d[:, :r]), out=d[:, :r])  # A (1 - A)
+            if ctx.pair_weight is not None:
+                w = ctx.pair_weight(start, stop).to(a.dtype)
+                a.mul_(w)
+                if need_z:
+                    da.mul_(w)
+            if need_R:
+                grad_R.baddbmm_(a.transpose(1, 2), Gb)
+            if need_z:
+                da.mul_(torch.bmm(Gb, Rt, out=t[:, :r]))
+                grad_z += da.sum(1)
+                grad_z[:, start:stop] -= da.sum(2)
+        return grad_z, grad_R, None, None
+
+
+class _PairSigmoid(torch.autograd.Function):
+    """``A[b, i, j] = sigmoid(z_j - z_i)`` off the diagonal, 0 on it (the dense SoftRank pairs): two passes over
+    ``[B, N, N]`` forward.  Backward from the saved output: ``d = g A (1 - A)``, ``grad z_j = sum_i d_ij -
+    sum_i d_ji`` (no ``[B, N, N]`` negation or masking pass, which autograd of the plain expression spends)."""
+
+    @staticmethod
+    def forward(ctx, z: Tensor) -> Tensor:
+        A = torch.sigmoid_(z[:, None, :] - z[:, :, None])
+        A.diagonal(dim1=1, dim2=2).zero_()
+        ctx.save_for_backward(A)
+        return A
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        A, = ctx.saved_tensors
+        t = grad * A
+        d = torch.addcmul(t, t, A, value=-1)
+        return d.sum(1) - d.sum(2)
 
 
 @dataclass
@@ -298,22 +378,54 @@ class SoftRankOrderedBatch(OrderedBatch):
     """Result of :class:`SoftRank` (see the module docstring)."""
 
     def __init__(self, scores: Tensor, mask: Tensor, tau: Tensor, min_position_std: float, sinkhorn_iters: int,
-                 block_elements: Optional[int]):
+                 block_elements: Optional[int], dense_elements: Optional[int] = None):
         self.scores, self.mask, self.tau = scores, mask, tau  # tau: [B, 1]
         self.min_position_std = min_position_std
         self.sinkhorn_iters = sinkhorn_iters
         self.block_elements = block_elements
+        self.dense_elements = dense_elements
         self._pos: Optional[Tensor] = None
+        self._above: Optional[Tensor] = None
+
+    def _z(self) -> Tensor:
+        """``(s - max_b s) / tau`` per list (only differences ``z_j - z_i`` are used), kept within +-``max/4`` of the
+        dtype so that no difference overflows (with ``scale="std"`` the range is ``<= 20 sqrt(N)`` anyway), padded
+        items at ``-max/2``: ``sigmoid(z_pad - z_i) = 0`` exactly for every real ``i``, and nothing is NaN."""
+        s, m = self.scores, self.mask
+        big = torch.finfo(s.dtype).max
+        with torch.no_grad():
+            top = torch.where(m, s, torch.full((), -float("inf"), dtype=s.dtype, device=s.device)).amax(-1, keepdim=True)
+            top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+        z = ((s - top) / self.tau).clamp(-big / 4, big / 4)
+        return torch.where(m, z, torch.full((), -big / 2, dtype=z.dtype, device=z.device))
+
+    def _dense(self) -> Optional[Tensor]:
+        """``above [B, N, N]`` formed once (dense strategy, see ``DENSE_PAIR_ELEMENTS``), or ``None`` when the
+        batch is too large for it or no gradient is needed (then the row-block path keeps memory bounded)."""
+        B, N = self.mask.shape
+        if self._above is None and self.block_elements is None and dense_pairs(B, N, self.dense_elements) \
+                and torch.is_grad_enabled() and self.scores.requires_grad:
+            # rows of padded items are not used: positions and contractions are masked by row
+            self._above = _PairSigmoid.apply(self._z())
+        return self._above
 
     def expected_positions(self) -> Tensor:
         if self._pos is None:
-            pos = _SigmoidRowSum.apply(self.scores, self.tau, self.mask, 1, self.block_elements)
+            A = self._dense()
+            if A is not None:
+                pos = A.sum(-1)
+            else:
+                pos = _SigmoidRowSum.apply(self._z(), 1, self.block_elements)
             self._pos = pos * self.mask.to(pos.dtype)
         return self._pos
 
     def position_variance(self) -> Tensor:
         """``[B, N]`` ``sum_j above[i, j] (1 - above[i, j])``: the Poisson-binomial variance of the position."""
-        v = _SigmoidRowSum.apply(self.scores, self.tau, self.mask, 2, self.block_elements)
+        A = self._dense()
+        if A is not None:
+            v = (A * (1 - A)).sum(-1)
+        else:
+            v = _SigmoidRowSum.apply(self._z(), 2, self.block_elements)
         return v * self.mask.to(v.dtype)
 
     def exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor] = None) -> Tensor:
@@ -325,12 +437,38 @@ class SoftRankOrderedBatch(OrderedBatch):
         return _linalg.einsum("bk,bki->bi", f, R) * mf
 
     def pair_context(self, browsing, relevance) -> _SoftRankCtx:
+        self._dense()  # formed here, outside any checkpointed row block that would otherwise form it lazily
         return _SoftRankCtx(None if browsing is None else self.exposure(browsing, relevance))
 
+    def joint_factor(self, context: _SoftRankCtx) -> Optional[Tensor]:
+        return context.exposure  # joint[i, j] = F(E[pos_j]) above[i, j]
+
+    def contract(self, right: Tensor, *, which: str = "above", pair_weight=None,
+                 browsing: Optional[BrowsingModel] = None, relevance: Optional[Tensor] = None,
+                 block_elements: Optional[int] = None) -> Tensor:
+        """:meth:`OrderedBatch.contract`; beyond the dense budget, ``"above"`` and ``"joint"`` with a
+        :class:`~torchfair.orderings.base.LevelPairWeight` (every pairwise measure) run a fused row-block kernel
+        with a hand-written backward and reused buffers (:class:`_SoftRankContract`)."""
+        if which not in ("above", "joint") or (which == "joint" and browsing is None) or (
+                pair_weight is not None and not isinstance(pair_weight, LevelPairWeight)) or (
+                block_elements is None and self._dense() is not None):
+            return super().contract(right, which=which, pair_weight=pair_weight, browsing=browsing,
+                                    relevance=relevance, block_elements=block_elements)
+        R = right.to(self.scores.dtype)
+        if which == "joint":
+            R = R * self.exposure(browsing, relevance).to(R.dtype)[..., None]
+        be = block_elements if block_elements is not None else self.block_elements
+        out = _SoftRankContract.apply(self._z(), R, pair_weight, be)
+        return (out * self.mask.to(out.dtype)[..., None]).to(right.dtype)
+
     def pair_block(self, context: _SoftRankCtx, start: int, stop: int) -> PairBlock:
-        s, mf = self.scores, self.mask.to(self.scores.dtype)
-        a, w = _SigmoidRowSum._block(s, self.tau, mf, start, stop)
-        above = a * w
+        A = self._dense()
+        if A is not None:
+            above = A[:, start:stop]
+        else:
+            z, N = self._z(), self.mask.shape[1]  # padded partners j get exactly 0 from z
+            keep = self.mask[:, start:stop, None] & _offdiag(start, stop, N, z.device)
+            above = torch.sigmoid(z[:, None, :] - z[:, start:stop, None]) * keep.to(z.dtype)
         joint = None if context.exposure is None else context.exposure[:, None, :] * above
         return PairBlock(above=above, joint=joint)
 
@@ -358,6 +496,10 @@ class SoftRank(_Tempered):
     section Temperature.  ``min_position_std`` and ``sinkhorn_iters`` only concern the
     approximate :meth:`~SoftRankOrderedBatch.position_matrix`.  ``block_elements``: pair entries per row block
     of the expected-position reduction (default :data:`~torchfair.orderings.base.PAIR_BLOCK_ELEMENTS`).
+    ``dense_elements``: with gradients, batches of at most this many pairs ``B * N * N`` (default
+    :data:`~torchfair.orderings.base.DENSE_PAIR_ELEMENTS`) form the ``[B, N, N]`` sigmoids once and share them
+    between positions and pair sums (fast, memory ``O(B N^2)``); larger ones (or an explicit ``block_elements``)
+    work in row blocks recomputed in backward (memory bounded by the block).  Same values either way.
 
     Example::
 
@@ -368,16 +510,18 @@ class SoftRank(_Tempered):
 
     def __init__(self, temperature: float = 0.1, scale: str = "std", *, min_scale: float = MIN_SCALE,
                  rel_min_scale: float = REL_MIN_SCALE, min_position_std: float = 0.1, sinkhorn_iters: int = 0,
-                 block_elements: Optional[int] = None):
+                 block_elements: Optional[int] = None, dense_elements: Optional[int] = None):
         self._init_temperature(temperature, scale, min_scale, rel_min_scale)
         self.min_position_std = check_number(min_position_std, "min_position_std", low=0, low_open=True)
         self.sinkhorn_iters = _check_iters(sinkhorn_iters)
         self.block_elements = _check_block_elements(block_elements)
+        self.dense_elements = None if dense_elements is None else _check_int(dense_elements, "dense_elements", low=0)
 
     def __call__(self, scores: Tensor, mask: Tensor) -> SoftRankOrderedBatch:
         s, mask = _work(scores, mask)
         tau = self._tau(s, mask)
-        return SoftRankOrderedBatch(s, mask, tau, self.min_position_std, self.sinkhorn_iters, self.block_elements)
+        return SoftRankOrderedBatch(s, mask, tau, self.min_position_std, self.sinkhorn_iters, self.block_elements,
+                                    self.dense_elements)
 
     def __repr__(self) -> str:
         return f"SoftRank(temperature={self.temperature}, scale={self.scale!r})"

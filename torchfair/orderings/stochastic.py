@@ -83,9 +83,12 @@ class SampledOrderedBatch(MixtureOrderedBatch):
         """``[S, B, N]`` 0-based position of every item in every sample (padded items after the real ones)."""
         return self.inner.positions.reshape(self.num_samples, *self.mask.shape)
 
-    def contract(self, right: Tensor, **kwargs) -> Tensor:
+    def contract(self, right: Tensor, *, block_elements=None, **kwargs) -> Tensor:
+        out = self.sorted_contract(right, **kwargs)  # the samples' pair-free sweeps
+        if out is not None:
+            return out
         # pair_block below bounds its own memory by looping over samples: no need to shrink the row blocks
-        return OrderedBatch.contract(self, right, **kwargs)
+        return OrderedBatch.contract(self, right, block_elements=block_elements, **kwargs)
 
     def pair_context(self, browsing, relevance):
         if browsing is None:

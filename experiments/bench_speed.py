@@ -1,0 +1,465 @@
+"""Issue 10's speed benchmark: torchfair against the plain code it must not be slower than, in one run.
+
+    python experiments/bench_speed.py [--only exact,losses,...] [--quick] [--threads 1]
+
+Each section runs in its own subprocess (``--case NAME``) so that sections do not share allocator state; inside a
+section the implementations are *interleaved*: every round times each implementation once, in turn, on the same
+inputs, and the reported ratio is the median over rounds of the per-round ratio (robust to the machine slowing
+down during the run).  Values are checked equal before anything is timed.  Sections:
+
+* ``exact``: exact DIPS (``ordering=Hard()``) against a stable sort of the same scores at 1000 x 1000 and
+  1 x 100 000 (graded relevance in {0..4} and continuous relevance), and its growth exponent over N for one list;
+  every other exact pairwise measure at 1000 x 1000; the default validation measures on full-catalogue
+  ML-100K-shaped test lists (943 x 1682).
+* ``losses``: each fairness loss (DIPS, pairwise accuracy gap, exposure misallocation; default ``SoftRank(0.1)``)
+  forward + backward against a naive dense ``[B, N, N]`` implementation of the same formula written here in plain
+  PyTorch, at (256, 100), (64, 1000), (8, 4096); resident-memory growth of the process (default glibc allocator)
+  and live peak (``MALLOC_MMAP_THRESHOLD_``) per loss in separate subprocesses.
+* ``load``: exact DIPS at 1 x 10 000 and 1000 x 1000 on a quiet machine and with another busy process on one
+  core, with 1 and 2 torch threads (shared CPUs, as on every GPU node's host side).
+* ``exact_memory``: ``bench_exact.py``, time and live / resident memory of the exact pairwise measures.
+* ``import``: ``import torchfair`` beyond ``import torch`` (fresh interpreters, median of 5).
+* ``pl``, ``fastsoftrank``, ``frt``, ``training``: run ``bench_pl.py``, ``bench_fastsoftrank.py``, ``bench_frt.py``
+  and ``bench_training.py`` (each writes its own table) and include their tables.
+
+Writes ``experiments/results/bench_speed.md`` (all tables) and prints it.  ``--threads 1`` (default): on the 2-core
+machines of this project two torch threads make small ops 3-15x slower (OpenMP wake-ups), see the README.
+Timings are only meaningful on an otherwise idle machine.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Sequence
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+SECTIONS = ("exact", "exact_memory", "load", "losses", "import", "pl", "fastsoftrank", "frt", "training")
+
+
+# --------------------------------------------------------------------------------------------- timing helpers
+def interleaved(fns: Dict[str, Callable[[], object]], rounds: int, min_time: float = 0.0) -> Dict[str, float]:
+    """Median seconds per implementation, timed in alternation (one warm-up call each first)."""
+    for f in fns.values():
+        f()
+    times: Dict[str, List[float]] = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, f in fns.items():
+            reps, t0 = 0, time.perf_counter()
+            while True:
+                f()
+                reps += 1
+                el = time.perf_counter() - t0
+                if el >= min_time:
+                    break
+            times[k].append(el / reps)
+    return {k: statistics.median(v) for k, v in times.items()}, times
+
+
+def ratio(times: Dict[str, List[float]], a: str, b: str) -> float:
+    """Median over rounds of ``time[a] / time[b]``."""
+    return statistics.median(x / y for x, y in zip(times[a], times[b]))
+
+
+def table(header: Sequence[str], rows: List[Sequence[object]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|"]
+    for r in rows:
+        out.append("| " + " | ".join(_fmt(x) for x in r) + " |")
+    return "\n".join(out)
+
+
+def _fmt(x) -> str:
+    if isinstance(x, float):
+        if x == 0 or not math.isfinite(x):
+            return str(x)
+        return f"{x:.3g}" if abs(x) < 1000 else f"{x:,.0f}"
+    return str(x)
+
+
+# --------------------------------------------------------------------------------------------- exact
+def case_exact(args) -> str:
+    import torch
+    from torchfair.metrics import (dips, igi, ree, pairwise_accuracy, rank_parity, individual_dissatisfaction,
+                                   kendall_tau)
+
+    g = torch.Generator().manual_seed(0)
+    rounds = 3 if args.quick else 7
+    lines = ["### Exact pairwise measures (`ordering=Hard()`), float32, against a stable sort of the same scores", ""]
+    rows = []
+    shapes = [(1000, 1000), (1, 100_000)] if not args.quick else [(100, 300), (1, 20_000)]
+    for B, N in shapes:
+        s = torch.randn(B, N, generator=g)
+        grp = torch.randint(0, 2, (B, N), generator=g)
+        for kind in ("graded", "continuous"):
+            r = torch.randint(0, 5, (B, N), generator=g).float() if kind == "graded" else torch.rand(B, N, generator=g)
+            med, times = interleaved({
+                "sort": lambda: torch.sort(s, dim=-1, descending=True, stable=True),
+                "dips": lambda: dips(s, r, grp, num_groups=2),
+            }, rounds)
+            rows.append([f"DIPS, {kind} relevance", B, N, med["dips"], med["sort"], ratio(times, "dips", "sort")])
+    lines.append(table(["measure", "B", "N", "torchfair s", "stable sort s", "ratio (aim <= 10)"], rows))
+    # growth over N for one list
+    Ns = [1000, 4000, 16000, 64000] if not args.quick else [1000, 4000]
+    ts = []
+    for N in Ns:
+        s, r = torch.randn(1, N, generator=g), torch.rand(1, N, generator=g)
+        grp = torch.randint(0, 2, (1, N), generator=g)
+        med, _ = interleaved({"dips": lambda: dips(s, r, grp, num_groups=2)}, rounds, min_time=0.05)
+        ts.append(med["dips"])
+    slope = statistics.linear_regression([math.log(n) for n in Ns], [math.log(t) for t in ts])[0]
+    lines += ["", f"Growth of exact DIPS (one list, continuous relevance) over N = {Ns}: seconds "
+              f"{[round(t, 4) for t in ts]}, exponent **{slope:.2f}** (log-log least squares; 1 = linear).", ""]
+    # every pairwise measure at one shape
+    B, N = (1000, 1000) if not args.quick else (100, 300)
+    s = torch.randn(B, N, generator=g)
+    r = torch.randint(0, 5, (B, N), generator=g).float()
+    grp = torch.randint(0, 2, (B, N), generator=g)
+    fns = {
+        "sort": lambda: torch.sort(s, dim=-1, descending=True, stable=True),
+        "dips": lambda: dips(s, r, grp, num_groups=2),
+        "individual_dissatisfaction": lambda: individual_dissatisfaction(s, r, grp, num_groups=2),
+        "igi": lambda: igi(s, r, grp, num_groups=2),
+        "ree": lambda: ree(s, r, grp, num_groups=2),
+        "pairwise_accuracy": lambda: pairwise_accuracy(s, r, grp, num_groups=2),
+        "rank_parity": lambda: rank_parity(s, grp, num_groups=2),
+        "kendall_tau": lambda: kendall_tau(s, r),
+        "dips, ties='average'": lambda: dips(s.round(decimals=1), r, grp, num_groups=2,
+                                             ordering=__import__("torchfair").orderings.Hard("average")),
+    }
+    med, times = interleaved(fns, rounds)
+    rows = [[k, med[k], ratio(times, k, "sort")] for k in fns if k != "sort"]
+    lines += [f"Every exact pairwise measure at B = {B}, N = {N} (graded relevance, 2 groups):", "",
+              table(["measure", "seconds", "x stable sort"], rows), ""]
+    # corpus-scale evaluation: the default validation measures on ML-100K-shaped full-catalogue lists
+    lines += [_corpus_eval(args, g)]
+    return "\n".join(lines)
+
+
+def _corpus_eval(args, g) -> str:
+    import torch
+    from torchfair.evaluation.registry import compute_columns
+    from torchfair.training.module import DEFAULT_MEASURES
+
+    B, N = (943, 1682) if not args.quick else (100, 400)
+    s = torch.randn(B, N, generator=g)
+    rel = (torch.rand(B, N, generator=g) < 0.01).float() * torch.randint(1, 6, (B, N), generator=g).float()
+    grp = (torch.rand(B, N, generator=g) < 0.2).long()
+    def run():
+        return compute_columns(s, rel, grp, None, DEFAULT_MEASURES, num_groups=2)
+
+    med, _ = interleaved({"all": run}, 1 if args.quick else 3)
+    return (f"Corpus-scale evaluation: the training loop's default validation measures {list(DEFAULT_MEASURES)} on "
+            f"{B} full-catalogue lists x {N} items (the ML-100K test lists' shape; ~1% relevant, 20% in the "
+            f"protected group): **{med['all']:.2f} s** in total.\n")
+
+
+# --------------------------------------------------------------------------------------------- losses
+def _plain_softrank(s, tau_rel=0.1, min_scale=0.25):
+    """Plain dense SoftRank: P[b, i, j] = sigmoid((s_j - s_i) / tau_b), 0 on the diagonal; expected positions."""
+    import torch
+    tau = (tau_rel * s.detach().std(-1, unbiased=False, keepdim=True).clamp(min=min_scale))[..., None]
+    P = torch.sigmoid((s[:, None, :] - s[:, :, None]) / tau)
+    P = P * (1 - torch.eye(s.shape[1], dtype=s.dtype, device=s.device))
+    return P, P.sum(-1)
+
+
+def plain_dips_loss(s, r, g, gamma=0.9, tie=0.5):
+    """Naive dense DIPS loss (|M_01 - M_10|, mean over lists), Fabris et al. 2023 eq. 8, 10, 11 on SoftRank."""
+    import torch
+    B, N = s.shape
+    P, pos = _plain_softrank(s)
+    e = gamma ** pos
+    W = (r[:, :, None] > r[:, None, :]).to(s.dtype) + tie * (r[:, :, None] == r[:, None, :]).to(s.dtype)
+    A = torch.nn.functional.one_hot(g, 2).to(s.dtype)
+    envy = (W * P * e[:, None, :]) @ A
+    S = A.transpose(1, 2) @ envy
+    n = A.sum(1)  # [B, 2]
+    cum = (1 - gamma ** n) / (1 - gamma)  # sum_{k < n} gamma^k
+    C = torch.maximum(n[:, :, None] * cum[:, None, :], n[:, None, :] * cum[:, :, None])
+    M = S / C
+    return (M[:, 0, 1] - M[:, 1, 0]).abs().mean()
+
+
+def plain_pairwise_accuracy_gap_loss(s, r, g):
+    """Naive dense inter-group pairwise accuracy gap |A_10 - A_01| (Raj & Ekstrand 2022 §2.5) on SoftRank."""
+    import torch
+    P, _ = _plain_softrank(s)
+    W = (r[:, :, None] > r[:, None, :]).to(s.dtype)
+    A = torch.nn.functional.one_hot(g, 2).to(s.dtype)
+    err = A.transpose(1, 2) @ ((W * P) @ A)
+    den = A.transpose(1, 2) @ (W @ A)
+    acc = 1 - err / den
+    return (acc[:, 1, 0] - acc[:, 0, 1]).abs().mean()
+
+
+def plain_misallocation_loss(s, r, g, gamma=0.9):
+    """Naive exposure misallocation ||delta||_1 with the EE target (Fabris et al. 2023 eq. 12-16) on SoftRank."""
+    import torch
+    B, N = s.shape
+    _, pos = _plain_softrank(s)
+    e = gamma ** pos
+    A = torch.nn.functional.one_hot(g, 2).to(s.dtype)
+    # EE target: expected exposure under the random order of tied relevance (ideal ranking, ties averaged)
+    srt = torch.sort(r, dim=-1, descending=True, stable=True).values
+    f = gamma ** torch.arange(N, dtype=s.dtype)
+    blk_new = torch.ones_like(srt, dtype=torch.long)
+    blk_new[:, 1:] = (srt[:, 1:] != srt[:, :-1]).long()
+    blk = blk_new.cumsum(-1) - 1
+    mean_f = torch.zeros(B, N, dtype=s.dtype).scatter_add_(1, blk, f.expand(B, N)) / \
+        torch.zeros(B, N, dtype=s.dtype).scatter_add_(1, blk, torch.ones(B, N, dtype=s.dtype)).clamp(min=1)
+    target = torch.zeros(B, N, dtype=s.dtype)
+    target = mean_f.gather(1, blk)  # per rank position, then back to items
+    order = torch.sort(r, dim=-1, descending=True, stable=True).indices
+    t_item = torch.empty_like(target).scatter_(1, order, target)
+    share = (A * e[..., None]).sum(1) / e.sum(-1, keepdim=True)
+    t_share = (A * t_item[..., None]).sum(1) / t_item.sum(-1, keepdim=True)
+    return (share - t_share).abs().sum(-1).mean()
+
+
+def _loss_fns(name):
+    from torchfair.losses import dips_loss, exposure_misallocation_loss, pairwise_accuracy_gap_loss
+    if name == "dips":
+        return (lambda s, r, g: dips_loss(s, r, g, num_groups=2, browsing="rbp:0.9", validate_args=False),
+                plain_dips_loss)
+    if name == "pairwise_accuracy_gap":
+        return (lambda s, r, g: pairwise_accuracy_gap_loss(s, r, g, num_groups=2,
+                                                           validate_args=False), plain_pairwise_accuracy_gap_loss)
+    return (lambda s, r, g: exposure_misallocation_loss(s, r, g, num_groups=2, browsing="rbp:0.9",
+                                                        validate_args=False), plain_misallocation_loss)
+
+
+LOSSES = ("dips", "pairwise_accuracy_gap", "misallocation")
+LOSS_SHAPES = [(256, 100), (64, 1000), (8, 4096)]
+
+
+def _loss_inputs(B, N):
+    import torch
+    g = torch.Generator().manual_seed(0)
+    return (torch.randn(B, N, generator=g), torch.randint(0, 5, (B, N), generator=g).float(),
+            torch.randint(0, 2, (B, N), generator=g))
+
+
+def case_loss_time(args) -> str:
+    """One loss, one shape: torchfair vs plain, interleaved; prints one Markdown row."""
+    import torch
+    name, B, N = args.loss, args.B, args.N
+    s, r, g = _loss_inputs(B, N)
+    ours, plain = _loss_fns(name)
+
+    def fb(fn):
+        def run():
+            x = s.clone().requires_grad_()
+            fn(x, r, g).backward()
+            return x.grad
+        return run
+
+    xa, xb = s.clone().requires_grad_(), s.clone().requires_grad_()
+    va, vb = ours(xa, r, g), plain(xb, r, g)
+    va.backward(), vb.backward()
+    diff = max(abs(float(va.detach()) - float(vb.detach())), float((xa.grad - xb.grad).abs().max()))
+    rounds = 3 if (args.quick or B * N * N > 3e7) else 7
+    med, times = interleaved({"torchfair": fb(ours), "plain": fb(plain)}, rounds)
+    return f"| {name} | {B} | {N} | {med['torchfair']:.4g} | {med['plain']:.4g} | " \
+           f"{ratio(times, 'torchfair', 'plain'):.2f} | {diff:.1e} |"
+
+
+def case_loss_memory(args) -> str:
+    """One loss, one shape, one implementation: RSS growth over 3 forward+backward calls (prints MB)."""
+    import torch
+    name, B, N = args.loss, args.B, args.N
+    s, r, g = _loss_inputs(B, N)
+    fn = _loss_fns(name)[0 if args.impl == "torchfair" else 1]
+    xs = torch.randn(4, 16).requires_grad_()  # page in the kernels on a tiny batch
+    fn(xs, torch.randint(0, 5, (4, 16)).float(), torch.randint(0, 2, (4, 16))).backward()
+
+    def rss():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
+    import resource
+    r0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    for _ in range(3):
+        x = s.clone().requires_grad_()
+        fn(x, r, g).backward()
+    return f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - r0:.0f}"
+
+
+def case_losses(args) -> str:
+    shapes = LOSS_SHAPES if not args.quick else [(16, 50), (4, 300)]
+    rows = []
+    for name in LOSSES:
+        for B, N in shapes:
+            rows.append(_sub(["--case", "loss_time", "--loss", name, "--B", str(B), "--N", str(N)], args))
+    mem = []
+    for name in LOSSES:
+        for B, N in shapes:
+            cells = [name, B, N]
+            for impl in ("torchfair", "plain"):
+                for live in (False, True):
+                    env = {"MALLOC_MMAP_THRESHOLD_": "131072"} if live else {}
+                    if impl == "plain" and B * N * N > 2e8 and not live:
+                        pass
+                    cells.append(_sub(["--case", "loss_memory", "--loss", name, "--B", str(B), "--N", str(N),
+                                       "--impl", impl], args, env=env))
+            mem.append(cells)
+    return "\n".join([
+        "### Fairness losses, forward + backward, against naive dense `[B, N, N]` plain PyTorch", "",
+        "Default ordering `SoftRank(0.1)` (dense below `DENSE_PAIR_ELEMENTS` = 2^22 pairs, row blocks recomputed "
+        "in backward above), RBP(0.9), graded relevance {0..4}, 2 groups, float32; plain = the same formula "
+        "written directly (functions `plain_*` in this script).  Ratio = median over rounds of torchfair / plain "
+        "(aim <= 1); max |diff| over the loss value and the gradient.", "",
+        "| loss | B | N | torchfair s | plain s | ratio | max abs diff |", "|---|---:|---:|---:|---:|---:|---:|",
+        *rows, "",
+        "Memory (MB): growth of the process's peak resident set over 3 forward+backward calls, in a fresh process "
+        "per cell; 'default' = glibc's default allocator (what a user watching the process sees; aim < 2048 at "
+        "B = 8, N = 4096), 'live' = with `MALLOC_MMAP_THRESHOLD_=131072` (freed tensors leave the RSS).", "",
+        table(["loss", "B", "N", "torchfair default", "torchfair live", "plain default", "plain live"], mem), ""])
+
+
+# --------------------------------------------------------------------------------------------- import
+def case_import(args) -> str:
+    code = ("import time; t=time.perf_counter(); import torch; a=time.perf_counter(); import torchfair; "
+            "b=time.perf_counter(); print(a-t, b-a)")
+    runs = []
+    for _ in range(3 if args.quick else 5):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        runs.append(tuple(float(x) for x in out.split()))
+    t_torch = statistics.median(r[0] for r in runs)
+    t_tf = statistics.median(r[1] for r in runs)
+    return (f"### Import\n\n`import torchfair` after `import torch`: **{t_tf:.3f} s** (aim <= 0.2 s; `import torch` "
+            f"itself {t_torch:.2f} s), median of {len(runs)} fresh interpreters.\n")
+
+
+# --------------------------------------------------------------------------------------------- other scripts
+def _script(name: str, extra: List[str], out: str, args) -> str:
+    cmd = [sys.executable, str(HERE / name), *extra]
+    if args.quick:
+        cmd.append("--quick")
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        return f"### {name}\n\nfailed (exit {res.returncode}):\n\n```\n{res.stderr[-2000:]}\n```\n"
+    path = RESULTS / out
+    body = path.read_text() if path.exists() and not args.quick else res.stdout
+    return f"### `{name}` (`experiments/results/{out}`)\n\n{body}\n"
+
+
+def case_load(args) -> str:
+    import torch
+    from torchfair.metrics import dips
+
+    g = torch.Generator().manual_seed(0)
+    shapes = [(1, 10_000), (1000, 1000)] if not args.quick else [(1, 2000), (50, 200)]
+    inputs = {}
+    for B, N in shapes:
+        inputs[(B, N)] = (torch.randn(B, N, generator=g), torch.randint(0, 5, (B, N), generator=g).float(),
+                          torch.randint(0, 2, (B, N), generator=g))
+    rows = []
+    for loaded in (False, True):
+        hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if loaded else None
+        try:
+            for (B, N), (s, r, grp) in inputs.items():
+                cells = [("busy core" if loaded else "quiet"), B, N]
+                for th in (1, 2):
+                    torch.set_num_threads(th)
+                    med, _ = interleaved({"dips": lambda: dips(s, r, grp, num_groups=2)}, 3 if args.quick else 5)
+                    cells.append(med["dips"])
+                rows.append(cells)
+        finally:
+            torch.set_num_threads(args.threads)
+            if hog is not None:
+                hog.kill()
+                hog.wait()
+    return "\n".join(["### Exact DIPS under load", "",
+                      "Median seconds; 'busy core': another process spins on one of the CPUs meanwhile.", "",
+                      table(["machine", "B", "N", "1 thread s", "2 threads s"], rows), ""])
+
+
+def case_exact_memory(args) -> str:
+    extra = ["--threads", str(args.threads)] + (["--only", "dips", "--repeats", "1"] if args.quick else [])
+    res = subprocess.run([sys.executable, str(HERE / "bench_exact.py"), *extra], capture_output=True, text=True)
+    if res.returncode != 0:
+        return f"### bench_exact.py\n\nfailed:\n```\n{res.stderr[-2000:]}\n```\n"
+    if not args.quick:
+        (RESULTS / "bench_exact.md").write_text(res.stdout)
+    return "### Exact evaluators: memory (`bench_exact.py`, `experiments/results/bench_exact.md`)\n\n" + res.stdout
+
+
+def case_pl(args) -> str:
+    return _script("bench_pl.py", ["--threads", str(args.threads)], "bench_pl.md", args)
+
+
+def case_fastsoftrank(args) -> str:
+    return _script("bench_fastsoftrank.py", ["--threads", str(args.threads)], "bench_fastsoftrank.md", args)
+
+
+def case_frt(args) -> str:
+    return _script("bench_frt.py", ["--threads", str(args.threads)], "bench_frt.md", args)
+
+
+def case_training(args) -> str:
+    return _script("bench_training.py", ["--threads", str(args.threads)], "bench_training.md", args)
+
+
+# --------------------------------------------------------------------------------------------- driver
+def _sub(extra: List[str], args, env=None) -> str:
+    cmd = [sys.executable, __file__, "--threads", str(args.threads), *extra] + (["--quick"] if args.quick else [])
+    e = dict(os.environ, OMP_NUM_THREADS=str(args.threads), **(env or {}))
+    res = subprocess.run(cmd, capture_output=True, text=True, env=e)
+    if res.returncode != 0:
+        return f"failed: {res.stderr.strip().splitlines()[-1] if res.stderr.strip() else res.returncode}"
+    return res.stdout.strip().splitlines()[-1]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections to run")
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    ap.add_argument("--quick", action="store_true", help="tiny shapes, few rounds (a smoke test, not figures)")
+    ap.add_argument("--out", default=str(RESULTS / "bench_speed.md"), help="Markdown output")
+    ap.add_argument("--case", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--loss", default="dips", help=argparse.SUPPRESS)
+    ap.add_argument("--B", type=int, default=8, help=argparse.SUPPRESS)
+    ap.add_argument("--N", type=int, default=100, help=argparse.SUPPRESS)
+    ap.add_argument("--impl", default="torchfair", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    import torch
+    torch.set_num_threads(args.threads)
+    if args.case:
+        print(globals()["case_" + args.case](args))
+        return
+    sections = [s for s in args.only.split(",") if s]
+    bad = [s for s in sections if s not in SECTIONS]
+    if bad:
+        ap.error(f"--only: unknown sections {bad}; choose from {SECTIONS}")
+    head = (f"# torchfair speed benchmark\n\ntorch {torch.__version__}, {args.threads} thread(s), "
+            f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}; `python experiments/bench_speed.py"
+            f"{' --quick' if args.quick else ''}`.\n")
+    parts = [head]
+    for sec in sections:
+        t0 = time.perf_counter()
+        print(f"[bench_speed] {sec} ...", file=sys.stderr, flush=True)
+        if sec != "exact":
+            body = globals()["case_" + sec](args)
+        else:
+            res = subprocess.run([sys.executable, __file__, "--threads", str(args.threads), "--case", "exact"] +
+                                 (["--quick"] if args.quick else []), capture_output=True, text=True,
+                                 env=dict(os.environ, OMP_NUM_THREADS=str(args.threads)))
+            body = res.stdout if res.returncode == 0 else f"failed:\n```\n{res.stderr[-2000:]}\n```"
+        parts.append(body)
+        print(f"[bench_speed] {sec} done in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    text = "\n".join(parts)
+    if not args.quick:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
