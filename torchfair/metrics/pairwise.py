@@ -17,7 +17,8 @@ k : cut-off: the browsing model truncated at ``k`` (:class:`~torchfair.browsing.
     pair (IGI, REE).  ``None`` (default) = the whole list.  Pairwise accuracy, rank parity, the discordant fraction
     and Kendall's tau compare every pair and have no cut-off.
 mask : ``[B, N]`` bool, True for real items (default: all real).
-num_groups : G for integer ids (default ``max id + 1``, which costs one host sync).
+num_groups : G for integer ids (default ``max id + 1``, inferred on the CPU only; required on other devices, where
+    inferring it would synchronise with the host).
 ordering : an :class:`~torchfair.orderings.Ordering` (default ``Hard()``) or a precomputed ``OrderedBatch``.
 reduction : ``"none"`` (per list, default), ``"mean"`` or ``"sum"`` over the lists where the value is defined.
 return_valid : also return the boolean validity mask of the (unreduced or reduced) value: ``(value, valid)``.
