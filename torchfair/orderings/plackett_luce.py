@@ -127,23 +127,29 @@ def _sample(m: Tensor, mask: Tensor, samples: int, generator: Optional[torch.Gen
     inf = torch.full((), float("-inf"), dtype=m.dtype, device=m.device)
     key = _gumbel((samples, B, N), generator, m).add_(torch.where(mask, m, inf))
     if key.dtype == torch.float32:
-        key = _descending_int32(key)
+        key = _descending_int32(key, mask)
         if top_k is not None:
             return torch.topk(key, top_k, dim=-1, largest=False, sorted=True).indices
         return torch.sort(key, dim=-1).indices
     if top_k is not None:
         return torch.topk(key, top_k, dim=-1, largest=True, sorted=True).indices
-    return torch.sort(key, dim=-1, descending=True).indices
+    return torch.sort(key, dim=-1, descending=True, stable=True).indices
 
 
-def _descending_int32(x: Tensor) -> Tensor:
-    """int32 keys whose ascending order is the descending order of the float32 ``x`` (overwritten): the bits of a
-    float, read as a signed integer, increase with it for ``x >= 0`` and decrease for ``x < 0``; flipping the
-    magnitude bits of the negative ones makes the map increasing (ties, ``-inf`` included, stay ties), and the
-    bitwise complement reverses it."""
+def _descending_int32(x: Tensor, mask: Tensor) -> Tensor:
+    """int32 keys whose ascending order is the descending order of the float32 ``x [S, B, N]`` (overwritten),
+    with the padded items (``mask`` False, ``x = -inf``) last in index order.
+
+    The bits of a float, read as a signed integer, increase with it for ``x >= 0`` and decrease for ``x < 0``;
+    flipping the magnitude bits of the negative ones makes the map increasing (ties stay ties), and ``-1 - i``
+    reverses it.  ``-inf`` maps to ``0x7F800000``, above every finite key; padded items get ``0x7F800001 + index``
+    instead (``idx - i``), which no real key reaches."""
     i = x.view(torch.int32)
     i.bitwise_xor_((i >> 31).bitwise_and_(0x7FFFFFFF))
-    return i.bitwise_not_()
+    N = mask.shape[-1]
+    c = torch.where(mask, torch.full((), -1, dtype=torch.int32, device=mask.device),
+                    torch.arange(N, dtype=torch.int32, device=mask.device))
+    return torch.sub(c, i, out=i)
 
 
 def _gumbel(shape, generator: Optional[torch.Generator], like: Tensor) -> Tensor:
