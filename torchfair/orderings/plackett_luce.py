@@ -342,7 +342,6 @@ class _LogProb(torch.autograd.Function):
     def backward(ctx, grad):
         (mask,) = ctx.saved_tensors
         steps = ctx.steps
-        del ctx.steps
         real = steps.real_step.to(steps.out_dtype).expand(steps.rankings.shape)
         d = steps.prefix(real).neg_().add_(real)  # [S, B, N] in position order
         g = _to_items(d.mul_(grad.to(d.dtype)[..., None]), steps.rankings)
