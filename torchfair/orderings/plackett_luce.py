@@ -33,16 +33,27 @@ expectations, exact gradients by autograd.  It is the reference the tests compar
 Closed forms: :func:`pair_probability` ``P(j above i) = e^{m_j} / (e^{m_i} + e^{m_j})`` and
 :func:`top1_probability` (softmax).
 
-Numerics: every path works in log space.  The logits of each list are shifted by their largest real value
-(detached; PL is shift-invariant), probabilities are formed as ``exp(m_d - log Z_k)`` with ``log Z_k`` from
-``logcumsumexp`` (never ``e^{m_d}`` and ``1 / Z_k`` apart, which overflow in float32 once a list's logits span more
-than ~88), the PL-Rank sums over steps are taken with ``logcumsumexp`` as well, and the exact enumeration
-normalises its probabilities per list with ``logsumexp``.  Half-precision scores are computed in float32.  Values
-and gradients are finite for logits spanning ``1e4`` and more.
+Numerics.  The logits of each list are shifted by their largest real value (detached; PL is shift-invariant).
+The sums over the steps of a sampled ranking that PL-Rank and the score function need,
+``sum_{k <= rank(d)} x_k pi_k(d)`` with ``pi_k(d) = e^{m_d} / Z_k``, are plain cumulative sums of ``x_k / Z_k``
+(the form of PL-Rank's reference code) in float32 when every list's logits span at most 40, in float64 up to a
+span of 600; lists spanning more (``1 / Z_k`` would overflow) are recomputed in log space (``logcumsumexp`` of
+``log |x_k| - log Z_k``, exact for any span), and so is everything on non-CPU devices (no host synchronisation to
+choose).  The exact enumeration normalises its probabilities per list with ``logsumexp``.  Half-precision scores
+are computed in float32.  Values and gradients are finite for logits spanning ``1e4`` and more.
 
-Masks: padded items are never sampled into real positions and receive exactly zero gradient.
-Memory: the PL-Rank backward of pair quantities builds ``[B, N, N]`` reward matrices: fine for lists of a few
-hundred items; use the score-function estimator beyond.
+Speed (issue 10; ``experiments/bench_pl.py`` compares with plain Gumbel-sort code computing the same numbers).
+Sampling sorts the Gumbel keys once, as int32 keys with the same order (a faster sort than float32); the ordered
+batch works from the sampled rankings directly (no second sort); exposure is one scatter of the position exposures
+per sample; PL-Rank and the score-function gradient are computed in position order with one prefix sum per
+quantity and moved to the items by one scatter; the log-probabilities of the score function have their own
+backward (``1 - sum_{k <= rank(d)} pi_k(d)``).  Pair contractions (DIPS, IGI, pairwise accuracy, ...) with a pair
+weight given by relevance levels sweep down every sampled ranking (``O(S B N H L)`` for ``H`` columns of
+``right`` and ``L`` relevance levels) and their PL-Rank backward decomposes the pair rewards by level the same way;
+only a pair weight without that structure falls back to ``[B, N, N]`` blocks.
+
+Masks: padded items are never sampled into real positions (they come last, in index order) and receive exactly
+zero gradient.
 """
 from __future__ import annotations
 

@@ -7,8 +7,10 @@ framework of Kuhlman et al. (AIES 2021, eq. 10, ``R[k, i] = P(item i at position
 * :class:`Sampled`: ``S`` rankings per list (samples of the policy, a sequence of rankings of the same items, or
   all the rankings of a finite policy with ``weights``).  Every quantity of the :class:`OrderedBatch` is the
   (weighted) mean over the samples: expected positions, exposure ``E[F(pos_i)]``, ``above``/``joint`` pair blocks
-  and the position matrix.  Pair blocks are built one sample (or a few) at a time, so the row-block memory bound
-  of :meth:`OrderedBatch.contract` holds whatever ``S`` is.
+  and the position matrix.  Pair contractions with a relevance-level pair weight (every pairwise measure) sweep
+  down each ranking, a few samples at a time, in ``O(S B N H L)``; other pair weights use pair blocks built one
+  sample (or a few) at a time, so the row-block memory bound of :meth:`OrderedBatch.contract` holds whatever
+  ``S`` is.
 * :class:`DoublyStochastic`: the marginal matrix ``R [B, N(pos), N(item)]`` only.  Exposure
   ``sum_k R[k, i] F(k)``, expected positions ``sum_k k R[k, i]`` and the position matrix are determined by ``R``;
   pair probabilities are not (many policies share the same ``R``), so pairwise measures raise ``ValueError``.
