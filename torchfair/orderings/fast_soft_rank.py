@@ -98,7 +98,7 @@ WINDOW_BUDGET = 2 ** 21
 
 
 # ------------------------------------------------------------------------------------------- numba backend
-_NUMBA = None  # None: not tried yet; False: unavailable; else the compiled kernel
+_NUMBA = None  # None: not tried yet; False: unavailable; else the compiled kernels (forward, backward)
 
 
 def _numba_kernel():
@@ -112,41 +112,79 @@ def _numba_kernel():
             return _NUMBA
 
         @numba.njit(cache=True, nogil=True)
-        def _pav_rows(s, n, pos, blk):  # pragma: no cover - compiled
-            B = s.shape[0]
+        def _project_rows(theta, eps, order, n, pos, blk):  # pragma: no cover - compiled
+            """Everything after the sort, one pass per list: z = -theta / eps in sorted order, gaps above n
+            compressed (module docstring, Numerics), PAV, positions, unsorted into ``pos`` (zeros on entry)."""
+            B, N = theta.shape
+            t = np.empty(N, dtype=np.float64)  # compressed sorted z
+            bs = np.empty(N, dtype=np.float64)  # block sums of y = t - w'
+            bc = np.empty(N, dtype=np.int64)  # block sizes
             for b in range(B):
                 m = n[b]
-                bs = np.empty(m, dtype=np.float64)  # block sums of y = s - w'
-                bc = np.empty(m, dtype=np.int64)  # block sizes
-                bstart = np.empty(m, dtype=np.int64)  # block first index
+                for k in range(m, N):
+                    blk[b, k] = k  # padded positions: singleton blocks (ids >= number of real blocks)
+                if m == 0:
+                    continue
+                e = eps[b]
+                cap = m + 1.0
+                zprev = -theta[b, order[b, 0]] / e
+                t[0] = 0.0
                 top = -1
                 for k in range(m):
-                    yk = s[b, k] - (m - 1 - k)
+                    if k > 0:
+                        z = -theta[b, order[b, k]] / e
+                        d = zprev - z
+                        if not (d > 0.0):  # negative rounding, or NaN (inf - inf: tied at infinity)
+                            d = 0.0
+                        elif d > cap:
+                            d = cap
+                        t[k] = t[k - 1] - d
+                        zprev = z
                     top += 1
-                    bs[top] = yk
+                    bs[top] = t[k] - (m - 1 - k)
                     bc[top] = 1
-                    bstart[top] = k
                     # non-increasing fit: pool while the previous block mean <= current block mean
                     while top > 0 and bs[top - 1] * bc[top] <= bs[top] * bc[top - 1]:
                         bs[top - 1] += bs[top]
                         bc[top - 1] += bc[top]
                         top -= 1
+                k = 0
+                hi = m - 1.0
                 for q in range(top + 1):
-                    a = bstart[q]
-                    c = bc[q]
-                    ms = 0.0
-                    for k in range(a, a + c):
-                        ms += s[b, k]
-                    ms /= c
-                    mw = (m - 1) - (a + (c - 1) / 2.0)  # mean of w'_k = m - 1 - k over the block
-                    for k in range(a, a + c):
-                        pos[b, k] = (s[b, k] - ms) + mw
+                    mean = bs[q] / bc[q]
+                    for _ in range(bc[q]):
+                        p = t[k] - mean  # = (t_k - mean of t) + (mean of w') over the block
+                        if p < 0.0:
+                            p = 0.0
+                        elif p > hi:
+                            p = hi
+                        pos[b, order[b, k]] = p
                         blk[b, k] = q
-                for k in range(m, s.shape[1]):
-                    blk[b, k] = k  # padded positions: singleton blocks (ids >= number of real blocks)
+                        k += 1
             return 0
 
-        _NUMBA = _pav_rows
+        @numba.njit(cache=True, nogil=True)
+        def _backward_rows(grad, eps, order, blk, n, out):  # pragma: no cover - compiled
+            """``out[i] = -(g_i - mean of g over i's block) / eps`` for real items (``out`` zeros on entry)."""
+            B, N = grad.shape
+            for b in range(B):
+                m = n[b]
+                e = eps[b]
+                a = 0
+                while a < m:
+                    c = a
+                    acc = 0.0
+                    while c < m and blk[b, c] == blk[b, a]:
+                        acc += grad[b, order[b, c]]
+                        c += 1
+                    mean = acc / (c - a)
+                    for k in range(a, c):
+                        i = order[b, k]
+                        out[b, i] = -(grad[b, i] - mean) / e
+                    a = c
+            return 0
+
+        _NUMBA = (_project_rows, _backward_rows)
     return _NUMBA
 
 
@@ -155,14 +193,41 @@ def numba_available() -> bool:
     return _numba_kernel() is not False
 
 
-def _solve_numba(s: Tensor, n: Tensor) -> Tuple[Tensor, Tensor]:
-    kernel = _numba_kernel()
-    sn = s.detach().contiguous().numpy()
-    nn = n.to(torch.int64).contiguous().numpy()
-    pos = torch.zeros_like(s)
-    blk = torch.zeros(s.shape, dtype=torch.int64)
-    kernel(sn, nn, pos.numpy(), blk.numpy())
+def _solve_numba(theta: Tensor, eps: Tensor, order: Tensor, n: Tensor) -> Tuple[Tensor, Tensor]:
+    """Positions ``[B, N]`` (``theta``'s dtype) and sorted block ids ``[B, N]`` from the sort ``order``."""
+    project, _ = _numba_kernel()
+    pos = torch.zeros(theta.shape, dtype=theta.dtype)
+    blk = torch.empty(theta.shape, dtype=torch.int64)
+    project(theta.detach().contiguous().numpy(), eps.detach().to(torch.float64).reshape(-1).contiguous().numpy(),
+            order.numpy(), n.numpy(), pos.numpy(), blk.numpy())
     return pos, blk
+
+
+def _backward_numba(grad: Tensor, eps: Tensor, order: Tensor, blk: Tensor, n: Tensor) -> Tensor:
+    _, backward = _numba_kernel()
+    out = torch.zeros(grad.shape, dtype=grad.dtype)
+    backward(grad.contiguous().numpy(), eps.to(torch.float64).reshape(-1).contiguous().numpy(), order.numpy(),
+             blk.numpy(), n.numpy(), out.numpy())
+    return out
+
+
+def _sort_order(theta: Tensor, mask: Tensor) -> Tensor:
+    """``[B, N]`` item indices by ascending ``theta`` (descending ``z = -theta / eps``), padded items last.
+
+    float32 scores are sorted as int32 keys with the same order (a faster sort): the bits of a float read as a
+    signed integer increase with it for ``x >= 0`` and decrease for ``x < 0``, so flipping the magnitude bits of the
+    negative ones gives an increasing map; padded items get keys ``0x7F800001 + index``, above every real key
+    (``+inf`` is ``0x7F800000``).  The sort need not be stable: tied scores end in the same block of the isotonic
+    regression (their ``z - w`` violate the order), so they get the same position whatever their order."""
+    B, N = theta.shape
+    if theta.dtype == torch.float32:
+        i = theta.view(torch.int32)
+        key = i ^ ((i >> 31) & 0x7FFFFFFF)
+        pad = torch.arange(0x7F800001, 0x7F800001 + N, dtype=torch.int32, device=theta.device)
+        key = torch.where(mask, key, pad)
+    else:
+        key = torch.where(mask, theta, torch.full((), float("inf"), dtype=theta.dtype, device=theta.device))
+    return torch.sort(key, dim=1).indices
 
 
 # ------------------------------------------------------------------------------------------- torch backend
@@ -275,30 +340,33 @@ def _compress_gaps(s: Tensor, n: Tensor) -> Tensor:
 
 
 class _ProjectPermutahedron(torch.autograd.Function):
-    """Soft positions of ``theta [B, N]`` (float64 work copy, padded entries blanked) with ``eps [B, 1]``."""
+    """Soft positions of ``theta [B, N]`` (padded entries blanked) with ``eps [B, 1]``, in ``theta``'s dtype
+    (computed in float64)."""
 
     @staticmethod
     def forward(ctx, theta: Tensor, eps: Tensor, mask: Tensor, backend: str, window_budget: Optional[int]):
-        B, N = theta.shape
-        z = -theta.detach().to(torch.float64) / eps.to(torch.float64)
-        key = torch.where(mask, z, torch.full((), float("-inf"), dtype=z.dtype, device=z.device))
-        s, order = torch.sort(key, dim=1, descending=True, stable=True)
+        th = theta.detach()
+        order = _sort_order(th, mask)
         n = mask.sum(1)
-        s = _compress_gaps(s, n)
         if backend == "numba":
-            pos_sorted, blk = _solve_numba(s, n)
+            pos, blk = _solve_numba(th, eps, order, n)
         else:
+            s = -th.gather(1, order).to(torch.float64) / eps.to(torch.float64)  # z sorted descending
+            s = _compress_gaps(s, n)
             pos_sorted, blk = _solve_torch(s, n, window_budget)
-        # the projection lies in [0, n - 1]; the clamp only removes rounding (the backward uses the blocks)
-        pos_sorted = torch.minimum(pos_sorted.clamp(min=0), (n[:, None] - 1).clamp(min=0).to(pos_sorted.dtype))
-        pos = torch.empty_like(pos_sorted).scatter_(1, order, pos_sorted)
-        pos = torch.where(mask, pos, torch.zeros((), dtype=pos.dtype, device=pos.device))
-        ctx.save_for_backward(order, blk, mask, eps)
-        return pos.to(theta.dtype)
+            # the projection lies in [0, n - 1]; the clamp only removes rounding (the backward uses the blocks)
+            pos_sorted = torch.minimum(pos_sorted.clamp(min=0), (n[:, None] - 1).clamp(min=0).to(pos_sorted.dtype))
+            pos = torch.empty_like(pos_sorted).scatter_(1, order, pos_sorted)
+            pos = torch.where(mask, pos, torch.zeros((), dtype=pos.dtype, device=pos.device)).to(theta.dtype)
+        ctx.backend = backend
+        ctx.save_for_backward(order, blk, mask, eps, n)
+        return pos
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        order, blk, mask, eps = ctx.saved_tensors
+        order, blk, mask, eps, n = ctx.saved_tensors
+        if ctx.backend == "numba" and not torch.is_grad_enabled():  # (create_graph: the differentiable torch ops)
+            return _backward_numba(grad, eps, order, blk, n), None, None, None, None
         g = torch.where(mask, grad, torch.zeros((), dtype=grad.dtype, device=grad.device))
         gs = g.gather(1, order)
         ones = mask.gather(1, order).to(gs.dtype)
