@@ -2,7 +2,9 @@
 
 Soft ranks by projection onto the permutahedron (Blondel et al., ICML 2020), quadratic regularisation
 ``epsilon`` (``--eps``; torchsort's ``regularization_strength``, torchfair's ``temperature`` with
-``scale="none"``).  torchfair returns 0-based descending positions, so it is compared with
+``scale="none"``), by default at two strengths: ``1/N`` (N(0, 1) scores: a mix of pooled and single items, close
+to the hard ranking, where the isotonic regression has the most work) and ``1`` (torchsort's default: whole lists
+pool).  torchfair returns 0-based descending positions, so it is compared with
 ``torchsort.soft_rank(-x) - 1``; the NumPy reference (written below: sort, pool-adjacent-violators in a Python
 loop per list, unsort; forward only) computes the same numbers.  Implementations:
 
@@ -20,7 +22,7 @@ Forward (no grad) and forward + backward are timed separately.  float32 inputs (
 in float64 internally, torchsort in the input dtype).
 
 Writes a Markdown table to ``experiments/results/bench_fastsoftrank.md`` (``--out``) and prints it.
-Usage: ``python experiments/bench_fastsoftrank.py [--rounds 15] [--threads 1] [--eps 1.0] [--quick]``.
+Usage: ``python experiments/bench_fastsoftrank.py [--rounds 15] [--threads 1] [--eps 1/N,1] [--quick]``.
 """
 from __future__ import annotations
 
@@ -67,6 +69,14 @@ def numpy_soft_rank(x: np.ndarray, eps: float) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------ implementations
+def parse_eps(spec: str, N: int) -> float:
+    """``"0.5"`` -> 0.5; ``"3/N"`` -> 3 / N."""
+    spec = spec.strip()
+    if spec.endswith("/N"):
+        return float(spec[:-2]) / N
+    return float(spec)
+
+
 def implementations(eps: float, with_numpy: bool) -> Dict[str, Callable]:
     """name -> fn(x, w, grad) returning (ranks, grad or None); ranks are 0-based descending positions."""
     from torchfair.orderings.fast_soft_rank import numba_available, soft_rank
@@ -152,10 +162,10 @@ def time_shape(impls, B: int, N: int, rounds: int, seed: int = 0):
 
 
 def table(rows, header: str) -> str:
-    lines = [header, "", "| B x N | pass | implementation | median s | / baseline (median of rounds) | min-max | "
-             "checked against torchfair[torch] |", "|---|---|---|---:|---:|---:|---|"]
+    lines = [header, "", "| epsilon | B x N | pass | implementation | median s | / baseline (median of rounds) | "
+             "min-max | checked against torchfair[torch] |", "|---|---|---|---|---:|---:|---:|---|"]
     for r in rows:
-        lines.append(f"| {r['B']} x {r['N']} | {r['mode']} | {r['impl']} | {r['time']:.5f} | "
+        lines.append(f"| {r['eps']} | {r['B']} x {r['N']} | {r['mode']} | {r['impl']} | {r['time']:.5f} | "
                      f"{r['ratio']:.2f} ({r['base']}) | {r['range'][0]:.2f}-{r['range'][1]:.2f} | {r['check']} |")
     return "\n".join(lines)
 
@@ -166,7 +176,10 @@ def main(argv=None):
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--rounds", type=int, default=15, help="timing rounds per shape and pass")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (torch.set_num_threads)")
-    ap.add_argument("--eps", type=float, default=1.0, help="regularisation strength epsilon (score units)")
+    ap.add_argument("--eps", type=str, default="1/N,1",
+                    help="comma-separated regularisation strengths epsilon (score units); 'c/N' means c / N.  With "
+                         "N(0, 1) scores, adjacent sorted scores differ by ~2.5 / N: 1/N mixes pooled and single items "
+                         "(near the hard ranking), 1 pools whole lists (torchsort's default)")
     ap.add_argument("--numpy", action="store_true", help="also time the plain NumPy PAV (forward only, slow)")
     ap.add_argument("--shapes", type=str, default=None,
                     help="comma-separated BxN shapes (unset: 256x100, 64x1000, 8x10000)")
@@ -186,20 +199,23 @@ def main(argv=None):
     if a.shapes:
         shapes = [tuple(int(v) for v in sh.split("x")) for sh in a.shapes.split(",")]
     rounds = 2 if a.quick else a.rounds
-    impls = implementations(a.eps, a.numpy or a.quick)
-    for f in impls.values():  # compile numba, page in the kernels
-        f(torch.randn(2, 8), torch.randn(2, 8), False)
     rows = []
-    for B, N in shapes:
-        rows += time_shape(impls, B, N, rounds)
-        print(f"  done {B}x{N}", file=sys.stderr)
+    for spec in a.eps.split(","):
+        for B, N in shapes:
+            eps = parse_eps(spec, N)
+            impls = implementations(eps, a.numpy or a.quick)
+            for f in impls.values():  # compile numba, page in the kernels
+                f(torch.randn(2, 8), torch.randn(2, 8), False)
+            for r in time_shape(impls, B, N, rounds):
+                r["eps"] = f"{spec} = {eps:.3g}" if spec.endswith("/N") else spec
+                rows.append(r)
+            print(f"  done eps={spec} {B}x{N}", file=sys.stderr)
     try:
         import torchsort
         ts = f"torchsort {getattr(torchsort, '__version__', '?')}"
     except Exception:
         ts = "torchsort not installed"
-    header = (f"FastSoftRank (experiments/bench_fastsoftrank.py): float32 inputs, epsilon = {a.eps}, random normal "
-              f"scores; CPU ({platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__}, {ts}, "
+    header = (f"FastSoftRank (experiments/bench_fastsoftrank.py): float32 inputs, N(0, 1) scores; CPU ({platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__}, {ts}, "
               f"{a.threads} thread(s); {rounds} interleaved rounds; ratio = median over the rounds of time / "
               f"baseline time; times are medians.  fwd+bwd: loss sum(w * ranks).")
     text = table(rows, header)

@@ -93,8 +93,8 @@ __all__ = ["soft_rank", "FastSoftRank", "FastSoftRankOrderedBatch", "isotonic_no
 
 _BACKENDS = ("auto", "torch", "numba")
 
-#: elements of the ``[lists, blocks, window]`` tensor of one round of the torch PAV solver
-WINDOW_BUDGET = 2 ** 21
+#: elements of the ``[violations, window]`` tensors of a tangent round of the torch PAV solver
+WINDOW_BUDGET = 2 ** 16
 
 
 # ------------------------------------------------------------------------------------------- numba backend
@@ -238,8 +238,14 @@ def isotonic_nonincreasing(y: Tensor, n: Optional[Tensor] = None, *, window_budg
     ``argmin_{v_1 >= ... >= v_n} ||v - y[:n]||^2`` is constant on each block (``v`` = block mean of ``y``).
     Only the first ``n[b]`` entries of row ``b`` are used (default all); entries ``k >= n[b]`` get singleton
     blocks.  Returns ``[B, N]`` int64 block ids, non-decreasing along each row and starting at 0.  Pure torch
-    (parallel PAV, see the module docstring), any device.
+    (parallel PAV, see the module docstring), any device.  ``window_budget`` bounds the ``[violations, blocks]``
+    tensors of a tangent round (default ``WINDOW_BUDGET``; 1: plain rounds only, same result).
     """
+    return _isotonic(y, n, window_budget)[0]
+
+
+def _isotonic(y: Tensor, n: Optional[Tensor], window_budget: Optional[int]) -> Tuple[Tensor, Tensor, Tensor]:
+    """:func:`isotonic_nonincreasing`, also returning the final block sums and sizes ``[B, M]``."""
     B, N = y.shape
     dev = y.device
     budget = WINDOW_BUDGET if window_budget is None else int(window_budget)
@@ -251,30 +257,21 @@ def isotonic_nonincreasing(y: Tensor, n: Optional[Tensor] = None, *, window_budg
     C = torch.ones_like(y)
     R = n.clone()  # number of real blocks per row (real blocks come first)
     M = N
-    W = 1
+    prev = None
     while M > 1:
-        W = max(1, min(W, M - 1, budget // max(1, B * M)))
         k = torch.arange(M, device=dev)
         real = k[None, :] < R[:, None]
-        if W == 1:
-            # plain parallel PAV round: pool every maximal run of adjacent violators (mean_k <= mean_{k+1})
-            link = (S[:, :-1] * C[:, 1:] <= S[:, 1:] * C[:, :-1]) & real[:, 1:]
-        else:
-            PS = torch.cat([S.new_zeros(B, 1), torch.cumsum(S, 1)], 1)  # [B, M+1]
-            PC = torch.cat([C.new_zeros(B, 1), torch.cumsum(C, 1)], 1)
-            d = torch.arange(W, -1, -1, device=dev)  # largest window first: ties pool as much as possible
-            t = (k[:, None] - d[None, :]).clamp(min=0)  # [M, W+1]
-            mean = (PS[:, 1:, None] - PS[:, t]) / (PC[:, 1:, None] - PC[:, t])  # t = 0 clamps: repeats
-            tb = t.expand(B, M, W + 1).gather(2, mean.argmin(2, keepdim=True)).squeeze(2)  # [B, M]
-            tb = torch.where(real, tb, k.expand(B, M))
-            # boundary b (between blocks b and b+1) is linked when some k > b has t(k) <= b
-            diff = torch.zeros(B, M + 1, device=dev, dtype=torch.int32)
-            diff.scatter_add_(1, tb, torch.ones_like(tb, dtype=torch.int32))
-            diff[:, :M] -= 1
-            link = torch.cumsum(diff, 1)[:, :M - 1] > 0
-        W *= 2
-        if not bool(link.any()):
+        # adjacent violators: mean_k <= mean_{k+1} (both real); none left: the blocks are the solution
+        viol = (S[:, :-1] * C[:, 1:] <= S[:, 1:] * C[:, :-1]) & real[:, 1:]
+        nv = int(viol.sum())
+        if nv == 0:
             break
+        # plain rounds (pool the runs of violators) while the violations die out; a tangent round when they do
+        # not (more than half of them survive a round: staircases, which plain rounds absorb one block at a time)
+        L = min(M, budget // nv)  # tangent window (blocks)
+        tangent = prev is not None and 2 * nv > prev and L >= 2
+        prev = nv
+        link = _tangent_links(S, C, R, viol, M, L) if tangent else viol
         g = torch.cat([torch.zeros(B, 1, dtype=torch.int64, device=dev), torch.cumsum((~link).long(), 1)], 1)
         newM = int(g[:, -1].max()) + 1
         S = torch.zeros(B, newM, dtype=S.dtype, device=dev).scatter_add_(1, g, S)
@@ -282,21 +279,49 @@ def isotonic_nonincreasing(y: Tensor, n: Optional[Tensor] = None, *, window_budg
         R = torch.where(R > 0, g.gather(1, (R - 1).clamp(min=0)[:, None]).squeeze(1) + 1, R)
         blk = g.gather(1, blk)
         M = newM
-    return blk
+    return blk, S, C
 
 
-def _solve_torch(s: Tensor, n: Tensor, window_budget: Optional[int]) -> Tuple[Tensor, Tensor]:
-    B, N = s.shape
-    k = torch.arange(N, device=s.device, dtype=s.dtype)
-    real = torch.arange(N, device=s.device)[None, :] < n[:, None]
-    w = torch.where(real, (n[:, None].to(s.dtype) - 1) - k, torch.zeros((), dtype=s.dtype, device=s.device))
-    blk = isotonic_nonincreasing(torch.where(real, s - w, torch.zeros_like(s)), n, window_budget=window_budget)
-    ones = torch.ones_like(s)
-    cnt = torch.zeros_like(s).scatter_add_(1, blk, ones)
-    ms = torch.zeros_like(s).scatter_add_(1, blk, s) / cnt.clamp(min=1)
-    mw = torch.zeros_like(s).scatter_add_(1, blk, w) / cnt.clamp(min=1)
-    pos = (s - ms.gather(1, blk)) + mw.gather(1, blk)
-    return torch.where(real, pos, torch.zeros_like(pos)), blk
+def _tangent_links(S: Tensor, C: Tensor, R: Tensor, viol: Tensor, M: int, L: int) -> Tensor:
+    """Boundaries to pool ``[B, M - 1]`` for the blocks (sums ``S``, sizes ``C``) with the adjacent violations
+    ``viol``: for a violation between blocks ``k`` and ``k + 1``, block ``k`` pools with the blocks up to its right
+    tangent ``argmax_{k <= u < k + L} mean(k..u)`` and block ``k + 1`` with those from its left tangent
+    ``argmin_{k + 2 - L <= t <= k + 1} mean(t..k+1)`` (within the real blocks of the list).  On the cumulative-sum
+    diagram both are chords above every point they span, so no final block boundary lies inside: the pooling is
+    valid, and a run of up to ``L`` blocks that plain rounds would absorb one per round (a staircase) is pooled at
+    once.  ``[violations, L]`` tensors."""
+    B = S.shape[0]
+    dev = S.device
+    bi, ki = viol.nonzero(as_tuple=True)  # [A]
+    PS = torch.cat([S.new_zeros(B, 1), torch.cumsum(S, 1)], 1).reshape(-1)  # [B * (M + 1)]
+    PC = torch.cat([C.new_zeros(B, 1), torch.cumsum(C, 1)], 1).reshape(-1)
+    kk = (bi * (M + 1) + ki)[:, None]  # flat index of PS[k] (the prefix before block k)
+    end = (bi * (M + 1) + M)[:, None]
+    j = torch.arange(L, device=dev)[None, :]
+    # right tangent of block k: max over u in [k, min(k + L, R_b)) of (PS[u+1] - PS[k]) / (PC[u+1] - PC[k]) (block
+    # sizes are >= 1: no zero denominators, also where u + 1 is clamped to the row's end)
+    iu = torch.minimum(kk + 1 + j, end)
+    mean = (PS[iu] - PS[kk]).div_(PC[iu] - PC[kk])
+    r = ki + mean.masked_fill_(j >= (R[bi] - ki)[:, None], float("-inf")).argmax(1)
+    # left tangent of block k + 1: min over t in [max(0, k + 2 - L), k + 1] of (PS[k+2] - PS[t]) / (PC[k+2] - PC[t])
+    it = (kk + 1 - j).clamp_(min=(bi * (M + 1))[:, None])
+    mean = (PS[kk + 2] - PS[it]).div_(PC[kk + 2] - PC[it])
+    t = ki + 1 - mean.masked_fill_(j > ki[:, None] + 1, float("inf")).argmin(1)
+    # boundaries k..r-1 and t..k are linked: +1 / -1 marks, summed along the row
+    base = bi * M
+    one = torch.ones_like(ki)
+    idx = torch.cat([base + ki, base + r, base + t, base + ki + 1])
+    diff = torch.zeros(B * M, dtype=torch.int64, device=dev).scatter_add_(0, idx, torch.cat([one, -one, one, -one]))
+    return (torch.cumsum(diff.view(B, M), 1)[:, :M - 1] > 0) | viol
+
+
+def _solve_torch(t: Tensor, n: Tensor, window_budget: Optional[int]) -> Tuple[Tensor, Tensor, Tensor]:
+    """Sorted positions ``t - blockmean(t - w)`` (``= t - blockmean(t) + blockmean(w)``) for the compressed sorted
+    ``t [B, N]``, with the block ids and block sizes."""
+    B, N = t.shape
+    w = (n[:, None] - 1).to(t.dtype) - torch.arange(N, device=t.device, dtype=t.dtype)
+    blk, S, C = _isotonic(t - w, n, window_budget)
+    return t - (S / C).gather(1, blk), blk, C
 
 
 # ------------------------------------------------------------------------------------------- autograd op
@@ -324,19 +349,14 @@ def _compress_gaps(s: Tensor, n: Tensor) -> Tensor:
     gap larger than ``n - 1`` (every ``z - w`` on its left exceeds every one on its right), and within the runs
     between such gaps ``t`` is ``z`` shifted by a constant, which the positions ``t - blockmean(t) + blockmean(w)``
     do not see.  Adjacent sorted values that are close are subtracted exactly (Sterbenz), so ties and small gaps
-    survive even for ``|z| ~ 1e40``; the padded tail is 0."""
+    survive even for ``|z| ~ 1e40``; the padded tail holds finite values, unused."""
     B, N = s.shape
-    if N == 1:
-        return torch.zeros_like(s)
-    cap = (n.to(s.dtype) + 1)[:, None]
-    d = s[:, :-1] - s[:, 1:]
-    d = torch.where(torch.isnan(d), torch.zeros_like(d), d)  # inf - inf: two items tied at infinity
-    d = torch.minimum(d.clamp(min=0), cap)
-    pair_real = torch.arange(1, N, device=s.device)[None, :] < n[:, None]
-    d = torch.where(pair_real, d, torch.zeros_like(d))
-    t = -torch.cat([torch.zeros_like(s[:, :1]), torch.cumsum(d, 1)], 1)
-    real = torch.arange(N, device=s.device)[None, :] < n[:, None]
-    return torch.where(real, t, torch.zeros_like(t))
+    t = torch.zeros_like(s)
+    if N > 1:
+        d = torch.nan_to_num_(s[:, :-1] - s[:, 1:], nan=0.0)  # inf - inf (two items tied at infinity): 0
+        torch.minimum(d.clamp_(min=0), (n.to(s.dtype) + 1)[:, None], out=d)
+        torch.cumsum(d, 1, out=t[:, 1:])
+    return t.neg_()  # the padded tail holds finite values (not used)
 
 
 class _ProjectPermutahedron(torch.autograd.Function):
@@ -346,36 +366,41 @@ class _ProjectPermutahedron(torch.autograd.Function):
     @staticmethod
     def forward(ctx, theta: Tensor, eps: Tensor, mask: Tensor, backend: str, window_budget: Optional[int]):
         th = theta.detach()
+        B, N = th.shape
         order = _sort_order(th, mask)
         n = mask.sum(1)
+        ctx.backend = backend
         if backend == "numba":
             pos, blk = _solve_numba(th, eps, order, n)
-        else:
-            s = -th.gather(1, order).to(torch.float64) / eps.to(torch.float64)  # z sorted descending
-            s = _compress_gaps(s, n)
-            pos_sorted, blk = _solve_torch(s, n, window_budget)
-            # the projection lies in [0, n - 1]; the clamp only removes rounding (the backward uses the blocks)
-            pos_sorted = torch.minimum(pos_sorted.clamp(min=0), (n[:, None] - 1).clamp(min=0).to(pos_sorted.dtype))
-            pos = torch.empty_like(pos_sorted).scatter_(1, order, pos_sorted)
-            pos = torch.where(mask, pos, torch.zeros((), dtype=pos.dtype, device=pos.device)).to(theta.dtype)
-        ctx.backend = backend
-        ctx.save_for_backward(order, blk, mask, eps, n)
+            ctx.save_for_backward(order, blk, mask, eps, n)
+            return pos
+        s = th.gather(1, order).to(torch.float64).div_(-eps.to(torch.float64))  # z sorted descending
+        pos_sorted, blk, C = _solve_torch(_compress_gaps(s, n), n, window_budget)
+        # the projection lies in [0, n - 1]; the clamp only removes rounding (the backward uses the blocks)
+        hi = (n[:, None] - 1).clamp(min=0).to(torch.float64)
+        torch.minimum(pos_sorted.clamp_(min=0), hi, out=pos_sorted)
+        real = torch.arange(N, device=th.device)[None, :] < n[:, None]
+        pos_sorted = torch.where(real, pos_sorted, torch.zeros((), dtype=pos_sorted.dtype, device=th.device))
+        pos = torch.empty_like(th).scatter_(1, order, pos_sorted.to(th.dtype))
+        ctx.save_for_backward(order, blk, mask, eps, n, C)
         return pos
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        order, blk, mask, eps, n = ctx.saved_tensors
         if ctx.backend == "numba" and not torch.is_grad_enabled():  # (create_graph: the differentiable torch ops)
+            order, blk, mask, eps, n = ctx.saved_tensors
             return _backward_numba(grad, eps, order, blk, n), None, None, None, None
-        g = torch.where(mask, grad, torch.zeros((), dtype=grad.dtype, device=grad.device))
-        gs = g.gather(1, order)
-        ones = mask.gather(1, order).to(gs.dtype)
-        cnt = torch.zeros_like(gs).scatter_add(1, blk, ones).clamp(min=1)
-        mean = (torch.zeros_like(gs).scatter_add(1, blk, gs) / cnt).gather(1, blk)
-        gz = torch.zeros_like(gs).scatter(1, order, gs - mean)
-        gtheta = -gz / eps.to(gz.dtype)
-        gtheta = torch.where(mask, gtheta, torch.zeros((), dtype=gtheta.dtype, device=gtheta.device))
-        return gtheta, None, None, None, None
+        order, blk, mask, eps, n, *C = ctx.saved_tensors
+        gs = grad.gather(1, order)  # sorted; padded items are singleton blocks, masked at the end
+        if C:
+            cnt = C[0].to(gs.dtype)
+        else:
+            cnt = torch.zeros_like(gs).scatter_add_(1, blk, torch.ones_like(gs))
+        mean = torch.zeros(cnt.shape, dtype=gs.dtype, device=gs.device).scatter_add(1, blk, gs) / cnt.clamp(min=1)
+        gz = torch.zeros_like(gs).scatter(1, order, gs - mean.gather(1, blk))
+        gtheta = gz * (-1.0 / eps.to(gz.dtype))
+        return torch.where(mask, gtheta, torch.zeros((), dtype=gtheta.dtype, device=gtheta.device)), None, None, \
+            None, None
 
 
 # ------------------------------------------------------------------------------------------- public API
