@@ -245,68 +245,69 @@ def isotonic_nonincreasing(y: Tensor, n: Optional[Tensor] = None, *, window_budg
 
 
 def _isotonic(y: Tensor, n: Optional[Tensor], window_budget: Optional[int]) -> Tuple[Tensor, Tensor, Tensor]:
-    """:func:`isotonic_nonincreasing`, also returning the final block sums and sizes ``[B, M]``."""
+    """:func:`isotonic_nonincreasing`, also returning the final block sums and sizes ``[B, M]`` (those of the
+    padded entries hold stand-in values).
+
+    Rounds on the blocks (sums ``S``, sizes ``C``): a plain round pools every maximal run of adjacent violators
+    (``mean_k <= mean_{k+1}``); once the violations stop dying out (staircases, which plain rounds absorb one block
+    at a time) a tangent round pools each violating pair with the blocks up to its windowed tangents
+    (:func:`_tangent_links`).  Padded entries get stand-ins ``-1e100 (k + 1)``, strictly decreasing and below
+    every real value, so they stay singleton blocks without bookkeeping.  One host synchronisation per round."""
     B, N = y.shape
     dev = y.device
     budget = WINDOW_BUDGET if window_budget is None else int(window_budget)
-    if n is None:
-        n = torch.full((B,), N, dtype=torch.int64, device=dev)
-    n = n.to(torch.int64)
-    blk = torch.arange(N, device=dev).expand(B, N).contiguous()
-    S = y.clone()
-    C = torch.ones_like(y)
-    R = n.clone()  # number of real blocks per row (real blocks come first)
+    y = y.to(torch.float64)  # (the stand-ins below, and exact enough block means)
+    k = torch.arange(N, device=dev)
+    if n is not None:
+        pad = (k + 1).to(y.dtype) * -1e100
+        y = torch.where(k[None, :] < n.to(torch.int64)[:, None], y, pad)
+    blk = k.expand(B, N)
+    SC = torch.stack([y, torch.ones_like(y)], -1)  # [B, M, 2]: block sums and sizes
     M = N
     prev = None
     while M > 1:
-        k = torch.arange(M, device=dev)
-        real = k[None, :] < R[:, None]
-        # adjacent violators: mean_k <= mean_{k+1} (both real); none left: the blocks are the solution
-        viol = (S[:, :-1] * C[:, 1:] <= S[:, 1:] * C[:, :-1]) & real[:, 1:]
+        S, C = SC[..., 0], SC[..., 1]
+        # adjacent violators: mean_k <= mean_{k+1}; none left: the blocks are the solution (lists with fewer
+        # blocks than M end in empty ones, C = 0)
+        viol = (S[:, :-1] * C[:, 1:] <= S[:, 1:] * C[:, :-1]) & (C[:, 1:] > 0)
         nv = int(viol.sum())
         if nv == 0:
             break
-        # plain rounds (pool the runs of violators) while the violations die out; a tangent round when they do
-        # not (more than half of them survive a round: staircases, which plain rounds absorb one block at a time)
         L = min(M, budget // nv)  # tangent window (blocks)
         tangent = prev is not None and 2 * nv > prev and L >= 2
         prev = nv
-        link = _tangent_links(S, C, R, viol, M, L) if tangent else viol
-        g = torch.cat([torch.zeros(B, 1, dtype=torch.int64, device=dev), torch.cumsum((~link).long(), 1)], 1)
+        link = _tangent_links(S, C, viol, M, L) if tangent else viol
+        g = torch.cumsum(torch.nn.functional.pad(~link, (1, 0)), 1, dtype=torch.int64)  # new block of each block
         newM = int(g[:, -1].max()) + 1
-        S = torch.zeros(B, newM, dtype=S.dtype, device=dev).scatter_add_(1, g, S)
-        C = torch.zeros(B, newM, dtype=C.dtype, device=dev).scatter_add_(1, g, C)
-        R = torch.where(R > 0, g.gather(1, (R - 1).clamp(min=0)[:, None]).squeeze(1) + 1, R)
+        SC = torch.zeros(B, newM, 2, dtype=SC.dtype, device=dev).scatter_add_(1, g[..., None].expand(B, M, 2), SC)
         blk = g.gather(1, blk)
         M = newM
-    return blk, S, C
+    return blk, SC[..., 0], SC[..., 1]
 
 
-def _tangent_links(S: Tensor, C: Tensor, R: Tensor, viol: Tensor, M: int, L: int) -> Tensor:
+def _tangent_links(S: Tensor, C: Tensor, viol: Tensor, M: int, L: int) -> Tensor:
     """Boundaries to pool ``[B, M - 1]`` for the blocks (sums ``S``, sizes ``C``) with the adjacent violations
     ``viol``: for a violation between blocks ``k`` and ``k + 1``, block ``k`` pools with the blocks up to its right
     tangent ``argmax_{k <= u < k + L} mean(k..u)`` and block ``k + 1`` with those from its left tangent
-    ``argmin_{k + 2 - L <= t <= k + 1} mean(t..k+1)`` (within the real blocks of the list).  On the cumulative-sum
-    diagram both are chords above every point they span, so no final block boundary lies inside: the pooling is
-    valid, and a run of up to ``L`` blocks that plain rounds would absorb one per round (a staircase) is pooled at
-    once.  ``[violations, L]`` tensors."""
+    ``argmin_{k + 2 - L <= t <= k + 1} mean(t..k+1)``.  On the cumulative-sum diagram both are chords above every
+    point they span, so no final block boundary lies inside: the pooling is valid, and a run of up to ``L`` blocks
+    that plain rounds would absorb one per round (a staircase) is pooled at once.  ``[violations, L]`` tensors;
+    candidates beyond the row repeat its last (first) one, and the padded blocks (far below) are never chosen."""
     B = S.shape[0]
     dev = S.device
     bi, ki = viol.nonzero(as_tuple=True)  # [A]
-    PS = torch.cat([S.new_zeros(B, 1), torch.cumsum(S, 1)], 1).reshape(-1)  # [B * (M + 1)]
-    PC = torch.cat([C.new_zeros(B, 1), torch.cumsum(C, 1)], 1).reshape(-1)
-    kk = (bi * (M + 1) + ki)[:, None]  # flat index of PS[k] (the prefix before block k)
-    end = (bi * (M + 1) + M)[:, None]
+    PS = torch.nn.functional.pad(torch.cumsum(S, 1), (1, 0)).reshape(-1)  # [B * (M + 1)]: prefix sums
+    PC = torch.nn.functional.pad(torch.cumsum(C, 1), (1, 0)).reshape(-1)
+    row = (bi * (M + 1))[:, None]
+    kk = row + ki[:, None]  # flat index of PS[k] (the prefix before block k)
     j = torch.arange(L, device=dev)[None, :]
-    # right tangent of block k: max over u in [k, min(k + L, R_b)) of (PS[u+1] - PS[k]) / (PC[u+1] - PC[k]) (block
-    # sizes are >= 1: no zero denominators, also where u + 1 is clamped to the row's end)
-    iu = torch.minimum(kk + 1 + j, end)
-    mean = (PS[iu] - PS[kk]).div_(PC[iu] - PC[kk])
-    r = ki + mean.masked_fill_(j >= (R[bi] - ki)[:, None], float("-inf")).argmax(1)
-    # left tangent of block k + 1: min over t in [max(0, k + 2 - L), k + 1] of (PS[k+2] - PS[t]) / (PC[k+2] - PC[t])
-    it = (kk + 1 - j).clamp_(min=(bi * (M + 1))[:, None])
-    mean = (PS[kk + 2] - PS[it]).div_(PC[kk + 2] - PC[it])
-    t = ki + 1 - mean.masked_fill_(j > ki[:, None] + 1, float("inf")).argmin(1)
+    # right tangent of block k: max over u in [k, k + L) of (PS[u+1] - PS[k]) / (PC[u+1] - PC[k]) (block sizes are
+    # >= 1: no zero denominators)
+    iu = torch.minimum(kk + 1 + j, row + M)
+    r = ki + (PS[iu] - PS[kk]).div_(PC[iu] - PC[kk]).argmax(1)
+    # left tangent of block k + 1: min over t in [k + 2 - L, k + 1] of (PS[k+2] - PS[t]) / (PC[k+2] - PC[t])
+    it = torch.maximum(kk + 1 - j, row)
+    t = ki + 1 - (PS[kk + 2] - PS[it]).div_(PC[kk + 2] - PC[it]).argmin(1)
     # boundaries k..r-1 and t..k are linked: +1 / -1 marks, summed along the row
     base = bi * M
     one = torch.ones_like(ki)
