@@ -21,15 +21,23 @@ blocks ``1 / |block|`` (paper Lemma 1), so the backward is ``g - unsort(blockmea
 
 Two isotonic solvers (``backend``):
 
-* ``"numba"`` -- sequential PAV compiled by numba, parallel over the lists (the paper authors' own reference
-  implementation uses numba for this step).  Used automatically for CPU tensors when numba is importable
-  (optional dependency, ``pip install numba``); compiled on first use (a few seconds, cached on disk).
-* ``"torch"`` -- pure PyTorch, runs on any device, no compilation.  Parallel PAV over blocks: every round links
-  each block ``k`` to its left tangent ``t(k) = argmin_{k - W <= t <= k} mean(blocks t..k)`` (a window of ``W``
-  blocks) and pools the linked runs.  Pooling ``t(k)..k`` is always valid: its inner cumulative-sum points lie
-  below the chord, so no final block boundary can be inside.  ``W`` grows as the number of blocks shrinks
-  (``W * blocks * lists <= window_budget``), and once ``W`` covers the whole list one round finishes exactly.
-  Each round costs one host synchronisation (the convergence test and the new block count).
+* ``"numba"`` -- sequential PAV compiled by numba (the paper authors' own reference implementation uses numba for
+  this step): one kernel per list does everything after the sort (gap compression, PAV, positions, unsorting) and
+  one does the backward.  Used automatically for CPU tensors when numba is importable (optional dependency,
+  ``pip install numba``); compiled on first use (a few seconds, cached on disk).
+* ``"torch"`` -- pure PyTorch, runs on any device, no compilation.  Parallel PAV over blocks, in rounds.  A plain
+  round pools every maximal run of adjacent violators (``mean_k <= mean_{k+1}``; a violating pair always ends in
+  one final block).  Plain rounds absorb a *staircase* (a block whose pooled mean keeps violating with the next
+  one) one block per round, so once the violations stop dying out (more than half survive a round) a tangent
+  round pools each violating pair ``(k, k + 1)`` with the blocks up to the right tangent of ``k``,
+  ``argmax_{k <= u < k + W} mean(blocks k..u)``, and from the left tangent of ``k + 1``,
+  ``argmin_{k + 2 - W <= t <= k + 1} mean(blocks t..k+1)``: on the cumulative-sum diagram both are chords above
+  every point they span, so no final block boundary is inside and the pooling is valid.  The window ``W`` fits
+  ``violations * W <= window_budget``.  Each round costs one host synchronisation (the convergence test and the
+  new block count).
+
+Both sort the scores once, float32 scores as int32 keys with the same order (a faster sort); the sort need not be
+stable, since tied scores end in one block whatever their order.
 
 Masks
 -----
