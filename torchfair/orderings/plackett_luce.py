@@ -298,6 +298,17 @@ class _Steps:
             out[:, self.wide] = self.sub.prefix(x[:, self.wide]).to(out.dtype)
         return out
 
+    def prefix_dot(self, x: Tensor, phi: Tensor) -> Tensor:
+        """``<phi_j, prefix(x)_j>`` for ``x, phi [S, B, N, C]``: ``[S, B, N]`` (on the plain paths ``e^{m}`` is applied
+        after the dot product)."""
+        if self.mode == "log":
+            return torch.linalg.vecdot(phi.to(self.ms.dtype), self.prefix(x))
+        c = (x.to(self.wd) * self.invz[..., None]).cumsum_(2)
+        out = torch.linalg.vecdot(phi.to(self.wd), c).mul_(self.ex)
+        if self.wide is not None:
+            out[:, self.wide] = self.sub.prefix_dot(x[:, self.wide], phi[:, self.wide]).to(out.dtype)
+        return out
+
     def log_prob(self) -> Tensor:
         """``log pi(y)`` of every ranking, ``[S, B]``: ``sum_k (m_{y_k} - log Z_k)`` over the real steps, i.e. the
         sum of the list's real logits minus ``sum_k log Z_k`` (every ranking holds each real item once)."""
@@ -482,23 +493,27 @@ def _pl_rank_level_grad(logits, rankings, mask, fk, grad_out, right, lvl, W, bas
     m = _centred(logits.detach(), mask)
     budget = 16 * (block_elements if block_elements is not None else PAIR_BLOCK_ELEMENTS)
     step = max(1, budget // max(1, B * N * H * L))
+    psi, phi = psi.reshape(B * N, H * L), phi.reshape(B * N, H * L)
     out = torch.zeros(B, N, dtype=dt, device=mask.device)
     for s0 in range(0, S, step):
         s1 = min(S, s0 + step)
         y = rankings[s0:s1]
         s = s1 - s0
         f = (fk if fk.dim() == 2 else fk[s0:s1]).to(dt).expand(s, B, N)
-        idx = y.unsqueeze(-1).expand(s, B, N, H * L)
-        Q = torch.flip(torch.cumsum(torch.flip(psi.unsqueeze(0).expand(s, B, N, H * L).gather(2, idx), [2]), 2), [2])
-        Phi = phi.unsqueeze(0).expand(s, B, N, H * L).gather(2, idx)
+        rows = (torch.arange(B, device=y.device)[:, None] * N + y).reshape(-1)  # rows of [B * N, .] by position
+        Psi = psi.index_select(0, rows).view(s, B, N, H * L)
+        Phi = phi.index_select(0, rows).view(s, B, N, H * L)
+        # Q_k = sum over the items not placed before step k = total - (inclusive prefix - own)
+        Q = torch.cumsum(Psi, 2)
+        Q = Q.neg_().add_(Q[:, :, -1:].neg()).add_(Psi)
         selfs = selfc.unsqueeze(0).expand(s, B, N).gather(-1, y)
-        V = (Phi * Q).sum(-1) - selfs - cbar[:, None] * u  # [s, B, N]: r_k(y_k) / F(k) at real steps
+        V = torch.linalg.vecdot(Phi, Q).sub_(selfs).sub_(cbar[:, None] * u)  # [s, B, N]: r_k(y_k) / F(k)
         G = torch.flip(torch.cumsum(torch.flip(f * V, [-1]), -1), [-1])
         steps = _Steps(m, y, mask)
-        A = steps.prefix(f.unsqueeze(-1) * Q)  # [s, B, N, H * L]
+        dotA = steps.prefix_dot(Q.mul_(f.unsqueeze(-1)), Phi)  # <phi_{y_j}, sum_{k<=j} pi_k(y_j) F(k) Q_k>
         sc = steps.prefix(torch.stack([f, f * u, G], -1))
         G_next = torch.cat([G[..., 1:], torch.zeros_like(G[..., :1])], -1)
-        g = G_next + ((Phi * A).sum(-1) - selfs * sc[..., 0] - cbar[:, None] * sc[..., 1] - sc[..., 2]).to(dt)
+        g = G_next + (dotA - selfs * sc[..., 0] - cbar[:, None] * sc[..., 1] - sc[..., 2]).to(dt)
         out = out + _to_items(g, y)
     return out * (mf / S)
 

@@ -296,17 +296,21 @@ def _levels(pair_weight, mask: Tensor, dtype: torch.dtype):
 
 def _sweep_before(V: Tensor, rankings: Tensor, f: Optional[Tensor]) -> Tensor:
     """``out[s, b, i] = sum_{j above i in sample s} f(pos_j) V[b, j]`` (``f = 1`` when None): ``[s, B, N, C]`` for
-    ``V [B, N, C]``, ``rankings [s, B, N]`` and position exposures ``f`` ``[B, N]`` or ``[s, B, N]``."""
+    ``V [B, N, C]``, ``rankings [s, B, N]`` and position exposures ``f`` ``[B, N]`` or ``[s, B, N]``.  Rows are
+    moved with ``index_select`` (contiguous ``C``-vectors), not a gather with an expanded index."""
     s, B, N = rankings.shape
     C = V.shape[-1]
-    idx = rankings.unsqueeze(-1).expand(s, B, N, C)
-    Vs = V.unsqueeze(0).expand(s, B, N, C).gather(2, idx)  # in position order
+    ar = torch.arange(N, device=rankings.device)
+    rows = (torch.arange(B, device=rankings.device)[:, None] * N + rankings).reshape(-1)
+    Vs = V.reshape(B * N, C).index_select(0, rows).view(s, B, N, C)  # in position order
     if f is not None:
-        Vs = Vs * f.unsqueeze(-1)
+        Vs = Vs.mul_(f.unsqueeze(-1))
     before = torch.zeros_like(Vs)
     if N > 1:
         torch.cumsum(Vs[:, :, :-1], 2, out=before[:, :, 1:])  # strictly above position k
-    return torch.zeros_like(before).scatter_(2, idx, before)  # back in item order
+    pos = torch.empty_like(rankings).scatter_(-1, rankings, ar.expand(s, B, N))  # back in item order
+    rows = ((torch.arange(s * B, device=rankings.device) * N).view(s, B, 1) + pos).reshape(-1)
+    return before.view(s * B * N, C).index_select(0, rows).view(s, B, N, C)
 
 
 class Sampled(Ordering):
