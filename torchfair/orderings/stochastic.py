@@ -216,21 +216,29 @@ class SampledOrderedBatch(MixtureOrderedBatch):
         budget = 16 * (block_elements if block_elements is not None else PAIR_BLOCK_ELEMENTS)
         step = max(1, budget // max(1, B * N * H * L))
         per_sample = weights.requires_grad and torch.is_grad_enabled()
+        uniform = getattr(self, "uniform", False) and weights is self.weights
         outs = []
-        acc = None
+        acc = torch.zeros(B * N, H * L, dtype=dt, device=right.device)
         for s0 in range(0, S, step):
             s1 = min(S, s0 + step)
-            before = _sweep_before(V, self.rankings[s0:s1], None if f is None else
-                                   (f if f.dim() == 2 else f[s0:s1]))  # [s, B, N(item), H * L]
-            if per_sample:  # keep each sample's value: the weights carry the gradient
-                outs.append(torch.einsum("sbnhl,bnl->sbnh", before.reshape(s1 - s0, B, N, H, L), Wl))
-            else:
-                part = (weights[s0:s1].to(dt)[:, :, None, None] * before).sum(0)
-                acc = part if acc is None else acc + part
+            s = s1 - s0
+            y = self.rankings[s0:s1]
+            rows = (torch.arange(B, device=y.device)[:, None] * N + y).reshape(-1)  # [B * N] row of each position
+            before = _sweep_before(V, y, rows, None if f is None else (f if f.dim() == 2 else f[s0:s1]))
+            if per_sample:  # keep each sample's value (the weights carry the gradient): contract the levels first
+                Wp = Wl.reshape(B * N, L).index_select(0, rows).view(s, B, N, 1, L)
+                o = (before.view(s, B, N, H, L) * Wp).sum(-1)  # [s, B, N(position), H]
+                outs.append(torch.zeros_like(o).view(-1, H).index_copy_(0, rows + (
+                    torch.arange(s, device=y.device) * B * N).repeat_interleave(B * N), o.view(-1, H)).view(s, B, N, H))
+            else:  # add every sample's value at its items: no per-sample tensor in item order
+                if not uniform:
+                    before = before.mul_(weights[s0:s1].to(dt)[:, :, None, None])
+                acc.index_add_(0, rows, before.view(-1, H * L))
         if per_sample:
             out = self._weigh(torch.cat(outs, 0), weights.to(dt))
         else:
-            out = torch.einsum("bnhl,bnl->bnh", acc.reshape(B, N, H, L), Wl)
+            acc = acc / S if uniform else acc
+            out = torch.einsum("bnhl,bnl->bnh", acc.view(B, N, H, L), Wl)
         return out * maskf[..., None]
 
     def pair_context(self, browsing, relevance):
@@ -294,23 +302,20 @@ def _levels(pair_weight, mask: Tensor, dtype: torch.dtype):
     return lvl, pair_weight.level_matrix(levels).to(dtype), L
 
 
-def _sweep_before(V: Tensor, rankings: Tensor, f: Optional[Tensor]) -> Tensor:
-    """``out[s, b, i] = sum_{j above i in sample s} f(pos_j) V[b, j]`` (``f = 1`` when None): ``[s, B, N, C]`` for
-    ``V [B, N, C]``, ``rankings [s, B, N]`` and position exposures ``f`` ``[B, N]`` or ``[s, B, N]``.  Rows are
-    moved with ``index_select`` (contiguous ``C``-vectors), not a gather with an expanded index."""
+def _sweep_before(V: Tensor, rankings: Tensor, rows: Tensor, f: Optional[Tensor]) -> Tensor:
+    """``out[s, b, k] = sum_{t < k} f(t) V[b, y_t]`` in position order (``y = rankings``, ``f = 1`` when None):
+    ``[s, B, N, C]`` for ``V [B, N, C]``, ``rankings [s, B, N]``, ``rows = b * N + rankings`` flattened and
+    position exposures ``f`` ``[B, N]`` or ``[s, B, N]``.  Rows are moved with ``index_select`` (contiguous
+    ``C``-vectors), not a gather with an expanded index."""
     s, B, N = rankings.shape
     C = V.shape[-1]
-    ar = torch.arange(N, device=rankings.device)
-    rows = (torch.arange(B, device=rankings.device)[:, None] * N + rankings).reshape(-1)
     Vs = V.reshape(B * N, C).index_select(0, rows).view(s, B, N, C)  # in position order
     if f is not None:
         Vs = Vs.mul_(f.unsqueeze(-1))
     before = torch.zeros_like(Vs)
     if N > 1:
         torch.cumsum(Vs[:, :, :-1], 2, out=before[:, :, 1:])  # strictly above position k
-    pos = torch.empty_like(rankings).scatter_(-1, rankings, ar.expand(s, B, N))  # back in item order
-    rows = ((torch.arange(s * B, device=rankings.device) * N).view(s, B, 1) + pos).reshape(-1)
-    return before.view(s * B * N, C).index_select(0, rows).view(s, B, N, C)
+    return before
 
 
 class Sampled(Ordering):
