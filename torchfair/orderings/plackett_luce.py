@@ -219,6 +219,8 @@ def top1_probability(scores: Tensor, temperature: float = 1.0, mask: Optional[Te
 _SPAN_FLOAT32 = 40.0
 #: ... and in float64; lists with a wider span take the log-space path (``logcumsumexp``), exact for any span
 _SPAN_FLOAT64 = 600.0
+#: the path of :class:`_Steps` when none is asked for: None (by device and span, see there) or a mode name (tests)
+_DEFAULT_MODE: Optional[str] = None
 
 
 class _Steps:
@@ -247,7 +249,7 @@ class _Steps:
         n = mask.sum(-1)
         self.real_step = torch.arange(N, device=m.device)[None, :] < n[:, None]  # [B, N] (k < n_b)
         self.wide = None
-        mode = _mode
+        mode = _mode if _mode is not None else _DEFAULT_MODE
         if mode is None:
             if m.device.type != "cpu":
                 mode = "log"
