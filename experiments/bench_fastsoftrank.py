@@ -215,7 +215,8 @@ def main(argv=None):
         ts = f"torchsort {getattr(torchsort, '__version__', '?')}"
     except Exception:
         ts = "torchsort not installed"
-    header = (f"FastSoftRank (experiments/bench_fastsoftrank.py): float32 inputs, N(0, 1) scores; CPU ({platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__}, {ts}, "
+    header = (f"FastSoftRank (experiments/bench_fastsoftrank.py): float32 inputs, N(0, 1) scores; CPU "
+              f"({platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__}, {ts}, "
               f"{a.threads} thread(s); {rounds} interleaved rounds; ratio = median over the rounds of time / "
               f"baseline time; times are medians.  fwd+bwd: loss sum(w * ranks).")
     text = table(rows, header)

@@ -373,7 +373,8 @@ def main(argv=None):
     header = (f"Plackett-Luce, torchfair vs plain PyTorch (experiments/bench_pl.py): fp32, CPU "
               f"({platform.processor() or platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__}, "
               f"{a.threads} thread(s); {rounds} interleaved rounds per case (3 where the plain code takes seconds); "
-              f"ratio = median over the rounds of torchfair / plain; times are medians.  RBP(0.9) browsing; DIPS with 2 groups, relevance in {{0..4}}.")
+              f"ratio = median over the rounds of torchfair / plain; times are medians.  RBP(0.9) browsing; "
+              f"DIPS with 2 groups, relevance in {{0..4}}.")
     text = table(results, header)
     print(text)
     if not a.quick and a.out:

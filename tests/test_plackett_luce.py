@@ -916,14 +916,16 @@ def _dense_prefix(m, rankings, mask, x):
                                 for k in range(N)])
             k = torch.arange(N)
             # pi_k(y_j) = exp(m_{y_j} - log Z_k) <= 1 for k <= j (the clamp only guards the unused k > j)
-            P = torch.exp((ms[None, :] - logz[:, None]).clamp(max=0)) * ((k[:, None] <= k[None, :]) & (k[:, None] < n[b]))
+            upto = (k[:, None] <= k[None, :]) & (k[:, None] < n[b])
+            P = torch.exp((ms[None, :] - logz[:, None]).clamp(max=0)) * upto
             out[s, b] = (x[s, b].double()[:, None] * P).sum(0) * (k < n[b])
     return out
 
 
+@pytest.mark.parametrize("span", [30.0, 75.0])
 @pytest.mark.parametrize("mode", ["plain32", "plain64", "log", None])
-def test_step_sums_every_path_match_dense_reference(mode):
-    s, mask = _random_batch(span=30.0)
+def test_step_sums_every_path_match_dense_reference(mode, span):
+    s, mask = _random_batch(span=span)
     m = plmod._centred(s.float() if mode == "plain32" else s, mask)
     rk = sample_rankings(m, mask, 4, gen(1))
     steps = plmod._Steps(m, rk, mask, _mode=mode)

@@ -36,11 +36,12 @@ Closed forms: :func:`pair_probability` ``P(j above i) = e^{m_j} / (e^{m_i} + e^{
 Numerics.  The logits of each list are shifted by their largest real value (detached; PL is shift-invariant).
 The sums over the steps of a sampled ranking that PL-Rank and the score function need,
 ``sum_{k <= rank(d)} x_k pi_k(d)`` with ``pi_k(d) = e^{m_d} / Z_k``, are plain cumulative sums of ``x_k / Z_k``
-(the form of PL-Rank's reference code) in float32 when every list's logits span at most 40, in float64 up to a
-span of 600; lists spanning more (``1 / Z_k`` would overflow) are recomputed in log space (``logcumsumexp`` of
-``log |x_k| - log Z_k``, exact for any span), and so is everything on non-CPU devices (no host synchronisation to
-choose).  The exact enumeration normalises its probabilities per list with ``logsumexp``.  Half-precision scores
-are computed in float32.  Values and gradients are finite for logits spanning ``1e4`` and more.
+(the form of PL-Rank's reference code), with the logits of each list shifted to the middle of their range, in
+float32 when every list's logits span at most 80, in float64 up to a span of 1000; lists spanning more
+(``1 / Z_k`` would overflow) are recomputed in log space (``logcumsumexp`` of ``log |x_k| - log Z_k``, exact for
+any span), and so is everything on non-CPU devices (no host synchronisation to choose).  The exact enumeration
+normalises its probabilities per list with ``logsumexp``.  Half-precision scores are computed in float32.  Values
+and gradients are finite for logits spanning ``1e4`` and more.
 
 Speed (issue 10; ``experiments/bench_pl.py`` compares with plain Gumbel-sort code computing the same numbers).
 Sampling sorts the Gumbel keys once, as int32 keys with the same order (a faster sort than float32); the ordered
@@ -109,9 +110,9 @@ def sample_rankings(logits: Tensor, mask: Tensor, samples: int, generator: Optio
     """Draw ``samples`` PL rankings per list with the Gumbel-max trick: ``[S, B, N]`` item indices by position.
 
     The ranking is ``argsort(logits + Gumbel noise)`` (descending), an exact PL sample.  Padded items come after
-    the real ones.  ``top_k=K`` returns only the first ``K`` positions ``[S, B, K]`` (an exact sample of the PL
-    top-K prefix, by ``torch.topk``: cheaper than a full sort for ``K << N``).  Runs on the logits' device; pass a
-    ``generator`` on that device for reproducibility.
+    the real ones, in index order.  ``top_k=K`` returns only the first ``K`` positions ``[S, B, K]`` (an exact
+    sample of the PL top-K prefix, by ``torch.topk``: cheaper than a full sort for ``K << N``).  Runs on the
+    logits' device; pass a ``generator`` on that device for reproducibility.
 
     Example::
 
@@ -176,7 +177,7 @@ def log_probability(logits: Tensor, rankings: Tensor, mask: Tensor) -> Tensor:
 
     The rankings hold the real items first (as :func:`sample_rankings` returns them).  Logits shifted by each
     list's largest one; the normalisers ``Z_k`` as reversed cumulative sums of ``e^{m}`` when the list's logits
-    span less than 600 (float64 beyond a span of 40), in log space (``logcumsumexp``) beyond and on non-CPU devices;
+    span less than 1000 (float64 beyond a span of 80), in log space (``logcumsumexp``) beyond and on non-CPU devices;
     in float32 for half-precision logits: finite, with finite gradients, for any finite logits (e.g. spanning
     ``1e4``).  The gradient ``d log pi(y) / d m_d = 1 - sum_{k <= rank(d)} pi_k(d)`` is one prefix sum (not
     differentiable twice)."""
@@ -215,10 +216,11 @@ def top1_probability(scores: Tensor, temperature: float = 1.0, mask: Optional[Te
 
 # --------------------------------------------------------------------------------------------- step sums
 #: logit span (per list) up to which the sums over steps are taken as plain cumulative sums of ``1 / Z_k``
-#: in float32 (``e^{40}`` leaves room for rewards of magnitude 1e20 within float32's range) ...
-_SPAN_FLOAT32 = 40.0
+#: in float32 (logits centred on the middle of their range: ``e^{40}`` leaves room for rewards of magnitude 1e20
+#: within float32's range) ...
+_SPAN_FLOAT32 = 80.0
 #: ... and in float64; lists with a wider span take the log-space path (``logcumsumexp``), exact for any span
-_SPAN_FLOAT64 = 600.0
+_SPAN_FLOAT64 = 1000.0
 #: the path of :class:`_Steps` when none is asked for: None (by device and span, see there) or a mode name (tests)
 _DEFAULT_MODE: Optional[str] = None
 
@@ -233,8 +235,9 @@ class _Steps:
     * :meth:`log_prob`: ``log pi(y)`` ``[S, B]``.
 
     On CPU the sums are plain cumulative sums of ``x_k / Z_k`` times ``e^{m_d}`` (the form of PL-Rank's reference
-    code), in float32 when every list's logits span at most ``_SPAN_FLOAT32``, else in float64; lists spanning more
-    than ``_SPAN_FLOAT64`` (``1 / Z_k`` would overflow float64) are recomputed in log space, which is exact for any
+    code) with each list's logits shifted to the middle of their range (so ``e^{m}`` and ``1 / Z_k`` stay within
+    ``e^{+-span/2}``), in float32 when every list's logits span at most ``_SPAN_FLOAT32``, else in float64; lists
+    spanning more than ``_SPAN_FLOAT64`` (``1 / Z_k`` would overflow float64) are recomputed in log space, exact for any
     span: ``sum_k x_k e^{m_d - log Z_k}`` by ``logcumsumexp`` of ``log |x_k| - log Z_k``, positive and negative
     parts apart.  On other devices everything is taken in log space (no host synchronisation to pick a path).
     Padded steps need no mask: there ``e^{m} = 0`` (the padded logits are far below the real ones) and ``Z`` is
@@ -250,6 +253,7 @@ class _Steps:
         self.real_step = torch.arange(N, device=m.device)[None, :] < n[:, None]  # [B, N] (k < n_b)
         self.wide = None
         mode = _mode if _mode is not None else _DEFAULT_MODE
+        span = None
         if mode is None:
             if m.device.type != "cpu":
                 mode = "log"
@@ -264,18 +268,21 @@ class _Steps:
                         self.wide = torch.nonzero(~(span <= _SPAN_FLOAT64)).squeeze(1)
                         self.sub = _Steps(m[self.wide], rankings[:, self.wide], mask[self.wide], _mode="log")
         self.mode = mode
-        self.m = m
         if mode == "log":
             ms = m.unsqueeze(0).expand(S, B, N).gather(-1, rankings)
             self.ms = ms
             self.logz = torch.flip(torch.logcumsumexp(torch.flip(ms, [-1]), -1), [-1])  # [S, B, N] log Z_k
         else:
             self.wd = torch.float32 if mode == "plain32" else torch.float64
+            if span is None:
+                span = torch.where(mask, -m, torch.zeros((), dtype=m.dtype, device=m.device)).amax(-1)
+            m = m + span[:, None] / 2  # the middle of each list's range at 0 (PL is shift-invariant)
             ex = torch.exp(m.to(self.wd)).unsqueeze(0).expand(S, B, N).gather(-1, rankings)  # e^{m} at each step
             Z = torch.flip(torch.flip(ex, [-1]).cumsum_(-1), [-1])
             Z.add_((~self.real_step).to(self.wd))  # padded steps: Z = 0 -> 1 (finite 1 / Z, log Z = 0)
             self.ex, self.Z = ex, Z
             self.invz = Z.reciprocal()
+        self.m = m
 
     def prefix(self, x: Tensor) -> Tensor:
         """``sum_{k <= j} x_k pi_k(y_j)`` for every position ``j``, shape of ``x`` (``[S, B, N, ...]``), in the

@@ -104,9 +104,8 @@ def _canonical(rankings: Tensor, mask: Tensor) -> Tensor:
     """``[S, B, N]`` rankings with the padded items moved after the real ones (real order kept, pads by index)."""
     S, B, N = rankings.shape
     pos = torch.empty_like(rankings).scatter_(-1, rankings, torch.arange(N, device=rankings.device).expand(S, B, N))
-    key = torch.where(mask, pos, pos + N)  # real items by sampled position, then the pads by their position
-    key = torch.where(mask, key, N + torch.arange(N, device=rankings.device))  # ... by index
-    return torch.sort(key, dim=-1, stable=True).indices
+    key = torch.where(mask, pos, N + torch.arange(N, device=rankings.device))  # real by position, then pads by index
+    return torch.sort(key, dim=-1).indices  # (distinct keys)
 
 
 class SampledOrderedBatch(MixtureOrderedBatch):
