@@ -392,7 +392,8 @@ def _pl_rank_terms(logits: Tensor, rankings: Tensor, mask: Tensor):
 
 
 def _pl_rank_exposure_grad(logits, rankings, mask, fk, w, baseline: bool = True):
-    """PL-Rank-2 gradient of ``E[sum_d w_d F(pos_d)]`` w.r.t. the logits, averaged over samples: ``[B, N]``.
+    """PL-Rank-2 gradient of ``E[sum_d w_d F(pos_d)]`` w.r.t. the (centred, see :func:`_centred`) logits, averaged
+    over samples: ``[B, N]``.
 
     ``fk`` is the exposure of each position, ``[B, N]`` (position-based browsing) or ``[S, B, N]`` (per sample),
     0 at positions ``k >= n_b``; ``w [B, N]`` the item rewards.  ``baseline``: subtract each list's mean item
@@ -412,7 +413,7 @@ def _pl_rank_exposure_grad(logits, rankings, mask, fk, w, baseline: bool = True)
         w = (w - (w * mf).sum(-1, keepdim=True) / mf.sum(-1, keepdim=True).clamp(min=1)) * mf
     else:
         w = w * mf
-    steps = _Steps(_centred(logits.detach(), mask), rankings, mask)
+    steps = _Steps(logits.detach(), rankings, mask)  # the ordering's logits are centred already
     ws = w.unsqueeze(0).expand(S, B, N).gather(-1, rankings)  # reward weight of the item at step k
     g = steps.exposure_grad(fk.to(w.dtype), ws)
     return _to_items(g, rankings).to(w.dtype) * (mf / S)
@@ -499,7 +500,7 @@ def _pl_rank_level_grad(logits, rankings, mask, fk, grad_out, right, lvl, W, bas
     k = torch.arange(N, device=mask.device)
     real_step = k[None, :] < n[:, None]
     u = torch.where(real_step, (n[:, None] - 1 - k[None, :]).to(dt), torch.zeros((), dtype=dt, device=mask.device))
-    m = _centred(logits.detach(), mask)
+    m = logits.detach()  # the ordering's logits are centred already
     budget = 16 * (block_elements if block_elements is not None else PAIR_BLOCK_ELEMENTS)
     step = max(1, budget // max(1, B * N * H * L))
     psi, phi = psi.reshape(B * N, H * L), phi.reshape(B * N, H * L)
@@ -595,7 +596,7 @@ class PlackettLuceOrderedBatch(SampledOrderedBatch):
             return self._sf
         if not torch.is_grad_enabled():
             return None
-        self._sf = _score_function_weights(log_probability(self.logits, self.rankings, self.mask))
+        self._sf = _score_function_weights(_LogProb.apply(self.logits, self.rankings, self.mask))
         return self._sf
 
     def _weigh(self, x: Tensor, weights: Optional[Tensor] = None) -> Tensor:
@@ -715,7 +716,7 @@ class PlackettLuce(Ordering):
         rankings = _sample(logits.detach(), mask, S, self.generator)  # [S, B, N]; logits are centred already
         uniform = torch.full((S, B), 1.0 / S, dtype=s.dtype, device=s.device)
         if self.estimator == "score_function" and logits.requires_grad:
-            sf = _score_function_weights(log_probability(logits, rankings, mask))
+            sf = _score_function_weights(_LogProb.apply(logits, rankings, mask))  # centred logits
             return PlackettLuceOrderedBatch(rankings, sf, s, mask, logits=logits, estimator=self.estimator)
         # PL-Rank (its score-function weights, for positions and prefixes, are made on first use), or no gradient
         return PlackettLuceOrderedBatch(rankings, uniform, s, mask, logits=logits, estimator=self.estimator,
