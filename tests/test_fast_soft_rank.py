@@ -404,3 +404,80 @@ def test_ties_in_range_every_dtype(backend, dtype, v, kwargs):
     torch.testing.assert_close(pos.sum(-1), (n * (n - 1) / 2).squeeze(-1))
     (g,) = torch.autograd.grad((pos * torch.arange(6.0, dtype=pos.dtype)).sum(), s)
     assert torch.isfinite(g).all() and (g[~mask] == 0).all()
+
+
+# ----------------------------------------------------------------------------------------------- fast paths
+def test_sort_order_int32_keys_match_float_sort():
+    """float32 scores are sorted as int32 keys: the same order as the float sort (ties, +-0, infinities), padded
+    items last by index."""
+    from torchfair.orderings.fast_soft_rank import _sort_order
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(20, 30, generator=g)
+    x[:, 4] = x[:, 9]
+    x[0, :4] = torch.tensor([0.0, -0.0, float("inf"), float("-inf")])
+    mask = torch.rand(20, 30, generator=g) > 0.2
+    key = torch.where(mask, x, torch.full_like(x, float("inf")))
+    want = torch.sort(key, dim=1, stable=True).values
+    order = _sort_order(x, mask)
+    got = torch.where(mask.gather(1, order), x.gather(1, order), torch.full_like(x, float("inf")))
+    assert torch.equal(got, want)
+    n = mask.sum(1)
+    for b in range(20):
+        assert mask[b, order[b, :n[b]]].all()
+        assert torch.equal(order[b, n[b]:], torch.nonzero(~mask[b]).flatten())
+
+
+def _staircase(B, N, seed):
+    """Sorted ``z - w`` with long staircases: a list whose scores are nearly equally spaced at about epsilon."""
+    g = torch.Generator().manual_seed(seed)
+    z = torch.sort(torch.randn(B, N, generator=g, dtype=torch.float64), dim=1, descending=True).values * N / 3
+    return z - torch.arange(N - 1, -1, -1, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("budget", [None, 2, 64, 2 ** 16])
+def test_tangent_rounds_match_plain_pav(budget):
+    """The tangent rounds (staircases pooled at once, windows of any size) give the plain PAV blocks exactly."""
+    y = _staircase(6, 400, seed=4)
+    n = torch.tensor([400, 399, 250, 17, 1, 0])
+    blk = isotonic_nonincreasing(y, n, window_budget=budget)
+    assert torch.equal(blk, isotonic_nonincreasing(y, n, window_budget=1))
+    for b in range(6):
+        m = int(n[b])
+        first = int(blk[b, m - 1]) + 1 if m else 0  # padded entries: singleton blocks after the real ones
+        assert torch.equal(blk[b, m:], torch.arange(first, first + 400 - m))
+        if m == 0:
+            continue
+        v = torch.zeros(m, dtype=y.dtype).index_add_(0, blk[b, :m], y[b, :m])
+        cnt = torch.zeros(m, dtype=y.dtype).index_add_(0, blk[b, :m], torch.ones(m, dtype=y.dtype))
+        fit = (v / cnt.clamp(min=1))[blk[b, :m]]
+        torch.testing.assert_close(fit, torch.tensor(pav_nonincreasing(y[b, :m].tolist()), dtype=y.dtype),
+                                   rtol=0, atol=1e-9)
+
+
+@pytest.mark.skipif(not numba_available(), reason="numba not installed")
+def test_numba_backward_matches_differentiable_backward():
+    """The numba backward kernel and the torch ops used when a graph of the gradient is asked for agree."""
+    s, mask = _masked_batch(5, 40, seed=8)
+    w = torch.randn(5, 40, dtype=torch.float64)
+    grads = []
+    for create_graph in (False, True):
+        x = s.clone().requires_grad_()
+        (g,) = torch.autograd.grad((soft_rank(x, 0.05, mask, backend="numba") * w).sum(), x,
+                                   create_graph=create_graph)
+        grads.append(g.detach())
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=1e-12)
+    assert (grads[0][~mask] == 0).all()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float32_staircase_matches_float64(backend):
+    """float32 scores (int32-keyed sort, float32 output) against the float64 projection, in the regime where the
+    solvers pool staircases (epsilon ~ the score spacing)."""
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(8, 500, generator=g)
+    mask = torch.rand(8, 500, generator=g) > 0.1
+    for eps in (1 / 500, 3 / 500, 30 / 500):
+        got = soft_rank(x, eps, mask, backend=backend)
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got.double(), soft_rank(x.double(), eps, mask, backend="torch"), rtol=0,
+                                   atol=1e-3)

@@ -879,3 +879,211 @@ def test_position_matrix_does_not_swap_weights():
     C = torch.arange(36.0, dtype=D).reshape(6, 6).sin()  # a reward for every (position, item)
     (g,) = torch.autograd.grad((R * C).sum(), x)
     assert torch.isfinite(g).all() and g.abs().sum() > 0 and (g[~mask] == 0).all()
+
+
+# ================================================================================ 9. fast paths (issue 10)
+# The fast paths (int32-keyed sort, prefix sums of 1 / Z_k in float32 / float64 with a log-space fallback for wide
+# lists, the level sweep for pair contractions and its PL-Rank backward) against independent references: a dense
+# [N, N] double-precision evaluation of pi_k(d), the generic pair blocks and the dense PL-Rank pair backward.
+
+from torchfair.browsing import Cascade  # noqa: E402
+from torchfair.orderings import plackett_luce as plmod  # noqa: E402
+from torchfair.orderings.base import LevelPairWeight  # noqa: E402
+
+
+def _random_batch(B=5, N=9, span=6.0, seed=0, pad=True):
+    g = gen(seed)
+    s = torch.randn(B, N, generator=g, dtype=D)
+    s = s / s.abs().amax(-1, keepdim=True) * span / 2
+    mask = torch.ones(B, N, dtype=torch.bool)
+    if pad:
+        mask[1, [0, 4]] = False
+        mask[B - 2, 2:] = False
+        mask[B - 1, :N - 1] = False  # a single real item
+    return s, mask
+
+
+def _dense_prefix(m, rankings, mask, x):
+    """sum_{k <= j, k < n} x_k exp(m_{y_j} - log Z_k) by an explicit [N, N] matrix in float64 (the reference)."""
+    S, B, N = rankings.shape
+    out = torch.zeros(S, B, N, dtype=D)
+    n = mask.sum(-1)
+    for s in range(S):
+        for b in range(B):
+            y = rankings[s, b]
+            ms = m[b, y].double()
+            logz = torch.stack([torch.logsumexp(ms[k:int(n[b])], 0) if k < n[b] else torch.tensor(0., dtype=D)
+                                for k in range(N)])
+            k = torch.arange(N)
+            # pi_k(y_j) = exp(m_{y_j} - log Z_k) <= 1 for k <= j (the clamp only guards the unused k > j)
+            upto = (k[:, None] <= k[None, :]) & (k[:, None] < n[b])
+            P = torch.exp((ms[None, :] - logz[:, None]).clamp(max=0)) * upto
+            out[s, b] = (x[s, b].double()[:, None] * P).sum(0) * (k < n[b])
+    return out
+
+
+@pytest.mark.parametrize("span", [30.0, 75.0])
+@pytest.mark.parametrize("mode", ["plain32", "plain64", "log", None])
+def test_step_sums_every_path_match_dense_reference(mode, span):
+    s, mask = _random_batch(span=span)
+    m = plmod._centred(s.float() if mode == "plain32" else s, mask)
+    rk = sample_rankings(m, mask, 4, gen(1))
+    steps = plmod._Steps(m, rk, mask, _mode=mode)
+    real = (torch.arange(9)[None, :] < mask.sum(-1)[:, None]).expand(4, 5, 9)
+    x = torch.randn(4, 5, 9, generator=gen(2), dtype=D) * real
+    tol = dict(rtol=1e-4, atol=1e-5) if mode == "plain32" else dict(rtol=1e-9, atol=1e-10)
+    torch.testing.assert_close(steps.prefix(x.to(m.dtype)).double(), _dense_prefix(m, rk, mask, x), **tol)
+    lp_ref = log_probability(s, rk, mask)  # auto path: float64, plain cumulative sums
+    lp_dense = torch.zeros(4, 5, dtype=D)
+    for a in range(4):
+        for b in range(5):
+            idx = real_indices(mask[b].tolist())
+            lp_dense[a, b] = math.log(plr.pl_probability([float(m[b, i]) for i in idx],
+                                                         [idx.index(int(i)) for i in rk[a, b, :len(idx)]]))
+    torch.testing.assert_close(steps.log_prob().double(), lp_dense, **tol)
+    if m.dtype == D:
+        torch.testing.assert_close(lp_ref, lp_dense)
+
+
+def test_wide_lists_take_the_log_space_path_and_agree():
+    """A batch mixing a list whose logits span 2e4 with ordinary ones: the wide list is recomputed in log space
+    (the plain float64 sums would overflow), the others stay on the plain path; all match the dense reference."""
+    s, mask = _random_batch(span=6.0)
+    s[2] = s[2] * 4e3  # span ~ 2.4e4
+    m = plmod._centred(s, mask)
+    rk = sample_rankings(m, mask, 3, gen(3))
+    steps = plmod._Steps(m, rk, mask)
+    assert steps.mode == "plain64" and steps.wide.tolist() == [2]
+    real = (torch.arange(9)[None, :] < mask.sum(-1)[:, None]).expand(3, 5, 9)
+    x = torch.randn(3, 5, 9, generator=gen(4), dtype=D) * real
+    torch.testing.assert_close(steps.prefix(x), _dense_prefix(m, rk, mask, x), rtol=1e-9, atol=1e-10)
+    log = plmod._Steps(m, rk, mask, _mode="log")
+    torch.testing.assert_close(steps.log_prob(), log.log_prob())
+    fk = RBP(0.7).weights(9, dtype=D).expand(5, 9) * real[0]
+    ws = torch.randn(3, 5, 9, generator=gen(5), dtype=D) * real
+    torch.testing.assert_close(steps.exposure_grad(fk, ws), log.exposure_grad(fk, ws))
+
+
+def test_log_probability_gradient_matches_autograd_of_the_formula():
+    s, mask = _random_batch(span=8.0)
+    x = s.clone().requires_grad_()
+    rk = sample_rankings(s, mask, 6, gen(6))
+    w = torch.randn(6, 5, generator=gen(7), dtype=D)
+    (g,) = torch.autograd.grad((log_probability(x, rk, mask) * w).sum(), x)
+    y = s.clone().requires_grad_()  # the plain formula, differentiated by autograd
+    m = torch.where(mask, y - y.detach().masked_fill(~mask, -1e9).amax(-1, keepdim=True), torch.full_like(y, -1e4))
+    ms = m.expand(6, 5, 9).gather(-1, rk)
+    logz = torch.flip(torch.logcumsumexp(torch.flip(ms, [-1]), -1), [-1])
+    real = torch.arange(9)[None, None, :] < mask.sum(-1)[None, :, None]
+    lp = torch.where(real, ms - logz, torch.zeros_like(ms)).sum(-1)
+    (g_ref,) = torch.autograd.grad((lp * w).sum(), y)
+    torch.testing.assert_close(g, g_ref)
+    assert (g[~mask] == 0).all()
+
+
+def test_int32_sort_keys_match_the_float_sort():
+    g = gen(8)
+    key = torch.randn(3, 40, 30, generator=g)
+    key[:, :, 3] = key[:, :, 7]  # ties
+    mask = torch.rand(40, 30, generator=g) > 0.3
+    key = torch.where(mask, key, torch.full_like(key, float("-inf")))
+    want = torch.sort(key, dim=-1, descending=True, stable=True).indices
+    got = torch.sort(plmod._descending_int32(key.clone(), mask), dim=-1, stable=True).indices
+    assert torch.equal(got, want)
+    special = torch.tensor([[[float("-inf"), -3e38, -1.0, -1e-45, 0.0, 1e-45, 1.0, 3e38, float("inf")]]])
+    k = plmod._descending_int32(special.clone(), torch.ones(1, 9, dtype=torch.bool))
+    assert torch.equal(torch.argsort(k, dim=-1), torch.arange(8, -1, -1)[None, None])
+
+
+def _callable(w):
+    """The same pair weight as a plain callable: the orderings take their generic (dense) paths."""
+    return lambda a, b: w(a, b)
+
+
+@pytest.mark.parametrize("which", ["above", "joint"])
+@pytest.mark.parametrize("browsing", [RBP(0.8), Cascade(0.9, max_grade=2.0)])
+@pytest.mark.parametrize("estimator", ["pl_rank", "score_function"])
+def test_pair_contraction_level_sweep_matches_generic_path(which, browsing, estimator):
+    """Values and gradients of contract() with a LevelPairWeight (the sweep, and for PL-Rank the level-decomposed
+    backward) equal those of the same weight as a plain callable (generic pair blocks, dense PL-Rank backward)."""
+    s, mask = _random_batch(B=4, N=7, span=5.0, seed=9)
+    rel = torch.randint(0, 3, (4, 7), generator=gen(10)).to(D)
+    right = torch.nn.functional.one_hot(torch.randint(0, 2, (4, 7), generator=gen(11)), 2).to(D)
+    gout = torch.randn(4, 7, 2, generator=gen(12), dtype=D)
+    lw = LevelPairWeight(rel, greater=1.0, equal=0.5, less=0.2)
+    outs = []
+    for w in (lw, _callable(lw), None):
+        x = s.clone().requires_grad_()
+        ob = PlackettLuce(samples=5, estimator=estimator, generator=gen(13))(x, mask)
+        kw = dict(browsing=browsing, relevance=rel) if which == "joint" else {}
+        v = ob.contract(right, which=which, pair_weight=w, **kw)
+        (g,) = torch.autograd.grad((v * gout).sum(), x)
+        outs.append((v.detach(), g))
+    torch.testing.assert_close(outs[0][0], outs[1][0])
+    torch.testing.assert_close(outs[0][1], outs[1][1])
+    assert (outs[0][1][~mask] == 0).all()
+    # no pair weight: one level (the sweep) vs a weight of ones as a callable (generic path)
+    ones = _callable(LevelPairWeight(torch.zeros(4, 7, dtype=D), greater=1.0, equal=1.0, less=1.0))
+    x = s.clone().requires_grad_()
+    ob = PlackettLuce(samples=5, estimator=estimator, generator=gen(13))(x, mask)
+    kw = dict(browsing=browsing, relevance=rel) if which == "joint" else {}
+    v = ob.contract(right, which=which, pair_weight=ones, **kw)
+    (g,) = torch.autograd.grad((v * gout).sum(), x)
+    torch.testing.assert_close(outs[2][0], v.detach())
+    torch.testing.assert_close(outs[2][1], g)
+
+
+def test_pair_contraction_sweep_in_small_blocks(monkeypatch):
+    """The sweep and the level backward go a few samples at a time: a tiny block budget gives the same numbers."""
+    s, mask = _random_batch(B=3, N=6, span=4.0, seed=14)
+    rel = torch.randint(0, 3, (3, 6), generator=gen(15)).to(D)
+    right = torch.rand(3, 6, 2, generator=gen(16), dtype=D)
+    res = []
+    for budget in (None, 1):
+        if budget:
+            monkeypatch.setattr(plmod, "PAIR_BLOCK_ELEMENTS", budget)
+            from torchfair.orderings import stochastic
+            monkeypatch.setattr(stochastic, "PAIR_BLOCK_ELEMENTS", budget)
+        x = s.clone().requires_grad_()
+        v = PlackettLuce(samples=7, generator=gen(17))(x, mask).contract(
+            right, which="joint", pair_weight=LevelPairWeight(rel, 1.0, 0.5), browsing=RBP(0.9))
+        (g,) = torch.autograd.grad(v.sum(), x)
+        res.append((v.detach(), g))
+    torch.testing.assert_close(res[0][0], res[1][0])
+    torch.testing.assert_close(res[0][1], res[1][1])
+
+
+def test_position_matrix_matches_loop_over_samples():
+    s, mask = _random_batch(seed=18)
+    x = s.clone().requires_grad_()
+    ob = PlackettLuce(samples=6, estimator="score_function", generator=gen(19))(x, mask)
+    R = ob.position_matrix()
+    pos = ob.sample_positions
+    ref = sum(ob.weights[a][:, None, None] * (torch.arange(9)[None, :, None] == pos[a][:, None, :]).to(D)
+              for a in range(6)) * mask[:, None, :].to(D)
+    torch.testing.assert_close(R, ref)
+    C = torch.randn(9, 9, generator=gen(20), dtype=D)
+    (g1,) = torch.autograd.grad((R * C).sum(), x, retain_graph=True)
+    (g2,) = torch.autograd.grad((ref * C).sum(), x)
+    torch.testing.assert_close(g1, g2)
+
+
+@pytest.mark.parametrize("estimator", ["pl_rank", "score_function"])
+def test_log_space_path_end_to_end(monkeypatch, estimator):
+    """The path non-CPU devices take (every step sum in log space, no host synchronisation) gives the CPU path's
+    values and gradients for exposure and DIPS, with padding."""
+    s, mask = _random_batch(B=4, N=8, span=8.0, seed=21)
+    rel = torch.randint(0, 3, (4, 8), generator=gen(22)).to(D)
+    ids = torch.randint(0, 2, (4, 8), generator=gen(23))
+    w = torch.randn(4, 8, generator=gen(24), dtype=D)
+    outs = {}
+    for mode in (None, "log"):
+        monkeypatch.setattr(plmod, "_DEFAULT_MODE", mode)
+        x = s.clone().requires_grad_()
+        e = PlackettLuce(samples=6, estimator=estimator, generator=gen(25))(x, mask).exposure(RBP(0.8))
+        M = dips(x, rel, ids, mask=mask, num_groups=2, ordering=PlackettLuce(samples=6, estimator=estimator,
+                                                                             generator=gen(26)))
+        (g,) = torch.autograd.grad((e * w).sum() + (M * torch.tensor([[0.3, 1.0], [-1.0, 0.2]], dtype=D)).sum(), x)
+        outs[mode] = (e.detach(), M.detach(), g)
+    for a, b in zip(outs[None], outs["log"]):
+        torch.testing.assert_close(a, b)

@@ -241,3 +241,24 @@ def test_half_precision_placeholders_computed_in_float32(dtype):
     hard = Hard()(torch.arange(N, dtype=torch.float32).flip(0).to(dtype)[None], mask)
     assert hard.expected_positions().dtype == torch.float32
     assert hard.expected_positions()[0, 299].item() == 299.0  # 299 is not representable in bfloat16
+
+
+def test_sampled_level_sweep_matches_generic_blocks():
+    """contract() with a LevelPairWeight sweeps down every ranking (issue 10); the same weight as a plain callable
+    takes the generic pair blocks: equal values, with weighted samples and padded items anywhere."""
+    from torchfair.orderings.base import LevelPairWeight
+    g = torch.Generator().manual_seed(12)
+    S, B, N = 5, 3, 7
+    rk = torch.stack([torch.stack([torch.randperm(N, generator=g) for _ in range(B)]) for _ in range(S)])
+    mask = torch.rand(B, N, generator=g) > 0.25
+    rel = torch.randint(0, 3, (B, N), generator=g).to(D)
+    right = torch.rand(B, N, 2, generator=g, dtype=D)
+    w = torch.rand(S, B, generator=g, dtype=D)
+    ob = Sampled(rk, w)(torch.zeros(B, N, dtype=D), mask)
+    lw = LevelPairWeight(rel, greater=1.0, equal=0.3, less=0.1)
+    for which, kw in (("above", {}), ("joint", dict(browsing=RBP(0.7))), ("one", {}),
+                      ("joint", dict(browsing=Cascade(0.9, max_grade=2.0), relevance=rel))):
+        fast = ob.contract(right, which=which, pair_weight=lw, **kw)
+        slow = ob.contract(right, which=which, pair_weight=lambda a, b: lw(a, b), **kw)
+        torch.testing.assert_close(fast, slow, msg=which)
+        assert (fast[~mask] == 0).all()

@@ -21,15 +21,23 @@ blocks ``1 / |block|`` (paper Lemma 1), so the backward is ``g - unsort(blockmea
 
 Two isotonic solvers (``backend``):
 
-* ``"numba"`` -- sequential PAV compiled by numba, parallel over the lists (the paper authors' own reference
-  implementation uses numba for this step).  Used automatically for CPU tensors when numba is importable
-  (optional dependency, ``pip install numba``); compiled on first use (a few seconds, cached on disk).
-* ``"torch"`` -- pure PyTorch, runs on any device, no compilation.  Parallel PAV over blocks: every round links
-  each block ``k`` to its left tangent ``t(k) = argmin_{k - W <= t <= k} mean(blocks t..k)`` (a window of ``W``
-  blocks) and pools the linked runs.  Pooling ``t(k)..k`` is always valid: its inner cumulative-sum points lie
-  below the chord, so no final block boundary can be inside.  ``W`` grows as the number of blocks shrinks
-  (``W * blocks * lists <= window_budget``), and once ``W`` covers the whole list one round finishes exactly.
-  Each round costs one host synchronisation (the convergence test and the new block count).
+* ``"numba"`` -- sequential PAV compiled by numba (the paper authors' own reference implementation uses numba for
+  this step): one kernel per list does everything after the sort (gap compression, PAV, positions, unsorting) and
+  one does the backward.  Used automatically for CPU tensors when numba is importable (optional dependency,
+  ``pip install numba``); compiled on first use (a few seconds, cached on disk).
+* ``"torch"`` -- pure PyTorch, runs on any device, no compilation.  Parallel PAV over blocks, in rounds.  A plain
+  round pools every maximal run of adjacent violators (``mean_k <= mean_{k+1}``; a violating pair always ends in
+  one final block).  Plain rounds absorb a *staircase* (a block whose pooled mean keeps violating with the next
+  one) one block per round, so once the violations stop dying out (more than half survive a round) a tangent
+  round pools each violating pair ``(k, k + 1)`` with the blocks up to the right tangent of ``k``,
+  ``argmax_{k <= u < k + W} mean(blocks k..u)``, and from the left tangent of ``k + 1``,
+  ``argmin_{k + 2 - W <= t <= k + 1} mean(blocks t..k+1)``: on the cumulative-sum diagram both are chords above
+  every point they span, so no final block boundary is inside and the pooling is valid.  The window ``W`` fits
+  ``violations * W <= window_budget``.  Each round costs one host synchronisation (the convergence test and the
+  new block count).
+
+Both sort the scores once, float32 scores as int32 keys with the same order (a faster sort); the sort need not be
+stable, since tied scores end in one block whatever their order.
 
 Masks
 -----
@@ -93,12 +101,12 @@ __all__ = ["soft_rank", "FastSoftRank", "FastSoftRankOrderedBatch", "isotonic_no
 
 _BACKENDS = ("auto", "torch", "numba")
 
-#: elements of the ``[lists, blocks, window]`` tensor of one round of the torch PAV solver
-WINDOW_BUDGET = 2 ** 21
+#: elements of the ``[violations, window]`` tensors of a tangent round of the torch PAV solver
+WINDOW_BUDGET = 2 ** 16
 
 
 # ------------------------------------------------------------------------------------------- numba backend
-_NUMBA = None  # None: not tried yet; False: unavailable; else the compiled kernel
+_NUMBA = None  # None: not tried yet; False: unavailable; else the compiled kernels (forward, backward)
 
 
 def _numba_kernel():
@@ -112,41 +120,79 @@ def _numba_kernel():
             return _NUMBA
 
         @numba.njit(cache=True, nogil=True)
-        def _pav_rows(s, n, pos, blk):  # pragma: no cover - compiled
-            B = s.shape[0]
+        def _project_rows(theta, eps, order, n, pos, blk):  # pragma: no cover - compiled
+            """Everything after the sort, one pass per list: z = -theta / eps in sorted order, gaps above n
+            compressed (module docstring, Numerics), PAV, positions, unsorted into ``pos`` (zeros on entry)."""
+            B, N = theta.shape
+            t = np.empty(N, dtype=np.float64)  # compressed sorted z
+            bs = np.empty(N, dtype=np.float64)  # block sums of y = t - w'
+            bc = np.empty(N, dtype=np.int64)  # block sizes
             for b in range(B):
                 m = n[b]
-                bs = np.empty(m, dtype=np.float64)  # block sums of y = s - w'
-                bc = np.empty(m, dtype=np.int64)  # block sizes
-                bstart = np.empty(m, dtype=np.int64)  # block first index
+                for k in range(m, N):
+                    blk[b, k] = k  # padded positions: singleton blocks (ids >= number of real blocks)
+                if m == 0:
+                    continue
+                e = eps[b]
+                cap = m + 1.0
+                zprev = -theta[b, order[b, 0]] / e
+                t[0] = 0.0
                 top = -1
                 for k in range(m):
-                    yk = s[b, k] - (m - 1 - k)
+                    if k > 0:
+                        z = -theta[b, order[b, k]] / e
+                        d = zprev - z
+                        if not (d > 0.0):  # negative rounding, or NaN (inf - inf: tied at infinity)
+                            d = 0.0
+                        elif d > cap:
+                            d = cap
+                        t[k] = t[k - 1] - d
+                        zprev = z
                     top += 1
-                    bs[top] = yk
+                    bs[top] = t[k] - (m - 1 - k)
                     bc[top] = 1
-                    bstart[top] = k
                     # non-increasing fit: pool while the previous block mean <= current block mean
                     while top > 0 and bs[top - 1] * bc[top] <= bs[top] * bc[top - 1]:
                         bs[top - 1] += bs[top]
                         bc[top - 1] += bc[top]
                         top -= 1
+                k = 0
+                hi = m - 1.0
                 for q in range(top + 1):
-                    a = bstart[q]
-                    c = bc[q]
-                    ms = 0.0
-                    for k in range(a, a + c):
-                        ms += s[b, k]
-                    ms /= c
-                    mw = (m - 1) - (a + (c - 1) / 2.0)  # mean of w'_k = m - 1 - k over the block
-                    for k in range(a, a + c):
-                        pos[b, k] = (s[b, k] - ms) + mw
+                    mean = bs[q] / bc[q]
+                    for _ in range(bc[q]):
+                        p = t[k] - mean  # = (t_k - mean of t) + (mean of w') over the block
+                        if p < 0.0:
+                            p = 0.0
+                        elif p > hi:
+                            p = hi
+                        pos[b, order[b, k]] = p
                         blk[b, k] = q
-                for k in range(m, s.shape[1]):
-                    blk[b, k] = k  # padded positions: singleton blocks (ids >= number of real blocks)
+                        k += 1
             return 0
 
-        _NUMBA = _pav_rows
+        @numba.njit(cache=True, nogil=True)
+        def _backward_rows(grad, eps, order, blk, n, out):  # pragma: no cover - compiled
+            """``out[i] = -(g_i - mean of g over i's block) / eps`` for real items (``out`` zeros on entry)."""
+            B, N = grad.shape
+            for b in range(B):
+                m = n[b]
+                e = eps[b]
+                a = 0
+                while a < m:
+                    c = a
+                    acc = 0.0
+                    while c < m and blk[b, c] == blk[b, a]:
+                        acc += grad[b, order[b, c]]
+                        c += 1
+                    mean = acc / (c - a)
+                    for k in range(a, c):
+                        i = order[b, k]
+                        out[b, i] = -(grad[b, i] - mean) / e
+                    a = c
+            return 0
+
+        _NUMBA = (_project_rows, _backward_rows)
     return _NUMBA
 
 
@@ -155,14 +201,41 @@ def numba_available() -> bool:
     return _numba_kernel() is not False
 
 
-def _solve_numba(s: Tensor, n: Tensor) -> Tuple[Tensor, Tensor]:
-    kernel = _numba_kernel()
-    sn = s.detach().contiguous().numpy()
-    nn = n.to(torch.int64).contiguous().numpy()
-    pos = torch.zeros_like(s)
-    blk = torch.zeros(s.shape, dtype=torch.int64)
-    kernel(sn, nn, pos.numpy(), blk.numpy())
+def _solve_numba(theta: Tensor, eps: Tensor, order: Tensor, n: Tensor) -> Tuple[Tensor, Tensor]:
+    """Positions ``[B, N]`` (``theta``'s dtype) and sorted block ids ``[B, N]`` from the sort ``order``."""
+    project, _ = _numba_kernel()
+    pos = torch.zeros(theta.shape, dtype=theta.dtype)
+    blk = torch.empty(theta.shape, dtype=torch.int64)
+    project(theta.detach().contiguous().numpy(), eps.detach().to(torch.float64).reshape(-1).contiguous().numpy(),
+            order.numpy(), n.numpy(), pos.numpy(), blk.numpy())
     return pos, blk
+
+
+def _backward_numba(grad: Tensor, eps: Tensor, order: Tensor, blk: Tensor, n: Tensor) -> Tensor:
+    _, backward = _numba_kernel()
+    out = torch.zeros(grad.shape, dtype=grad.dtype)
+    backward(grad.contiguous().numpy(), eps.to(torch.float64).reshape(-1).contiguous().numpy(), order.numpy(),
+             blk.numpy(), n.numpy(), out.numpy())
+    return out
+
+
+def _sort_order(theta: Tensor, mask: Tensor) -> Tensor:
+    """``[B, N]`` item indices by ascending ``theta`` (descending ``z = -theta / eps``), padded items last.
+
+    float32 scores are sorted as int32 keys with the same order (a faster sort): the bits of a float read as a
+    signed integer increase with it for ``x >= 0`` and decrease for ``x < 0``, so flipping the magnitude bits of the
+    negative ones gives an increasing map; padded items get keys ``0x7F800001 + index``, above every real key
+    (``+inf`` is ``0x7F800000``).  The sort need not be stable: tied scores end in the same block of the isotonic
+    regression (their ``z - w`` violate the order), so they get the same position whatever their order."""
+    B, N = theta.shape
+    if theta.dtype == torch.float32:
+        i = theta.view(torch.int32)
+        key = i ^ ((i >> 31) & 0x7FFFFFFF)
+        pad = torch.arange(0x7F800001, 0x7F800001 + N, dtype=torch.int32, device=theta.device)
+        key = torch.where(mask, key, pad)
+    else:
+        key = torch.where(mask, theta, torch.full((), float("inf"), dtype=theta.dtype, device=theta.device))
+    return torch.sort(key, dim=1).indices
 
 
 # ------------------------------------------------------------------------------------------- torch backend
@@ -173,65 +246,91 @@ def isotonic_nonincreasing(y: Tensor, n: Optional[Tensor] = None, *, window_budg
     ``argmin_{v_1 >= ... >= v_n} ||v - y[:n]||^2`` is constant on each block (``v`` = block mean of ``y``).
     Only the first ``n[b]`` entries of row ``b`` are used (default all); entries ``k >= n[b]`` get singleton
     blocks.  Returns ``[B, N]`` int64 block ids, non-decreasing along each row and starting at 0.  Pure torch
-    (parallel PAV, see the module docstring), any device.
+    (parallel PAV, see the module docstring), any device.  ``window_budget`` bounds the ``[violations, blocks]``
+    tensors of a tangent round (default ``WINDOW_BUDGET``; 1: plain rounds only, same result).
     """
+    return _isotonic(y, n, window_budget)[0]
+
+
+def _isotonic(y: Tensor, n: Optional[Tensor], window_budget: Optional[int]) -> Tuple[Tensor, Tensor, Tensor]:
+    """:func:`isotonic_nonincreasing`, also returning the final block sums and sizes ``[B, M]`` (those of the
+    padded entries hold stand-in values).
+
+    Rounds on the blocks (sums ``S``, sizes ``C``): a plain round pools every maximal run of adjacent violators
+    (``mean_k <= mean_{k+1}``); once the violations stop dying out (staircases, which plain rounds absorb one block
+    at a time) a tangent round pools each violating pair with the blocks up to its windowed tangents
+    (:func:`_tangent_links`).  Padded entries get stand-ins ``-1e100 (k + 1)``, strictly decreasing and below
+    every real value, so they stay singleton blocks without bookkeeping.  One host synchronisation per round."""
     B, N = y.shape
     dev = y.device
     budget = WINDOW_BUDGET if window_budget is None else int(window_budget)
-    if n is None:
-        n = torch.full((B,), N, dtype=torch.int64, device=dev)
-    n = n.to(torch.int64)
-    blk = torch.arange(N, device=dev).expand(B, N).contiguous()
-    S = y.clone()
-    C = torch.ones_like(y)
-    R = n.clone()  # number of real blocks per row (real blocks come first)
+    y = y.to(torch.float64)  # (the stand-ins below, and exact enough block means)
+    k = torch.arange(N, device=dev)
+    if n is not None:
+        pad = (k + 1).to(y.dtype) * -1e100
+        y = torch.where(k[None, :] < n.to(torch.int64)[:, None], y, pad)
+    blk = k.expand(B, N)
+    SC = torch.stack([y, torch.ones_like(y)], -1)  # [B, M, 2]: block sums and sizes
     M = N
-    W = 1
+    prev = None
     while M > 1:
-        W = max(1, min(W, M - 1, budget // max(1, B * M)))
-        k = torch.arange(M, device=dev)
-        real = k[None, :] < R[:, None]
-        if W == 1:
-            # plain parallel PAV round: pool every maximal run of adjacent violators (mean_k <= mean_{k+1})
-            link = (S[:, :-1] * C[:, 1:] <= S[:, 1:] * C[:, :-1]) & real[:, 1:]
-        else:
-            PS = torch.cat([S.new_zeros(B, 1), torch.cumsum(S, 1)], 1)  # [B, M+1]
-            PC = torch.cat([C.new_zeros(B, 1), torch.cumsum(C, 1)], 1)
-            d = torch.arange(W, -1, -1, device=dev)  # largest window first: ties pool as much as possible
-            t = (k[:, None] - d[None, :]).clamp(min=0)  # [M, W+1]
-            mean = (PS[:, 1:, None] - PS[:, t]) / (PC[:, 1:, None] - PC[:, t])  # t = 0 clamps: repeats
-            tb = t.expand(B, M, W + 1).gather(2, mean.argmin(2, keepdim=True)).squeeze(2)  # [B, M]
-            tb = torch.where(real, tb, k.expand(B, M))
-            # boundary b (between blocks b and b+1) is linked when some k > b has t(k) <= b
-            diff = torch.zeros(B, M + 1, device=dev, dtype=torch.int32)
-            diff.scatter_add_(1, tb, torch.ones_like(tb, dtype=torch.int32))
-            diff[:, :M] -= 1
-            link = torch.cumsum(diff, 1)[:, :M - 1] > 0
-        W *= 2
-        if not bool(link.any()):
+        S, C = SC[..., 0], SC[..., 1]
+        # adjacent violators: mean_k <= mean_{k+1}; none left: the blocks are the solution (lists with fewer
+        # blocks than M end in empty ones, C = 0)
+        viol = (S[:, :-1] * C[:, 1:] <= S[:, 1:] * C[:, :-1]) & (C[:, 1:] > 0)
+        nv = int(viol.sum())
+        if nv == 0:
             break
-        g = torch.cat([torch.zeros(B, 1, dtype=torch.int64, device=dev), torch.cumsum((~link).long(), 1)], 1)
+        L = min(M, budget // nv)  # tangent window (blocks)
+        tangent = prev is not None and 2 * nv > prev and L >= 2
+        prev = nv
+        link = _tangent_links(S, C, viol, M, L) if tangent else viol
+        g = torch.cumsum(torch.nn.functional.pad(~link, (1, 0)), 1, dtype=torch.int64)  # new block of each block
         newM = int(g[:, -1].max()) + 1
-        S = torch.zeros(B, newM, dtype=S.dtype, device=dev).scatter_add_(1, g, S)
-        C = torch.zeros(B, newM, dtype=C.dtype, device=dev).scatter_add_(1, g, C)
-        R = torch.where(R > 0, g.gather(1, (R - 1).clamp(min=0)[:, None]).squeeze(1) + 1, R)
+        SC = torch.zeros(B, newM, 2, dtype=SC.dtype, device=dev).scatter_add_(1, g[..., None].expand(B, M, 2), SC)
         blk = g.gather(1, blk)
         M = newM
-    return blk
+    return blk, SC[..., 0], SC[..., 1]
 
 
-def _solve_torch(s: Tensor, n: Tensor, window_budget: Optional[int]) -> Tuple[Tensor, Tensor]:
-    B, N = s.shape
-    k = torch.arange(N, device=s.device, dtype=s.dtype)
-    real = torch.arange(N, device=s.device)[None, :] < n[:, None]
-    w = torch.where(real, (n[:, None].to(s.dtype) - 1) - k, torch.zeros((), dtype=s.dtype, device=s.device))
-    blk = isotonic_nonincreasing(torch.where(real, s - w, torch.zeros_like(s)), n, window_budget=window_budget)
-    ones = torch.ones_like(s)
-    cnt = torch.zeros_like(s).scatter_add_(1, blk, ones)
-    ms = torch.zeros_like(s).scatter_add_(1, blk, s) / cnt.clamp(min=1)
-    mw = torch.zeros_like(s).scatter_add_(1, blk, w) / cnt.clamp(min=1)
-    pos = (s - ms.gather(1, blk)) + mw.gather(1, blk)
-    return torch.where(real, pos, torch.zeros_like(pos)), blk
+def _tangent_links(S: Tensor, C: Tensor, viol: Tensor, M: int, L: int) -> Tensor:
+    """Boundaries to pool ``[B, M - 1]`` for the blocks (sums ``S``, sizes ``C``) with the adjacent violations
+    ``viol``: for a violation between blocks ``k`` and ``k + 1``, block ``k`` pools with the blocks up to its right
+    tangent ``argmax_{k <= u < k + L} mean(k..u)`` and block ``k + 1`` with those from its left tangent
+    ``argmin_{k + 2 - L <= t <= k + 1} mean(t..k+1)``.  On the cumulative-sum diagram both are chords above every
+    point they span, so no final block boundary lies inside: the pooling is valid, and a run of up to ``L`` blocks
+    that plain rounds would absorb one per round (a staircase) is pooled at once.  ``[violations, L]`` tensors;
+    candidates beyond the row repeat its last (first) one, and the padded blocks (far below) are never chosen."""
+    B = S.shape[0]
+    dev = S.device
+    bi, ki = viol.nonzero(as_tuple=True)  # [A]
+    PS = torch.nn.functional.pad(torch.cumsum(S, 1), (1, 0)).reshape(-1)  # [B * (M + 1)]: prefix sums
+    PC = torch.nn.functional.pad(torch.cumsum(C, 1), (1, 0)).reshape(-1)
+    row = (bi * (M + 1))[:, None]
+    kk = row + ki[:, None]  # flat index of PS[k] (the prefix before block k)
+    j = torch.arange(L, device=dev)[None, :]
+    # right tangent of block k: max over u in [k, k + L) of (PS[u+1] - PS[k]) / (PC[u+1] - PC[k]) (block sizes are
+    # >= 1: no zero denominators)
+    iu = torch.minimum(kk + 1 + j, row + M)
+    r = ki + (PS[iu] - PS[kk]).div_(PC[iu] - PC[kk]).argmax(1)
+    # left tangent of block k + 1: min over t in [k + 2 - L, k + 1] of (PS[k+2] - PS[t]) / (PC[k+2] - PC[t])
+    it = torch.maximum(kk + 1 - j, row)
+    t = ki + 1 - (PS[kk + 2] - PS[it]).div_(PC[kk + 2] - PC[it]).argmin(1)
+    # boundaries k..r-1 and t..k are linked: +1 / -1 marks, summed along the row
+    base = bi * M
+    one = torch.ones_like(ki)
+    idx = torch.cat([base + ki, base + r, base + t, base + ki + 1])
+    diff = torch.zeros(B * M, dtype=torch.int64, device=dev).scatter_add_(0, idx, torch.cat([one, -one, one, -one]))
+    return (torch.cumsum(diff.view(B, M), 1)[:, :M - 1] > 0) | viol
+
+
+def _solve_torch(t: Tensor, n: Tensor, window_budget: Optional[int]) -> Tuple[Tensor, Tensor, Tensor]:
+    """Sorted positions ``t - blockmean(t - w)`` (``= t - blockmean(t) + blockmean(w)``) for the compressed sorted
+    ``t [B, N]``, with the block ids and block sizes."""
+    B, N = t.shape
+    w = (n[:, None] - 1).to(t.dtype) - torch.arange(N, device=t.device, dtype=t.dtype)
+    blk, S, C = _isotonic(t - w, n, window_budget)
+    return t - (S / C).gather(1, blk), blk, C
 
 
 # ------------------------------------------------------------------------------------------- autograd op
@@ -259,55 +358,58 @@ def _compress_gaps(s: Tensor, n: Tensor) -> Tensor:
     gap larger than ``n - 1`` (every ``z - w`` on its left exceeds every one on its right), and within the runs
     between such gaps ``t`` is ``z`` shifted by a constant, which the positions ``t - blockmean(t) + blockmean(w)``
     do not see.  Adjacent sorted values that are close are subtracted exactly (Sterbenz), so ties and small gaps
-    survive even for ``|z| ~ 1e40``; the padded tail is 0."""
+    survive even for ``|z| ~ 1e40``; the padded tail holds finite values, unused."""
     B, N = s.shape
-    if N == 1:
-        return torch.zeros_like(s)
-    cap = (n.to(s.dtype) + 1)[:, None]
-    d = s[:, :-1] - s[:, 1:]
-    d = torch.where(torch.isnan(d), torch.zeros_like(d), d)  # inf - inf: two items tied at infinity
-    d = torch.minimum(d.clamp(min=0), cap)
-    pair_real = torch.arange(1, N, device=s.device)[None, :] < n[:, None]
-    d = torch.where(pair_real, d, torch.zeros_like(d))
-    t = -torch.cat([torch.zeros_like(s[:, :1]), torch.cumsum(d, 1)], 1)
-    real = torch.arange(N, device=s.device)[None, :] < n[:, None]
-    return torch.where(real, t, torch.zeros_like(t))
+    t = torch.zeros_like(s)
+    if N > 1:
+        d = torch.nan_to_num_(s[:, :-1] - s[:, 1:], nan=0.0)  # inf - inf (two items tied at infinity): 0
+        torch.minimum(d.clamp_(min=0), (n.to(s.dtype) + 1)[:, None], out=d)
+        torch.cumsum(d, 1, out=t[:, 1:])
+    return t.neg_()  # the padded tail holds finite values (not used)
 
 
 class _ProjectPermutahedron(torch.autograd.Function):
-    """Soft positions of ``theta [B, N]`` (float64 work copy, padded entries blanked) with ``eps [B, 1]``."""
+    """Soft positions of ``theta [B, N]`` (padded entries blanked) with ``eps [B, 1]``, in ``theta``'s dtype
+    (computed in float64)."""
 
     @staticmethod
     def forward(ctx, theta: Tensor, eps: Tensor, mask: Tensor, backend: str, window_budget: Optional[int]):
-        B, N = theta.shape
-        z = -theta.detach().to(torch.float64) / eps.to(torch.float64)
-        key = torch.where(mask, z, torch.full((), float("-inf"), dtype=z.dtype, device=z.device))
-        s, order = torch.sort(key, dim=1, descending=True, stable=True)
+        th = theta.detach()
+        B, N = th.shape
+        order = _sort_order(th, mask)
         n = mask.sum(1)
-        s = _compress_gaps(s, n)
+        ctx.backend = backend
         if backend == "numba":
-            pos_sorted, blk = _solve_numba(s, n)
-        else:
-            pos_sorted, blk = _solve_torch(s, n, window_budget)
+            pos, blk = _solve_numba(th, eps, order, n)
+            ctx.save_for_backward(order, blk, mask, eps, n)
+            return pos
+        s = th.gather(1, order).to(torch.float64).div_(-eps.to(torch.float64))  # z sorted descending
+        pos_sorted, blk, C = _solve_torch(_compress_gaps(s, n), n, window_budget)
         # the projection lies in [0, n - 1]; the clamp only removes rounding (the backward uses the blocks)
-        pos_sorted = torch.minimum(pos_sorted.clamp(min=0), (n[:, None] - 1).clamp(min=0).to(pos_sorted.dtype))
-        pos = torch.empty_like(pos_sorted).scatter_(1, order, pos_sorted)
-        pos = torch.where(mask, pos, torch.zeros((), dtype=pos.dtype, device=pos.device))
-        ctx.save_for_backward(order, blk, mask, eps)
-        return pos.to(theta.dtype)
+        hi = (n[:, None] - 1).clamp(min=0).to(torch.float64)
+        torch.minimum(pos_sorted.clamp_(min=0), hi, out=pos_sorted)
+        real = torch.arange(N, device=th.device)[None, :] < n[:, None]
+        pos_sorted = torch.where(real, pos_sorted, torch.zeros((), dtype=pos_sorted.dtype, device=th.device))
+        pos = torch.empty_like(th).scatter_(1, order, pos_sorted.to(th.dtype))
+        ctx.save_for_backward(order, blk, mask, eps, n, C)
+        return pos
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        order, blk, mask, eps = ctx.saved_tensors
-        g = torch.where(mask, grad, torch.zeros((), dtype=grad.dtype, device=grad.device))
-        gs = g.gather(1, order)
-        ones = mask.gather(1, order).to(gs.dtype)
-        cnt = torch.zeros_like(gs).scatter_add(1, blk, ones).clamp(min=1)
-        mean = (torch.zeros_like(gs).scatter_add(1, blk, gs) / cnt).gather(1, blk)
-        gz = torch.zeros_like(gs).scatter(1, order, gs - mean)
-        gtheta = -gz / eps.to(gz.dtype)
-        gtheta = torch.where(mask, gtheta, torch.zeros((), dtype=gtheta.dtype, device=gtheta.device))
-        return gtheta, None, None, None, None
+        if ctx.backend == "numba" and not torch.is_grad_enabled():  # (create_graph: the differentiable torch ops)
+            order, blk, mask, eps, n = ctx.saved_tensors
+            return _backward_numba(grad, eps, order, blk, n), None, None, None, None
+        order, blk, mask, eps, n, *C = ctx.saved_tensors
+        gs = grad.gather(1, order)  # sorted; padded items are singleton blocks, masked at the end
+        if C:
+            cnt = C[0].to(gs.dtype)
+        else:
+            cnt = torch.zeros_like(gs).scatter_add_(1, blk, torch.ones_like(gs))
+        mean = torch.zeros(cnt.shape, dtype=gs.dtype, device=gs.device).scatter_add(1, blk, gs) / cnt.clamp(min=1)
+        gz = torch.zeros_like(gs).scatter(1, order, gs - mean.gather(1, blk))
+        gtheta = gz * (-1.0 / eps.to(gz.dtype))
+        return torch.where(mask, gtheta, torch.zeros((), dtype=gtheta.dtype, device=gtheta.device)), None, None, \
+            None, None
 
 
 # ------------------------------------------------------------------------------------------- public API

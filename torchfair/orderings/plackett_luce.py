@@ -33,16 +33,28 @@ expectations, exact gradients by autograd.  It is the reference the tests compar
 Closed forms: :func:`pair_probability` ``P(j above i) = e^{m_j} / (e^{m_i} + e^{m_j})`` and
 :func:`top1_probability` (softmax).
 
-Numerics: every path works in log space.  The logits of each list are shifted by their largest real value
-(detached; PL is shift-invariant), probabilities are formed as ``exp(m_d - log Z_k)`` with ``log Z_k`` from
-``logcumsumexp`` (never ``e^{m_d}`` and ``1 / Z_k`` apart, which overflow in float32 once a list's logits span more
-than ~88), the PL-Rank sums over steps are taken with ``logcumsumexp`` as well, and the exact enumeration
+Numerics.  The logits of each list are shifted by their largest real value (detached; PL is shift-invariant).
+The sums over the steps of a sampled ranking that PL-Rank and the score function need,
+``sum_{k <= rank(d)} x_k pi_k(d)`` with ``pi_k(d) = e^{m_d} / Z_k``, are plain cumulative sums of ``x_k / Z_k``
+(the form of PL-Rank's reference code), with the logits of each list shifted to the middle of their range, in
+float32 when every list's logits span at most 80, in float64 up to a span of 1000; lists spanning more
+(``1 / Z_k`` would overflow) are recomputed in log space (``logcumsumexp`` of ``log |x_k| - log Z_k``, exact for
+any span), and so is everything on non-CPU devices (no host synchronisation to choose).  The exact enumeration
 normalises its probabilities per list with ``logsumexp``.  Half-precision scores are computed in float32.  Values
 and gradients are finite for logits spanning ``1e4`` and more.
 
-Masks: padded items are never sampled into real positions and receive exactly zero gradient.
-Memory: the PL-Rank backward of pair quantities builds ``[B, N, N]`` reward matrices: fine for lists of a few
-hundred items; use the score-function estimator beyond.
+Speed (issue 10; ``experiments/bench_pl.py`` compares with plain Gumbel-sort code computing the same numbers).
+Sampling sorts the Gumbel keys once, as int32 keys with the same order (a faster sort than float32); the ordered
+batch works from the sampled rankings directly (no second sort); exposure is one scatter of the position exposures
+per sample; PL-Rank and the score-function gradient are computed in position order with one prefix sum per
+quantity and moved to the items by one scatter; the log-probabilities of the score function have their own
+backward (``1 - sum_{k <= rank(d)} pi_k(d)``).  Pair contractions (DIPS, IGI, pairwise accuracy, ...) with a pair
+weight given by relevance levels sweep down every sampled ranking (``O(S B N H L)`` for ``H`` columns of
+``right`` and ``L`` relevance levels) and their PL-Rank backward decomposes the pair rewards by level the same way;
+only a pair weight without that structure falls back to ``[B, N, N]`` blocks.
+
+Masks: padded items are never sampled into real positions (they come last, in index order) and receive exactly
+zero gradient.
 """
 from __future__ import annotations
 
@@ -51,14 +63,15 @@ from typing import Optional
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from .. import _linalg
 from .._validation import check_choice, check_int as _check_int, check_number
 from ..browsing import BrowsingModel, Uniform
-from .base import OrderedBatch, Ordering, _promote, row_blocks, work_scores
+from .base import PAIR_BLOCK_ELEMENTS, OrderedBatch, Ordering, _promote, row_blocks, work_scores
 from .soft import SoftRank
 from .mixture import MixtureOrderedBatch
-from .stochastic import SampledOrderedBatch
+from .stochastic import SampledOrderedBatch, _levels
 
 __all__ = ["PlackettLuce", "sample_rankings", "log_probability", "all_rankings", "pair_probability",
            "top1_probability"]
@@ -97,9 +110,9 @@ def sample_rankings(logits: Tensor, mask: Tensor, samples: int, generator: Optio
     """Draw ``samples`` PL rankings per list with the Gumbel-max trick: ``[S, B, N]`` item indices by position.
 
     The ranking is ``argsort(logits + Gumbel noise)`` (descending), an exact PL sample.  Padded items come after
-    the real ones.  ``top_k=K`` returns only the first ``K`` positions ``[S, B, K]`` (an exact sample of the PL
-    top-K prefix, by ``torch.topk``: cheaper than a full sort for ``K << N``).  Runs on the logits' device; pass a
-    ``generator`` on that device for reproducibility.
+    the real ones, in index order.  ``top_k=K`` returns only the first ``K`` positions ``[S, B, K]`` (an exact
+    sample of the PL top-K prefix, by ``torch.topk``: cheaper than a full sort for ``K << N``).  Runs on the
+    logits' device; pass a ``generator`` on that device for reproducibility.
 
     Example::
 
@@ -112,36 +125,69 @@ def sample_rankings(logits: Tensor, mask: Tensor, samples: int, generator: Optio
     samples = _check_int(samples, "samples", low=1)
     if top_k is not None:
         top_k = _check_int(top_k, "top_k", low=1, high=N)
-    m = _centred(logits.detach(), mask)
-    gumbel = _gumbel((samples, B, N), generator, m)
-    key = torch.where(mask, m + gumbel, torch.full_like(gumbel, float("-inf")))
+    return _sample(_centred(logits.detach(), mask), mask, samples, generator, top_k)
+
+
+def _sample(m: Tensor, mask: Tensor, samples: int, generator: Optional[torch.Generator],
+            top_k: Optional[int] = None) -> Tensor:
+    """:func:`sample_rankings` for centred, detached logits ``m`` (no checks).
+
+    The keys ``m + Gumbel`` (``-inf`` for padded items) are sorted descending; float32 keys are sorted as int32
+    (:func:`_descending_int32`, the same order, a faster sort).  The sort need not be stable: real keys are
+    continuous (ties have probability 0) and the padded items come last in either case."""
+    B, N = m.shape
+    inf = torch.full((), float("-inf"), dtype=m.dtype, device=m.device)
+    key = _gumbel((samples, B, N), generator, m).add_(torch.where(mask, m, inf))
+    if key.dtype == torch.float32:
+        key = _descending_int32(key, mask)
+        if top_k is not None:
+            return torch.topk(key, top_k, dim=-1, largest=False, sorted=True).indices
+        return torch.sort(key, dim=-1).indices
     if top_k is not None:
         return torch.topk(key, top_k, dim=-1, largest=True, sorted=True).indices
     return torch.sort(key, dim=-1, descending=True, stable=True).indices
 
 
+def _descending_int32(x: Tensor, mask: Tensor) -> Tensor:
+    """int32 keys whose ascending order is the descending order of the float32 ``x [S, B, N]`` (overwritten),
+    with the padded items (``mask`` False, ``x = -inf``) last in index order.
+
+    The bits of a float, read as a signed integer, increase with it for ``x >= 0`` and decrease for ``x < 0``;
+    flipping the magnitude bits of the negative ones makes the map increasing (ties stay ties), and ``-1 - i``
+    reverses it.  ``-inf`` maps to ``0x7F800000``, above every finite key; padded items get ``0x7F800001 + index``
+    instead (``idx - i``), which no real key reaches."""
+    i = x.view(torch.int32)
+    i.bitwise_xor_((i >> 31).bitwise_and_(0x7FFFFFFF))
+    N = mask.shape[-1]
+    c = torch.where(mask, torch.full((), -1, dtype=torch.int32, device=mask.device),
+                    torch.arange(N, dtype=torch.int32, device=mask.device))
+    return torch.sub(c, i, out=i)
+
+
 def _gumbel(shape, generator: Optional[torch.Generator], like: Tensor) -> Tensor:
-    """Standard Gumbel noise in ``like``'s dtype (float32 or float64) and device."""
+    """Standard Gumbel noise ``-log(-log(U))`` in ``like``'s dtype (float32 or float64) and device (in place on
+    one buffer)."""
     u = torch.rand(shape, generator=generator, device=like.device, dtype=like.dtype)
     tiny = torch.finfo(like.dtype).tiny
-    return -torch.log(-torch.log(u.clamp(min=tiny, max=1 - torch.finfo(like.dtype).eps)))
+    return u.clamp_(min=tiny, max=1 - torch.finfo(like.dtype).eps).log_().neg_().log_().neg_()
 
 
 def log_probability(logits: Tensor, rankings: Tensor, mask: Tensor) -> Tensor:
     """``log pi(y)`` of rankings ``[S, B, N]`` under PL with ``logits [B, N]`` (real positions only): ``[S, B]``.
 
-    Computed in log space (``logcumsumexp`` of the logits shifted by each list's largest one), in float32 for
-    half-precision logits: finite, with finite gradients, for any finite logits (e.g. spanning ``1e4``)."""
+    The rankings hold the real items first (as :func:`sample_rankings` returns them).  Logits shifted by each
+    list's largest one; the normalisers ``Z_k`` as reversed cumulative sums of ``e^{m}`` when the list's logits
+    span less than 1000 (float64 beyond a span of 80), in log space (``logcumsumexp``) beyond and on non-CPU devices;
+    in float32 for half-precision logits: finite, with finite gradients, for any finite logits (e.g. spanning
+    ``1e4``).  The gradient ``d log pi(y) / d m_d = 1 - sum_{k <= rank(d)} pi_k(d)`` is one prefix sum (not
+    differentiable twice)."""
     _check_mask(logits, mask)
     if not isinstance(rankings, Tensor) or rankings.dim() != 3 or rankings.shape[1:] != logits.shape:
         raise ValueError(f"`rankings` must be [S, B, N] item indices with [B, N] = {tuple(logits.shape)}; got "
                          f"{getattr(rankings, 'shape', rankings)!r}")
-    S, B, N = rankings.shape
-    m = _centred(logits, mask).unsqueeze(0).expand(S, B, N)
-    ms = m.gather(-1, rankings)
-    logz = torch.flip(torch.logcumsumexp(torch.flip(ms, [-1]), -1), [-1])
-    real = (torch.arange(N, device=mask.device)[None, None, :] < mask.sum(-1)[None, :, None])
-    return torch.where(real, ms - logz, torch.zeros_like(ms)).sum(-1)
+    if rankings.is_floating_point() or rankings.dtype == torch.bool:
+        raise ValueError(f"`rankings` must be an integer tensor; got {rankings.dtype}")
+    return _LogProb.apply(_centred(logits, mask), rankings.long(), mask)
 
 
 def all_rankings(N: int, device=None) -> Tensor:
@@ -168,6 +214,171 @@ def top1_probability(scores: Tensor, temperature: float = 1.0, mask: Optional[Te
     return p if mask is None else p * mask.to(p.dtype)  # a fully padded list: all 0
 
 
+# --------------------------------------------------------------------------------------------- step sums
+#: logit span (per list) up to which the sums over steps are taken as plain cumulative sums of ``1 / Z_k``
+#: in float32 (logits centred on the middle of their range: ``e^{40}`` leaves room for rewards of magnitude 1e20
+#: within float32's range) ...
+_SPAN_FLOAT32 = 80.0
+#: ... and in float64; lists with a wider span take the log-space path (``logcumsumexp``), exact for any span
+_SPAN_FLOAT64 = 1000.0
+#: the path of :class:`_Steps` when none is asked for: None (by device and span, see there) or a mode name (tests)
+_DEFAULT_MODE: Optional[str] = None
+
+
+class _Steps:
+    """The step quantities of PL rankings that PL-Rank and the score function need, for ``rankings [S, B, N]`` of
+    lists with centred logits ``m [B, N]`` (detached; real items first in every ranking):
+
+    * :meth:`prefix` ``(x)``: ``sum_{k <= j} x_k pi_k(y_j)`` at every position ``j`` (``pi_k(d) = e^{m_d} / Z_k``,
+      ``Z_k`` the mass of the items not placed before step ``k``), for per-step ``x [S, B, N]`` or
+      ``[S, B, N, C]`` that is 0 at padded steps ``k >= n_b`` (there the result is 0);
+    * :meth:`log_prob`: ``log pi(y)`` ``[S, B]``.
+
+    On CPU the sums are plain cumulative sums of ``x_k / Z_k`` times ``e^{m_d}`` (the form of PL-Rank's reference
+    code) with each list's logits shifted to the middle of their range (so ``e^{m}`` and ``1 / Z_k`` stay within
+    ``e^{+-span/2}``), in float32 when every list's logits span at most ``_SPAN_FLOAT32``, else in float64; lists
+    spanning more than ``_SPAN_FLOAT64`` (``1 / Z_k`` would overflow float64) are recomputed in log space, exact for any
+    span: ``sum_k x_k e^{m_d - log Z_k}`` by ``logcumsumexp`` of ``log |x_k| - log Z_k``, positive and negative
+    parts apart.  On other devices everything is taken in log space (no host synchronisation to pick a path).
+    Padded steps need no mask: there ``e^{m} = 0`` (the padded logits are far below the real ones) and ``Z`` is
+    set to 1, so they never reach a real position (the sums run forward, padded steps come last).
+    """
+
+    def __init__(self, m: Tensor, rankings: Tensor, mask: Tensor, *, _mode: Optional[str] = None):
+        S, B, N = rankings.shape
+        self.rankings = rankings
+        self.out_dtype = m.dtype
+        self.mask = mask
+        n = mask.sum(-1)
+        self.real_step = torch.arange(N, device=m.device)[None, :] < n[:, None]  # [B, N] (k < n_b)
+        self.wide = None
+        mode = _mode if _mode is not None else _DEFAULT_MODE
+        span = None
+        if mode is None:
+            if m.device.type != "cpu":
+                mode = "log"
+            else:
+                span = torch.where(mask, -m, torch.zeros((), dtype=m.dtype, device=m.device)).amax(-1)  # [B]
+                top = float(span.max()) if span.numel() else 0.0
+                if top <= _SPAN_FLOAT32 and m.dtype != torch.float64:
+                    mode = "plain32"
+                else:
+                    mode = "plain64"
+                    if not top <= _SPAN_FLOAT64:  # also NaN
+                        self.wide = torch.nonzero(~(span <= _SPAN_FLOAT64)).squeeze(1)
+                        self.sub = _Steps(m[self.wide], rankings[:, self.wide], mask[self.wide], _mode="log")
+        self.mode = mode
+        if mode == "log":
+            ms = m.unsqueeze(0).expand(S, B, N).gather(-1, rankings)
+            self.ms = ms
+            self.logz = torch.flip(torch.logcumsumexp(torch.flip(ms, [-1]), -1), [-1])  # [S, B, N] log Z_k
+        else:
+            self.wd = torch.float32 if mode == "plain32" else torch.float64
+            if span is None:
+                span = torch.where(mask, -m, torch.zeros((), dtype=m.dtype, device=m.device)).amax(-1)
+            m = m + span[:, None] / 2  # the middle of each list's range at 0 (PL is shift-invariant)
+            ex = torch.exp(m.to(self.wd)).unsqueeze(0).expand(S, B, N).gather(-1, rankings)  # e^{m} at each step
+            Z = torch.flip(torch.flip(ex, [-1]).cumsum_(-1), [-1])
+            Z.add_((~self.real_step).to(self.wd))  # padded steps: Z = 0 -> 1 (finite 1 / Z, log Z = 0)
+            self.ex, self.Z = ex, Z
+            self.invz = Z.reciprocal()
+        self.m = m
+
+    def prefix(self, x: Tensor) -> Tensor:
+        """``sum_{k <= j} x_k pi_k(y_j)`` for every position ``j``, shape of ``x`` (``[S, B, N, ...]``), in the
+        working dtype (float32 / float64)."""
+        extra = x.dim() - 3
+        if self.mode == "log":
+            out = torch.zeros(x.shape, dtype=self.ms.dtype, device=x.device)
+            ms = self.ms.reshape(*self.ms.shape, *([1] * extra))
+            logz = self.logz.reshape(*self.logz.shape, *([1] * extra))
+            real = self.real_step.reshape(*self.real_step.shape, *([1] * extra))
+            for sign in (1.0, -1.0):
+                v = (sign * x).clamp(min=0).to(ms.dtype)
+                keep = real & (v > 0)
+                lv = torch.where(keep, torch.log(torch.where(keep, v, torch.ones_like(v))) - logz,
+                                 torch.full_like(v, float("-inf")))
+                out = out + sign * torch.exp(ms + torch.logcumsumexp(lv, 2))
+            return out
+        invz = self.invz.reshape(*self.invz.shape, *([1] * extra))
+        ex = self.ex.reshape(*self.ex.shape, *([1] * extra))
+        out = (x.to(self.wd) * invz).cumsum_(2).mul_(ex)
+        if self.wide is not None:
+            out[:, self.wide] = self.sub.prefix(x[:, self.wide]).to(out.dtype)
+        return out
+
+    def prefix_dot(self, x: Tensor, phi: Tensor) -> Tensor:
+        """``<phi_j, prefix(x)_j>`` for ``x, phi [S, B, N, C]``: ``[S, B, N]`` (on the plain paths ``e^{m}`` is applied
+        after the dot product)."""
+        if self.mode == "log":
+            return torch.linalg.vecdot(phi.to(self.ms.dtype), self.prefix(x))
+        c = (x.to(self.wd) * self.invz[..., None]).cumsum_(2)
+        out = torch.linalg.vecdot(phi.to(self.wd), c).mul_(self.ex)
+        if self.wide is not None:
+            out[:, self.wide] = self.sub.prefix_dot(x[:, self.wide], phi[:, self.wide]).to(out.dtype)
+        return out
+
+    def log_prob(self) -> Tensor:
+        """``log pi(y)`` of every ranking, ``[S, B]``: ``sum_k (m_{y_k} - log Z_k)`` over the real steps, i.e. the
+        sum of the list's real logits minus ``sum_k log Z_k`` (every ranking holds each real item once)."""
+        if self.mode == "log":
+            lp = torch.where(self.real_step, self.ms - self.logz, torch.zeros_like(self.ms)).sum(-1)
+        else:
+            msum = torch.where(self.mask, self.m, torch.zeros((), dtype=self.m.dtype, device=self.m.device)).sum(-1)
+            lp = msum.to(self.wd) - torch.log(self.Z).sum(-1)  # padded steps: log 1 = 0
+            if self.wide is not None:
+                lp[:, self.wide] = self.sub.log_prob().to(lp.dtype)
+        return lp.to(self.out_dtype)
+
+    def exposure_grad(self, fk: Tensor, ws: Tensor) -> Tensor:
+        """PL-Rank-2 per position for item rewards: ``g(y_j) = G_{j+1} + w_{y_j} sum_{k<=j} F(k) pi_k(y_j)
+        - sum_{k<=j} G_k pi_k(y_j)`` with ``G_k = sum_{t >= k} F(t) w_{y_t}``; ``fk`` ``[B, N]`` or ``[S, B, N]``
+        and ``ws [S, B, N]`` (0 at padded steps), result ``[S, B, N]`` in position order."""
+        if self.mode == "log":
+            fk = fk.expand(ws.shape)
+            r = fk * ws
+            G = torch.flip(torch.flip(r, [-1]).cumsum_(-1), [-1])
+            ac = self.prefix(torch.stack([fk, G], -1))
+            return (G - r) + (ws * ac[..., 0] - ac[..., 1]).to(G.dtype)
+        fk, ws = fk.to(self.wd), ws.to(self.wd)
+        r = ws * fk
+        G = torch.flip(torch.flip(r, [-1]).cumsum_(-1), [-1])  # reward to go (0 at padded steps)
+        cw = (fk * self.invz).cumsum_(-1)  # sum_{k <= j} F(k) / Z_k
+        cr = (G * self.invz).cumsum_(-1)  # sum_{k <= j} G_k / Z_k
+        out = cw.mul_(ws).sub_(cr).mul_(self.ex).add_(G).sub_(r)  # G_{j+1} = G_j - r_j
+        if self.wide is not None:
+            fw = fk[self.wide] if fk.dim() == 2 else fk[:, self.wide]
+            out[:, self.wide] = self.sub.exposure_grad(fw, ws[:, self.wide]).to(out.dtype)
+        return out
+
+
+def _to_items(x: Tensor, rankings: Tensor) -> Tensor:
+    """Per-position ``x [S, B, N]`` moved to item order and summed over the samples: ``[B, N]``."""
+    return torch.zeros_like(x).scatter_(-1, rankings, x).sum(0)
+
+
+class _LogProb(torch.autograd.Function):
+    """``log pi(y)`` ``[S, B]`` of rankings under centred logits ``m``; backward
+    ``d log pi(y) / d m_d = 1 - sum_{k <= rank(d)} pi_k(d)`` (real items), one prefix sum."""
+
+    @staticmethod
+    def forward(ctx, m, rankings, mask):
+        steps = _Steps(m.detach(), rankings, mask)
+        ctx.steps = steps
+        ctx.save_for_backward(mask)
+        return steps.log_prob()
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        steps = ctx.steps
+        real = steps.real_step.to(steps.out_dtype).expand(steps.rankings.shape)
+        d = steps.prefix(real).neg_().add_(real)  # [S, B, N] in position order
+        g = _to_items(d.mul_(grad.to(d.dtype)[..., None]), steps.rankings)
+        return g.to(steps.out_dtype) * mask.to(steps.out_dtype), None, None
+
+
 # --------------------------------------------------------------------------------------------- PL-Rank-2
 def _pl_rank_terms(logits: Tensor, rankings: Tensor, mask: Tensor):
     """Per sample: ``pi_k(d) / e^{m_d} = 1 / Z_k`` for steps k, rank of every item, real-step mask."""
@@ -181,44 +392,31 @@ def _pl_rank_terms(logits: Tensor, rankings: Tensor, mask: Tensor):
 
 
 def _pl_rank_exposure_grad(logits, rankings, mask, fk, w, baseline: bool = True):
-    """PL-Rank-2 gradient of ``E[sum_d w_d F(pos_d)]`` w.r.t. the logits, averaged over samples: ``[B, N]``.
+    """PL-Rank-2 gradient of ``E[sum_d w_d F(pos_d)]`` w.r.t. the (centred, see :func:`_centred`) logits, averaged
+    over samples: ``[B, N]``.
 
-    ``fk [S, B, N]`` is the exposure of each position in each sample (``F(k)``), ``w [B, N]`` the item rewards.
-    ``baseline``: subtract each list's mean item reward first.  For a position-based browsing model the total
-    ``sum_k F(k)`` is the same for every ranking, so the shift leaves the expected gradient unchanged; it removes
-    the reward component common to all items, which lowers the variance and, when ``w`` is itself an estimate
-    (``dL/dE`` at the Monte Carlo exposure, e.g. through a normalisation by the total exposure), removes the
-    correlation between ``w`` and the samples that would otherwise bias the chain rule.
+    ``fk`` is the exposure of each position, ``[B, N]`` (position-based browsing) or ``[S, B, N]`` (per sample),
+    0 at positions ``k >= n_b``; ``w [B, N]`` the item rewards.  ``baseline``: subtract each list's mean item
+    reward first.  For a position-based browsing model the total ``sum_k F(k)`` is the same for every ranking, so
+    the shift leaves the expected gradient unchanged; it removes the reward component common to all items, which
+    lowers the variance and, when ``w`` is itself an estimate (``dL/dE`` at the Monte Carlo exposure, e.g. through
+    a normalisation by the total exposure), removes the correlation between ``w`` and the samples that would
+    otherwise bias the chain rule.
+
+    Computed in position order (the item placed at step ``j`` is ``y_j``):
+    ``g(y_j) = G_{j+1} + w_{y_j} sum_{k<=j} F(k) pi_k(y_j) - sum_{k<=j} G_k pi_k(y_j)`` with the reward to go
+    ``G_k = sum_{t >= k} F(t) w_{y_t}``, then moved to item order by one scatter (:class:`_Steps` for the sums).
     """
+    S, B, N = rankings.shape
+    mf = mask.to(w.dtype)
     if baseline:
-        mf = mask.to(w.dtype)
         w = (w - (w * mf).sum(-1, keepdim=True) / mf.sum(-1, keepdim=True).clamp(min=1)) * mf
-    m, logz, real_step, ranks = _pl_rank_terms(logits, rankings, mask)
-    ws = w.unsqueeze(0).expand_as(rankings).gather(-1, rankings)  # reward weight of the item at step k
-    r = fk * ws * real_step  # realised reward per step
-    G = torch.flip(torch.cumsum(torch.flip(r, [-1]), -1), [-1])  # reward-to-go G_k
-    # pi_k(d) = exp(m_d - log Z_k) <= 1 for k <= rank(d).  The sums over k <= rank(d) are taken in log space
-    # (logcumsumexp of log|x_k| - log Z_k, positive and negative parts apart) and only then multiplied by e^{m_d}:
-    # finite for any span of the logits (the plain e^{m_d} / Z_k overflows in float32 beyond a span of ~88)
-    md = m.unsqueeze(0)
-    a = _exp_cumsum_over_z(fk, logz, real_step, ranks, md)  # sum_{k <= rank(d)} F(k) pi_k(d)
-    c = _exp_cumsum_over_z(G, logz, real_step, ranks, md)  # sum_{k <= rank(d)} G_k pi_k(d)
-    G_next = torch.cat([G[..., 1:], torch.zeros_like(G[..., :1])], -1).gather(-1, ranks)
-    g = G_next + w.unsqueeze(0) * a - c
-    return (g * mask).mean(0)
-
-
-def _exp_cumsum_over_z(x: Tensor, logz: Tensor, real_step: Tensor, ranks: Tensor, md: Tensor) -> Tensor:
-    """``sum_{k <= rank(d)} x_k exp(m_d - log Z_k)`` for every item ``d``, ``[S, B, N]``, in log space."""
-    out = torch.zeros_like(md.expand_as(x))
-    for sign in (1.0, -1.0):
-        v = (sign * x).clamp(min=0)
-        keep = real_step & (v > 0)
-        lv = torch.where(keep, torch.log(torch.where(keep, v, torch.ones_like(v))) - logz,
-                         torch.full_like(v, float("-inf")))
-        lc = torch.logcumsumexp(lv, -1).gather(-1, ranks)
-        out = out + sign * torch.exp(md + lc)
-    return out
+    else:
+        w = w * mf
+    steps = _Steps(logits.detach(), rankings, mask)  # the ordering's logits are centred already
+    ws = w.unsqueeze(0).expand(S, B, N).gather(-1, rankings)  # reward weight of the item at step k
+    g = steps.exposure_grad(fk.to(w.dtype), ws)
+    return _to_items(g, rankings).to(w.dtype) * (mf / S)
 
 
 class _PLRankExposure(torch.autograd.Function):
@@ -229,6 +427,7 @@ class _PLRankExposure(torch.autograd.Function):
         return value.clone()
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad_out):
         logits, rankings, mask, fk = ctx.saved_tensors
         g = _pl_rank_exposure_grad(logits, rankings, mask, fk, grad_out, ctx.baseline)
@@ -236,13 +435,16 @@ class _PLRankExposure(torch.autograd.Function):
 
 
 def _pl_rank_pair_grad(logits, rankings, mask, fk, C):
-    """PL-Rank-2 gradient of ``E[sum_{i,j} C[i,j] F(pos_j) 1(pos_j < pos_i)]`` w.r.t. the logits: ``[B, N]``.
+    """PL-Rank-2 gradient of ``E[sum_{i,j} C[i,j] F(pos_j) 1(pos_j < pos_i)]`` w.r.t. the logits: ``[B, N]``, for a
+    dense ``C [B, N, N]`` (pair weights without level structure; :func:`_pl_rank_level_grad` otherwise).
 
     Placing ``d`` at step ``k`` earns ``r_k(d) = F(k) sum_{i not placed before k, i != d} C[i, d]`` (every item
     still unplaced will end up below ``d``), a reward that only depends on ``y_{1:k}``, which PL-Rank-2 needs.
+    ``fk`` is ``[B, N]`` or ``[S, B, N]``.
     """
     S, B, N = rankings.shape
     m, logz, real_step, ranks = _pl_rank_terms(logits, rankings, mask)
+    fk = fk.expand(S, B, N)
     C = C * (1 - torch.eye(N, dtype=C.dtype, device=C.device))
     col = C.sum(1)  # [B, N]: sum_i C[i, d]
     out = torch.zeros(B, N, dtype=C.dtype, device=C.device)
@@ -263,18 +465,92 @@ def _pl_rank_pair_grad(logits, rankings, mask, fk, C):
     return out / S
 
 
+def _pl_rank_level_grad(logits, rankings, mask, fk, grad_out, right, lvl, W, baseline: bool,
+                        block_elements: Optional[int] = None):
+    """PL-Rank-2 gradient of ``sum_{b,i,h} grad_out[b,i,h] E[out[b,i,h]]`` for the contraction
+    ``out[i, h] = sum_{j != i} W[lvl_i, lvl_j] F(pos_j) 1(pos_j < pos_i) right[j, h]`` (real items), without
+    forming pairs: ``O(S B N H L)`` instead of ``O(S B N^2)``.
+
+    The pair reward ``C[i, d] = W[lvl_i, lvl_d] sum_h grad_out[i, h] right[d, h]`` (minus its mean over the real
+    pairs with ``baseline``) gives placing ``d`` at step ``k`` the reward
+    ``r_k(d) = F(k) (<phi_d, Q_k> - C[d, d] - cbar (n - k - 1))`` where ``phi_d[h, l] = right[d, h] W[l, lvl_d]``
+    and ``Q_k[h, l] = sum of grad_out[i, h] over the real items i of level l not placed before step k`` (a suffix
+    sum down the ranking): the same reward as :func:`_pl_rank_pair_grad`, and the same PL-Rank-2 estimate
+    ``g(y_j) = G_{j+1} + sum_{k <= j} pi_k(y_j) (r_k(y_j) - G_k)``, every sum over ``k`` a prefix sum
+    (:class:`_Steps`).  A few samples at a time (memory ``~ block * 16 * PAIR_BLOCK_ELEMENTS``).
+    """
+    S, B, N = rankings.shape
+    H = right.shape[-1]
+    L = W.shape[0]
+    dt = grad_out.dtype
+    mf = mask.to(dt)
+    oh = torch.nn.functional.one_hot(lvl, L).to(dt) * mf[..., None]  # [B, N, L]
+    psi = (grad_out.unsqueeze(-1) * oh.unsqueeze(-2)).reshape(B, N, H * L)
+    phi = (right.to(dt).unsqueeze(-1) * W.t().to(dt)[lvl].unsqueeze(-2) * mf[..., None, None]).reshape(B, N, H * L)
+    Wd = W.to(dt)[lvl, lvl]  # [B, N] W[lvl_d, lvl_d]
+    selfc = Wd * (grad_out * right.to(dt)).sum(-1) * mf
+    n = mask.sum(-1)
+    if baseline:
+        Ga = psi.reshape(B, N, H, L).sum(1)  # [B, H, L]
+        Ra = (right.to(dt).unsqueeze(-1) * oh.unsqueeze(-2)).sum(1)  # [B, H, L]
+        total = torch.einsum("bhl,lm,bhm->b", Ga, W.to(dt), Ra) - selfc.sum(-1)
+        cbar = total / (n * (n - 1)).clamp(min=1).to(dt)
+    else:
+        cbar = torch.zeros(B, dtype=dt, device=mask.device)
+    k = torch.arange(N, device=mask.device)
+    real_step = k[None, :] < n[:, None]
+    u = torch.where(real_step, (n[:, None] - 1 - k[None, :]).to(dt), torch.zeros((), dtype=dt, device=mask.device))
+    m = logits.detach()  # the ordering's logits are centred already
+    budget = 16 * (block_elements if block_elements is not None else PAIR_BLOCK_ELEMENTS)
+    step = max(1, budget // max(1, B * N * H * L))
+    psi, phi = psi.reshape(B * N, H * L), phi.reshape(B * N, H * L)
+    out = torch.zeros(B, N, dtype=dt, device=mask.device)
+    for s0 in range(0, S, step):
+        s1 = min(S, s0 + step)
+        y = rankings[s0:s1]
+        s = s1 - s0
+        f = (fk if fk.dim() == 2 else fk[s0:s1]).to(dt).expand(s, B, N)
+        rows = (torch.arange(B, device=y.device)[:, None] * N + y).reshape(-1)  # rows of [B * N, .] by position
+        Psi = psi.index_select(0, rows).view(s, B, N, H * L)
+        Phi = phi.index_select(0, rows).view(s, B, N, H * L)
+        # Q_k = sum over the items not placed before step k = total - (inclusive prefix - own)
+        Q = torch.cumsum(Psi, 2)
+        Q = Q.neg_().add_(Q[:, :, -1:].neg()).add_(Psi)
+        selfs = selfc.unsqueeze(0).expand(s, B, N).gather(-1, y)
+        V = torch.linalg.vecdot(Phi, Q).sub_(selfs).sub_(cbar[:, None] * u)  # [s, B, N]: r_k(y_k) / F(k)
+        G = torch.flip(torch.cumsum(torch.flip(f * V, [-1]), -1), [-1])
+        steps = _Steps(m, y, mask)
+        dotA = steps.prefix_dot(Q.mul_(f.unsqueeze(-1)), Phi)  # <phi_{y_j}, sum_{k<=j} pi_k(y_j) F(k) Q_k>
+        sc = steps.prefix(torch.stack([f, f * u, G], -1))
+        G_next = torch.cat([G[..., 1:], torch.zeros_like(G[..., :1])], -1)
+        g = G_next + (dotA - selfs * sc[..., 0] - cbar[:, None] * sc[..., 1] - sc[..., 2]).to(dt)
+        out = out + _to_items(g, y)
+    return out * (mf / S)
+
+
 class _PLRankPairContract(torch.autograd.Function):
-    """``out[b,i,h] = sum_j w[i,j] X[i,j] right[j,h]`` with X a PL expectation; PL-Rank-2 backward for logits."""
+    """``out[b,i,h] = sum_j w[i,j] X[i,j] right[j,h]`` with X a PL expectation; PL-Rank-2 backward for logits.
+
+    ``pair`` is ``("level", lvl [B, N], W [L, L])`` for level-structured pair weights (and none: one level) or
+    ``("dense", w [B, N, N])``."""
 
     @staticmethod
-    def forward(ctx, logits, value, rankings, mask, fk, right, weight_full, baseline):
-        ctx.save_for_backward(logits, rankings, mask, fk, right, weight_full)
+    def forward(ctx, logits, value, rankings, mask, fk, right, pair, baseline):
+        kind, *tensors = pair
+        ctx.kind = kind
+        ctx.save_for_backward(logits, rankings, mask, fk, right, *tensors)
         ctx.baseline = baseline
         return value.clone()
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad_out):
-        logits, rankings, mask, fk, right, weight_full = ctx.saved_tensors
+        logits, rankings, mask, fk, right, *tensors = ctx.saved_tensors
+        if ctx.kind == "level":
+            lvl, W = tensors
+            g = _pl_rank_level_grad(logits, rankings, mask, fk, grad_out, right, lvl, W, ctx.baseline)
+            return g, None, None, None, None, None, None, None
+        (weight_full,) = tensors
         C = _linalg.bmm(grad_out, right.transpose(1, 2)) * weight_full  # C[i, j] = sum_h g[i,h] right[j,h] w[i,j]
         N = C.shape[-1]
         pairs = ((mask.unsqueeze(-1) & mask.unsqueeze(1)) & ~torch.eye(N, dtype=torch.bool, device=C.device)).to(C.dtype)
@@ -299,55 +575,76 @@ def _score_function_weights(lp: Tensor) -> Tensor:
 
 
 class PlackettLuceOrderedBatch(SampledOrderedBatch):
-    """Sample average over PL rankings ``[S, B, N]``, with the chosen gradient estimator."""
+    """Sample average over PL rankings ``[S, B, N]`` (real items first), with the chosen gradient estimator.
 
-    def __init__(self, rankings, weights, scores, mask, *, logits, estimator="score_function", sf_weights=None):
-        super().__init__(rankings, weights, scores, mask)
-        self.sf_weights = sf_weights  # score-function weights, for the quantities PL-Rank does not cover
+    ``weights`` are the plain ``1/S`` (``"pl_rank"``, or no gradient) or the score-function weights.  Under
+    ``"pl_rank"`` the score-function weights that expected positions and the position matrix use are computed on
+    first use (:attr:`sf_weights`)."""
+
+    def __init__(self, rankings, weights, scores, mask, *, logits, estimator="score_function", sf_weights=None,
+                 uniform: bool = False):
+        super().__init__(rankings, weights, scores, mask, canonical=True)
+        self._sf = sf_weights
         self.logits = logits
-        self.rankings = rankings
         self.estimator = estimator
+        self.uniform = uniform  # weights are the constant 1/S
+
+    @property
+    def sf_weights(self) -> Optional[Tensor]:
+        """Score-function weights for the quantities PL-Rank does not cover (``"pl_rank"`` with a gradient only)."""
+        if self._sf is not None or self.estimator != "pl_rank" or not self.logits.requires_grad:
+            return self._sf
+        if not torch.is_grad_enabled():
+            return None
+        self._sf = _score_function_weights(_LogProb.apply(self.logits, self.rankings, self.mask))
+        return self._sf
+
+    def _weigh(self, x: Tensor, weights: Optional[Tensor] = None) -> Tensor:
+        if weights is None and self.uniform:
+            return x.mean(0)
+        return super()._weigh(x, weights)
 
     def _fk(self, browsing: BrowsingModel, relevance: Optional[Tensor]) -> Tensor:
-        """Exposure of each position in each sample ``[S, B, N]`` (position order)."""
-        S = self.num_samples
-        B, N = self.mask.shape
-        rel = self._rep(relevance)
-        f = self.inner._sorted_exposure(browsing, rel)  # [S * B, N]
-        return f.reshape(S, B, N)
+        """Exposure of each position, ``[B, N]`` or ``[S, B, N]`` (see ``_position_exposure``)."""
+        return self._position_exposure(browsing, relevance)
 
     def expected_positions(self) -> Tensor:
-        if self.sf_weights is None:
-            return super().expected_positions()
-        return self._mean(self.inner.expected_positions(), self.sf_weights)
+        sf = self.sf_weights
+        return super().expected_positions() if sf is None else self._weigh(self.sample_positions.to(self.dtype), sf)
 
     def position_matrix(self) -> Tensor:
         # positions and prefixes are not per-position rewards: score-function gradient for them
-        return self._position_matrix(self.weights if self.sf_weights is None else self.sf_weights)
+        sf = self.sf_weights
+        return self._position_matrix(self.weights if sf is None else sf)
+
+    def _pl_rank(self) -> bool:
+        return self.estimator == "pl_rank" and torch.is_grad_enabled() and self.logits.requires_grad
 
     def exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor] = None) -> Tensor:
-        value = super().exposure(browsing, relevance)
-        if self.estimator != "pl_rank" or not torch.is_grad_enabled() or not self.logits.requires_grad:
+        f = self._position_exposure(browsing, relevance)
+        value = self._weigh(self._sample_exposure(f)) * self.mask.to(self.dtype)
+        if not self._pl_rank():
             return value
-        return _PLRankExposure.apply(self.logits, value.detach(), self.rankings, self.mask,
-                                     self._fk(browsing, relevance), not browsing.relevance_dependent)
+        return _PLRankExposure.apply(self.logits, value.detach(), self.rankings, self.mask, f,
+                                     not browsing.relevance_dependent)
 
     def contract(self, right: Tensor, *, which: str = "above", pair_weight=None, browsing=None, relevance=None,
                  block_elements=None) -> Tensor:
+        lv = _levels(pair_weight, self.mask, right.dtype) if which in ("above", "joint", "one") else None
         value = super().contract(right, which=which, pair_weight=pair_weight, browsing=browsing,
-                                 relevance=relevance, block_elements=block_elements)
-        if (self.estimator != "pl_rank" or which == "one" or not torch.is_grad_enabled()
-                or not self.logits.requires_grad):
+                                 relevance=relevance, block_elements=block_elements, lv=lv)
+        if which == "one" or not self._pl_rank():
             return value
         B, N = self.mask.shape
-        if pair_weight is None:
-            wfull = torch.ones(B, N, N, dtype=right.dtype, device=right.device)
-        else:
-            wfull = torch.cat([pair_weight(a, b) for a, b in row_blocks(B, N)], 1).to(right.dtype)
         F = browsing if which == "joint" else Uniform()
+        if lv is not None:
+            pair = ("level", lv[0], lv[1])
+        elif pair_weight is None:
+            pair = ("dense", torch.ones(B, N, N, dtype=right.dtype, device=right.device))
+        else:
+            pair = ("dense", torch.cat([pair_weight(a, b) for a, b in row_blocks(B, N)], 1).to(right.dtype).detach())
         return _PLRankPairContract.apply(self.logits, value.detach(), self.rankings, self.mask,
-                                         self._fk(F, relevance), right.detach(), wfull.detach(),
-                                         not F.relevance_dependent)
+                                         self._fk(F, relevance), right.detach(), pair, not F.relevance_dependent)
 
 
 class PlackettLuce(Ordering):
@@ -407,7 +704,6 @@ class PlackettLuce(Ordering):
         if self.exact:
             return self._exact(logits, s, mask)
         S = self.samples
-        rankings = sample_rankings(logits, mask, S, self.generator)  # [S, B, N]
         if self.estimator == "relaxed":
             relax = self.relaxation
             if relax is None:
@@ -417,14 +713,14 @@ class PlackettLuce(Ordering):
             inner = relax(pert, mask.repeat(S, 1))
             w = torch.full((S, B), 1.0 / S, dtype=s.dtype, device=s.device)
             return MixtureOrderedBatch(inner, w, s, mask)
-        sf = _score_function_weights(log_probability(logits, rankings, mask)) if logits.requires_grad else None
-        if self.estimator == "score_function":
-            return PlackettLuceOrderedBatch(rankings, sf if sf is not None else
-                                            torch.full((S, B), 1.0 / S, dtype=s.dtype, device=s.device),
-                                            s, mask, logits=logits, estimator=self.estimator)
-        w = torch.full((S, B), 1.0 / S, dtype=s.dtype, device=s.device)
-        return PlackettLuceOrderedBatch(rankings, w, s, mask, logits=logits, estimator=self.estimator,
-                                        sf_weights=sf)
+        rankings = _sample(logits.detach(), mask, S, self.generator)  # [S, B, N]; logits are centred already
+        uniform = torch.full((S, B), 1.0 / S, dtype=s.dtype, device=s.device)
+        if self.estimator == "score_function" and logits.requires_grad:
+            sf = _score_function_weights(_LogProb.apply(logits, rankings, mask))  # centred logits
+            return PlackettLuceOrderedBatch(rankings, sf, s, mask, logits=logits, estimator=self.estimator)
+        # PL-Rank (its score-function weights, for positions and prefixes, are made on first use), or no gradient
+        return PlackettLuceOrderedBatch(rankings, uniform, s, mask, logits=logits, estimator=self.estimator,
+                                        uniform=True)
 
     def _exact(self, logits: Tensor, scores: Tensor, mask: Tensor) -> OrderedBatch:
         B, N = logits.shape

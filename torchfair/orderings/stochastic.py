@@ -7,8 +7,10 @@ framework of Kuhlman et al. (AIES 2021, eq. 10, ``R[k, i] = P(item i at position
 * :class:`Sampled`: ``S`` rankings per list (samples of the policy, a sequence of rankings of the same items, or
   all the rankings of a finite policy with ``weights``).  Every quantity of the :class:`OrderedBatch` is the
   (weighted) mean over the samples: expected positions, exposure ``E[F(pos_i)]``, ``above``/``joint`` pair blocks
-  and the position matrix.  Pair blocks are built one sample (or a few) at a time, so the row-block memory bound
-  of :meth:`OrderedBatch.contract` holds whatever ``S`` is.
+  and the position matrix.  Pair contractions with a relevance-level pair weight (every pairwise measure) sweep
+  down each ranking, a few samples at a time, in ``O(S B N H L)``; other pair weights use pair blocks built one
+  sample (or a few) at a time, so the row-block memory bound of :meth:`OrderedBatch.contract` holds whatever
+  ``S`` is.
 * :class:`DoublyStochastic`: the marginal matrix ``R [B, N(pos), N(item)]`` only.  Exposure
   ``sum_k R[k, i] F(k)``, expected positions ``sum_k k R[k, i]`` and the position matrix are determined by ``R``;
   pair probabilities are not (many policies share the same ``R``), so pairwise measures raise ``ValueError``.
@@ -28,6 +30,7 @@ Example::
 """
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Optional, Tuple
 
 import torch
@@ -36,7 +39,8 @@ from torch import Tensor
 from .. import _linalg
 from .._validation import check_number
 from ..browsing import BrowsingModel
-from .base import PAIR_BLOCK_ELEMENTS, OrderedBatch, Ordering, PairBlock, ranked_exposure, _promote
+from .base import (PAIR_BLOCK_ELEMENTS, LevelPairWeight, OrderedBatch, Ordering, PairBlock, ranked_exposure,
+                   _promote)
 from .hard import HardOrderedBatch
 from .mixture import MixtureOrderedBatch
 
@@ -61,40 +65,188 @@ def _check_rankings(rankings: Tensor) -> Tuple[Tensor, bool]:
     return r, squeeze
 
 
+class _RankedHard(HardOrderedBatch):
+    """A :class:`~torchfair.orderings.hard.HardOrderedBatch` (``ties="first"``) of lists whose order is given:
+    ``order [L, N]`` holds the real items first.  No sort; positions and tie blocks are derived on first use."""
+
+    def __init__(self, order: Tensor, mask: Tensor, dtype: torch.dtype):
+        L, N = order.shape
+        self.order = order
+        self.mask = mask
+        self.ties = "first"
+        self.scores = torch.zeros((), dtype=dtype, device=order.device).expand(L, N)  # dtype / shape only
+        self.n_items = mask.sum(-1)
+
+    @cached_property
+    def positions(self) -> Tensor:  # type: ignore[override]
+        L, N = self.order.shape
+        return torch.empty_like(self.order).scatter_(-1, self.order,
+                                                     torch.arange(N, device=self.order.device).expand(L, N))
+
+    @property
+    def block(self) -> Tensor:  # type: ignore[override]
+        return self.positions
+
+    @property
+    def block_sorted(self) -> Tensor:  # type: ignore[override]
+        return torch.arange(self.order.shape[1], device=self.order.device).expand(self.order.shape)
+
+    @property
+    def block_start(self) -> Tensor:  # type: ignore[override]
+        return self.block_sorted
+
+    @property
+    def block_size(self) -> Tensor:  # type: ignore[override]
+        return torch.ones((), dtype=self.scores.dtype, device=self.order.device).expand(self.order.shape)
+
+
+def _canonical(rankings: Tensor, mask: Tensor) -> Tensor:
+    """``[S, B, N]`` rankings with the padded items moved after the real ones (real order kept, pads by index)."""
+    S, B, N = rankings.shape
+    pos = torch.empty_like(rankings).scatter_(-1, rankings, torch.arange(N, device=rankings.device).expand(S, B, N))
+    key = torch.where(mask, pos, N + torch.arange(N, device=rankings.device))  # real by position, then pads by index
+    return torch.sort(key, dim=-1).indices  # (distinct keys)
+
+
 class SampledOrderedBatch(MixtureOrderedBatch):
     """Result of :class:`Sampled`: ``S`` hard orderings of a ``[B, N]`` batch, averaged with weights ``w [S, B]``.
 
-    A :class:`~torchfair.orderings.mixture.MixtureOrderedBatch` of :class:`~torchfair.orderings.hard.Hard`
-    orderings whose pair blocks are built from the sampled positions directly, a few samples at a time.
-    Gradients flow through ``weights`` (Plackett-Luce probabilities or score-function weights).
+    ``rankings [S, B, N]`` hold the items by position; with ``canonical=True`` the caller guarantees that the real
+    items come first in every ranking (as :func:`~torchfair.orderings.sample_rankings` returns them), otherwise the
+    padded items are moved there first.  Every quantity is ``sum_s w[s, b] q_s`` computed from the rankings
+    directly: exposure by one scatter of the position exposures, pair contractions by a sweep down each ranking
+    (per relevance level, O(S B N H L), see :meth:`contract`), never ``[B, N, N]`` pairs unless a pair weight
+    without level structure asks for them.  Gradients flow through ``weights`` (Plackett-Luce probabilities or
+    score-function weights).  ``inner``, a :class:`~torchfair.orderings.hard.HardOrderedBatch` of the ``S * B``
+    lists (sample-major), is built on first use.
     """
 
-    def __init__(self, rankings: Tensor, weights: Tensor, scores: Tensor, mask: Tensor):
+    def __init__(self, rankings: Tensor, weights: Tensor, scores: Tensor, mask: Tensor, *, canonical: bool = False):
         S, B, N = rankings.shape
-        dt = scores.dtype
-        # scores whose stable descending sort gives each sampled ranking; padded items go last (Hard's sort)
-        vals = (N - torch.arange(N, device=rankings.device, dtype=dt)).expand(S, B, N)
-        sc = torch.empty(S, B, N, dtype=dt, device=rankings.device).scatter_(-1, rankings, vals)
-        inner = HardOrderedBatch(sc.reshape(S * B, N), mask.repeat(S, 1), "first")
-        super().__init__(inner, weights, scores, mask)
+        self.scores = scores
+        self.mask = mask
+        self.num_samples = S
+        self.weights = weights.to(scores.dtype)
+        self.rankings = rankings if canonical else _canonical(rankings, mask)
 
-    @property
+    # ----------------------------------------------------------------- helpers
+    @cached_property
+    def inner(self) -> HardOrderedBatch:  # type: ignore[override]
+        S, B, N = self.rankings.shape
+        return _RankedHard(self.rankings.reshape(S * B, N), self.mask.repeat(S, 1), self.dtype)
+
+    @cached_property
     def sample_positions(self) -> Tensor:
         """``[S, B, N]`` 0-based position of every item in every sample (padded items after the real ones)."""
-        return self.inner.positions.reshape(self.num_samples, *self.mask.shape)
+        S, B, N = self.rankings.shape
+        return torch.empty_like(self.rankings).scatter_(
+            -1, self.rankings, torch.arange(N, device=self.rankings.device).expand(S, B, N))
 
-    def contract(self, right: Tensor, *, block_elements=None, **kwargs) -> Tensor:
-        out = self.sorted_contract(right, **kwargs)  # the samples' pair-free sweeps
-        if out is not None:
-            return out
-        # pair_block below bounds its own memory by looping over samples: no need to shrink the row blocks
-        return OrderedBatch.contract(self, right, block_elements=block_elements, **kwargs)
+    def _weigh(self, x: Tensor, weights: Optional[Tensor] = None) -> Tensor:
+        """``sum_s w[s, b] x[s, b, ...]`` for ``x [S, B, ...]``."""
+        w = self.weights if weights is None else weights
+        return (w.reshape(*w.shape, *([1] * (x.dim() - 2))) * x).sum(0)
+
+    def _position_exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor]) -> Tensor:
+        """Exposure of every position: ``[B, N]`` for a position-based model (the same in every sample), else
+        ``[S, B, N]`` (the ranked relevance of each sample); 0 at positions ``k >= n_b``."""
+        if not browsing.relevance_dependent:
+            return ranked_exposure(browsing, None, self.mask, self.dtype, None)
+        S, B, N = self.rankings.shape
+        rk = self.rankings
+        rel = None if relevance is None else relevance.unsqueeze(0).expand(S, B, N)
+        f = ranked_exposure(browsing, None if rel is None else rel.reshape(S * B, N), self.mask.repeat(S, 1),
+                            self.dtype, lambda r: r.gather(-1, rk.reshape(S * B, N)))
+        return f.reshape(S, B, N)
+
+    def _sample_exposure(self, f: Tensor) -> Tensor:
+        """``[S, B, N]`` exposure of every item in every sample, from the position exposures ``f``."""
+        S, B, N = self.rankings.shape
+        return torch.zeros(S, B, N, dtype=f.dtype, device=f.device).scatter_(-1, self.rankings, f.expand(S, B, N))
+
+    # ----------------------------------------------------------------- per item
+    def expected_positions(self) -> Tensor:
+        return self._weigh(self.sample_positions.to(self.dtype))
+
+    def exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor] = None) -> Tensor:
+        return self._exposure(browsing, relevance, self.weights)
+
+    def _exposure(self, browsing: BrowsingModel, relevance: Optional[Tensor], weights: Tensor) -> Tensor:
+        e = self._sample_exposure(self._position_exposure(browsing, relevance))
+        return self._weigh(e, weights) * self.mask.to(self.dtype)
+
+    # ----------------------------------------------------------------- pairs
+    def contract(self, right: Tensor, *, which: str = "above", pair_weight=None,
+                 browsing: Optional[BrowsingModel] = None, relevance: Optional[Tensor] = None,
+                 block_elements: Optional[int] = None, lv=None) -> Tensor:
+        """:meth:`OrderedBatch.contract` by a sweep down every sampled ranking when the pair weight is absent or a
+        :class:`~torchfair.orderings.base.LevelPairWeight` with at most 64 relevance levels and ``right`` needs no
+        gradient: ``O(S B N H L)`` time, memory bounded by sweeping a few samples at a time.  Otherwise the
+        generic row blocks (each built a few samples at a time).  Same values up to rounding
+        (tests/test_stochastic.py compares both).  ``lv``: the levels of ``pair_weight`` if already known
+        (``_levels``)."""
+        out = self._sweep(right, which, pair_weight, browsing, relevance, block_elements, self.weights, lv=lv)
+        if out is None:  # many relevance levels (continuous relevance): the rankings' sorted sweeps, O(log N)
+            out = self.sorted_contract(right, which=which, pair_weight=pair_weight, browsing=browsing,
+                                       relevance=relevance)
+        if out is None:
+            return OrderedBatch.contract(self, right, which=which, pair_weight=pair_weight, browsing=browsing,
+                                         relevance=relevance, block_elements=block_elements)
+        return out
+
+    def _sweep(self, right, which, pair_weight, browsing, relevance, block_elements, weights, lv=None
+               ) -> Optional[Tensor]:
+        if which not in ("above", "joint", "one") or (which == "joint" and browsing is None):
+            return None  # the generic path raises the error
+        if right.requires_grad and torch.is_grad_enabled():
+            return None
+        lv = _levels(pair_weight, self.mask, right.dtype) if lv is None else lv
+        if lv is None:
+            return None
+        lvl, W, L = lv
+        S, B, N = self.rankings.shape
+        H = right.shape[-1]
+        dt = right.dtype
+        maskf = self.mask.to(dt)
+        V = (right.unsqueeze(-1) * torch.nn.functional.one_hot(lvl, L).to(dt).unsqueeze(-2)
+             * maskf[..., None, None]).reshape(B, N, H * L)  # right of item j in the column of its level
+        Wl = W[lvl]  # [B, N(i), L]: weight of a pair (i, j) by the level of j
+        if which == "one":  # every other real item, whatever the ordering
+            acc = (V.sum(1, keepdim=True) - V).reshape(B, N, H, L)
+            return torch.einsum("bnhl,bnl->bnh", acc, Wl) * maskf[..., None]
+        f = self._position_exposure(browsing, relevance).to(dt) if which == "joint" else None
+        budget = 16 * (block_elements if block_elements is not None else PAIR_BLOCK_ELEMENTS)
+        step = max(1, budget // max(1, B * N * H * L))
+        per_sample = weights.requires_grad and torch.is_grad_enabled()
+        uniform = getattr(self, "uniform", False) and weights is self.weights
+        outs = []
+        acc = torch.zeros(B * N, H * L, dtype=dt, device=right.device)
+        for s0 in range(0, S, step):
+            s1 = min(S, s0 + step)
+            s = s1 - s0
+            y = self.rankings[s0:s1]
+            rows = (torch.arange(B, device=y.device)[:, None] * N + y).reshape(-1)  # [B * N] row of each position
+            before = _sweep_before(V, y, rows, None if f is None else (f if f.dim() == 2 else f[s0:s1]))
+            if per_sample:  # keep each sample's value (the weights carry the gradient): contract the levels first
+                Wp = Wl.reshape(B * N, L).index_select(0, rows).view(s, B, N, 1, L)
+                o = (before.view(s, B, N, H, L) * Wp).sum(-1)  # [s, B, N(position), H]
+                outs.append(torch.zeros_like(o).view(-1, H).index_copy_(0, rows + (
+                    torch.arange(s, device=y.device) * B * N).repeat_interleave(B * N), o.view(-1, H)).view(s, B, N, H))
+            else:  # add every sample's value at its items: no per-sample tensor in item order
+                if not uniform:
+                    before = before.mul_(weights[s0:s1].to(dt)[:, :, None, None])
+                acc.index_add_(0, rows, before.view(-1, H * L))
+        if per_sample:
+            out = self._weigh(torch.cat(outs, 0), weights.to(dt))
+        else:
+            acc = acc / S if uniform else acc
+            out = torch.einsum("bnhl,bnl->bnh", acc.view(B, N, H, L), Wl)
+        return out * maskf[..., None]
 
     def pair_context(self, browsing, relevance):
         if browsing is None:
             return None
-        rel = None if relevance is None else relevance.repeat(self.num_samples, 1)
-        return self.inner.exposure(browsing, rel).reshape(self.num_samples, *self.mask.shape)  # [S, B, N]
+        return self._sample_exposure(self._position_exposure(browsing, relevance))  # [S, B, N]
 
     def pair_block(self, context, start: int, stop: int) -> PairBlock:
         S = self.num_samples
@@ -123,16 +275,54 @@ class SampledOrderedBatch(MixtureOrderedBatch):
         return self._position_matrix(self.weights)
 
     def _position_matrix(self, weights: Tensor) -> Tensor:
-        """``sum_s weights[s] onehot(positions of sample s)``, ``[B, N, N]``."""
-        S = self.num_samples
-        B, N = self.mask.shape
+        """``sum_s weights[s] onehot(positions of sample s)``, ``[B, N, N]`` (one scatter-add)."""
+        S, B, N = self.rankings.shape
         dt = self.dtype
-        pos = self.sample_positions
-        k = torch.arange(N, device=self.mask.device)[None, :, None]
-        R = torch.zeros(B, N, N, dtype=dt, device=self.mask.device)
-        for s in range(S):  # one [B, N, N] one-hot at a time
-            R = R + (k == pos[s][:, None, :]).to(dt) * weights[s][:, None, None]
+        # R[b, k, i] at flat index k * N + i: sample s puts weights[s, b] at (pos_s(i), i) = (k, rankings[s, b, k])
+        idx = (torch.arange(N, device=self.mask.device) * N + self.rankings).permute(1, 0, 2).reshape(B, S * N)
+        src = weights.to(dt).t()[:, :, None].expand(B, S, N).reshape(B, S * N)
+        R = torch.zeros(B, N * N, dtype=dt, device=self.mask.device).scatter_add(1, idx, src).reshape(B, N, N)
         return R * self.mask[:, None, :].to(dt)
+
+
+#: the per-level sweep of SampledOrderedBatch is used up to this many distinct relevance levels (on the CPU, where
+#: counting them is free); beyond, and on other devices, the rankings' sorted sweeps (no host synchronisation)
+_SWEEP_MAX_LEVELS = 64
+
+
+def _levels(pair_weight, mask: Tensor, dtype: torch.dtype):
+    """``(lvl [B, N] long, W [L, L], L)`` for a pair weight absent (one level, weight 1) or a
+    :class:`~torchfair.orderings.base.LevelPairWeight` with at most ``_SWEEP_MAX_LEVELS`` distinct relevance levels
+    over the real items; ``None`` otherwise (the caller takes the generic path)."""
+    B, N = mask.shape
+    if pair_weight is None:
+        return (torch.zeros(B, N, dtype=torch.long, device=mask.device), torch.ones(1, 1, dtype=dtype,
+                                                                                  device=mask.device), 1)
+    if not isinstance(pair_weight, LevelPairWeight) or mask.device.type != "cpu":
+        return None
+    rel = pair_weight.relevance
+    levels = torch.unique(rel[mask]) if bool(mask.any()) else rel.new_zeros(1)
+    L = int(levels.numel())
+    if L > _SWEEP_MAX_LEVELS:
+        return None
+    lvl = torch.searchsorted(levels, rel.contiguous()).clamp(max=L - 1)
+    return lvl, pair_weight.level_matrix(levels).to(dtype), L
+
+
+def _sweep_before(V: Tensor, rankings: Tensor, rows: Tensor, f: Optional[Tensor]) -> Tensor:
+    """``out[s, b, k] = sum_{t < k} f(t) V[b, y_t]`` in position order (``y = rankings``, ``f = 1`` when None):
+    ``[s, B, N, C]`` for ``V [B, N, C]``, ``rankings [s, B, N]``, ``rows = b * N + rankings`` flattened and
+    position exposures ``f`` ``[B, N]`` or ``[s, B, N]``.  Rows are moved with ``index_select`` (contiguous
+    ``C``-vectors), not a gather with an expanded index."""
+    s, B, N = rankings.shape
+    C = V.shape[-1]
+    Vs = V.reshape(B * N, C).index_select(0, rows).view(s, B, N, C)  # in position order
+    if f is not None:
+        Vs = Vs.mul_(f.unsqueeze(-1))
+    before = torch.zeros_like(Vs)
+    if N > 1:
+        torch.cumsum(Vs[:, :, :-1], 2, out=before[:, :, 1:])  # strictly above position k
+    return before
 
 
 class Sampled(Ordering):
