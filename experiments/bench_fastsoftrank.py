@@ -224,7 +224,8 @@ def main(argv=None):
             print(f"  done eps={spec} {B}x{N}", file=sys.stderr)
     try:
         import torchsort
-        ts = f"torchsort {getattr(torchsort, '__version__', '?')}"
+        from importlib.metadata import version
+        ts = f"torchsort {getattr(torchsort, '__version__', None) or version('torchsort')}"
     except Exception:
         ts = "torchsort not installed"
     header = (f"FastSoftRank (experiments/bench_fastsoftrank.py): float32 inputs, N(0, 1) scores; CPU "
