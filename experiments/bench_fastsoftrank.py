@@ -124,10 +124,22 @@ def check(impls, x, w) -> Dict[str, str]:
             raise AssertionError(f"{name}: values differ from torchfair[torch] by {ev:.1e} (relative)")
         note = f"values {ev:.0e}"
         if g is not None:
-            eg = (g.double() - ref_g.double()).abs().max().item() / max(1e-12, ref_g.abs().max().item())
-            if not eg < 1e-4:
+            scale = max(1e-12, ref_g.abs().max().item())
+            eg = (g.double() - ref_g.double()).abs().max().item() / scale
+            if not eg < 1e-4 and name == "torchsort":
+                # torchsort works in the input dtype: in float32 a few near-tied block boundaries of the isotonic
+                # regression can fall the other way (a different, equally valid-looking Jacobian there); in float64
+                # it must agree with torchfair (which computes the projection in float64)
+                frac = ((g.double() - ref_g.double()).abs() > 1e-4 * scale).double().mean().item()
+                v64, g64 = f(x.double(), w.double(), True)
+                e64 = (g64 - ref_g.double()).abs().max().item() / scale
+                if not e64 < 1e-4:
+                    raise AssertionError(f"{name}: float64 gradients differ from torchfair[torch] by {e64:.1e}")
+                note += f", grads {e64:.0e} in float64 (float32: {frac:.3%} of items differ)"
+            elif not eg < 1e-4:
                 raise AssertionError(f"{name}: gradients differ from torchfair[torch] by {eg:.1e} (relative)")
-            note += f", grads {eg:.0e}"
+            else:
+                note += f", grads {eg:.0e}"
         notes[name] = note
     return notes
 
@@ -212,7 +224,8 @@ def main(argv=None):
             print(f"  done eps={spec} {B}x{N}", file=sys.stderr)
     try:
         import torchsort
-        ts = f"torchsort {getattr(torchsort, '__version__', '?')}"
+        from importlib.metadata import version
+        ts = f"torchsort {getattr(torchsort, '__version__', None) or version('torchsort')}"
     except Exception:
         ts = "torchsort not installed"
     header = (f"FastSoftRank (experiments/bench_fastsoftrank.py): float32 inputs, N(0, 1) scores; CPU "

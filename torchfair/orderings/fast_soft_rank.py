@@ -270,11 +270,11 @@ def _isotonic(y: Tensor, n: Optional[Tensor], window_budget: Optional[int]) -> T
         pad = (k + 1).to(y.dtype) * -1e100
         y = torch.where(k[None, :] < n.to(torch.int64)[:, None], y, pad)
     blk = k.expand(B, N)
-    SC = torch.stack([y, torch.ones_like(y)], -1)  # [B, M, 2]: block sums and sizes
+    SC = torch.stack([y, torch.ones_like(y)], 1)  # [B, 2, M]: block sums and sizes
     M = N
     prev = None
     while M > 1:
-        S, C = SC[..., 0], SC[..., 1]
+        S, C = SC[:, 0], SC[:, 1]
         # adjacent violators: mean_k <= mean_{k+1}; none left: the blocks are the solution (lists with fewer
         # blocks than M end in empty ones, C = 0)
         viol = (S[:, :-1] * C[:, 1:] <= S[:, 1:] * C[:, :-1]) & (C[:, 1:] > 0)
@@ -287,10 +287,10 @@ def _isotonic(y: Tensor, n: Optional[Tensor], window_budget: Optional[int]) -> T
         link = _tangent_links(S, C, viol, M, L) if tangent else viol
         g = torch.cumsum(torch.nn.functional.pad(~link, (1, 0)), 1, dtype=torch.int64)  # new block of each block
         newM = int(g[:, -1].max()) + 1
-        SC = torch.zeros(B, newM, 2, dtype=SC.dtype, device=dev).scatter_add_(1, g[..., None].expand(B, M, 2), SC)
+        SC = torch.zeros(B, 2, newM, dtype=SC.dtype, device=dev).scatter_add_(2, g[:, None, :].expand(B, 2, M), SC)
         blk = g.gather(1, blk)
         M = newM
-    return blk, SC[..., 0], SC[..., 1]
+    return blk, SC[:, 0], SC[:, 1]
 
 
 def _tangent_links(S: Tensor, C: Tensor, viol: Tensor, M: int, L: int) -> Tensor:
