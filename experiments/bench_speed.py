@@ -336,10 +336,10 @@ def case_import(args) -> str:
 
 
 # --------------------------------------------------------------------------------------------- other scripts
-def _script(name: str, extra: List[str], out: str, args) -> str:
+def _script(name: str, extra: List[str], out: str, args, quick: Sequence[str] = ("--quick",)) -> str:
     cmd = [sys.executable, str(HERE / name), *extra]
     if args.quick:
-        cmd.append("--quick")
+        cmd += list(quick)
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         return f"### {name}\n\nfailed (exit {res.returncode}):\n\n```\n{res.stderr[-2000:]}\n```\n"
@@ -398,7 +398,8 @@ def case_fastsoftrank(args) -> str:
 
 
 def case_frt(args) -> str:
-    return _script("bench_frt.py", ["--threads", str(args.threads)], "bench_frt.md", args)
+    extra = ["--threads", str(args.threads)] + ([] if args.quick else ["--out", str(RESULTS / "bench_frt.md")])
+    return _script("bench_frt.py", extra, "bench_frt.md", args, quick=("--rankings", "50", "--rounds", "2"))
 
 
 def case_training(args) -> str:
