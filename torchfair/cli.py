@@ -7,6 +7,8 @@ Subcommands (one ``argparse`` subparser each, registered in :data:`SUBCOMMANDS`;
   loop (:mod:`torchfair.training`);
 * ``torchfair evaluate --ckpt PATH [--ckpt PATH ...] --out DIR``: the exact measures of trained checkpoints on
   their test lists, as report.json / report.md / exposure_by_position.png;
+* ``torchfair sweep --config FILE --out DIR`` / ``torchfair sweep-report DIR``: grid and random searches over
+  training configs, resumable, with results.csv, Pareto fronts and report.md (:mod:`torchfair.sweep`);
 * ``torchfair metrics``: fairness and utility measures of rankings read from a TREC run + qrels (+ group file) or a
   CSV/Parquet table; prints the aggregate table (mean over valid lists, bootstrap interval, number of valid lists).
 
@@ -250,10 +252,61 @@ def _run_evaluate(args) -> int:
     return 0
 
 
+def _add_sweep(sub) -> None:
+    p = sub.add_parser(
+        "sweep", help="run a grid / random search over training configs (resumable) with a trade-off report",
+        description="Run the trials of a sweep file (a base `torchfair fit` config and the keys to vary) into DIR, "
+                    "--workers at a time; finished trials are kept and skipped when the command is run again. "
+                    "Writes DIR/results.csv, DIR/results.parquet (with pyarrow), DIR/pareto_<measure>.png and "
+                    "DIR/report.md. See torchfair.sweep for the file format.",
+        formatter_class=HelpFormatter)
+    p.add_argument("--config", required=True, metavar="FILE", help="the sweep file (YAML)")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory (created; resumed if it exists)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="trials at once (default: the number of GPUs, else 1)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads per trial (default: CPUs / workers)")
+    p.set_defaults(func=_run_sweep)
+
+
+def _run_sweep(args) -> int:
+    from .sweep import SweepLockedError, run_sweep
+
+    try:
+        res = run_sweep(args.config, args.out, workers=args.workers, threads=args.threads)
+    except SweepLockedError as e:
+        print(f"torchfair sweep: error: {e}", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        print("\ntorchfair sweep: interrupted; finished trials are kept (run the same command to resume)",
+              file=sys.stderr)
+        return 130
+    print(f"{res['done']} of {res['total']} trials done ({res['skipped']} from before), {res['failed']} failed; "
+          f"report: {os.path.join(args.out, 'report.md')}")
+    return 0 if res["failed"] == 0 else 1
+
+
+def _add_sweep_report(sub) -> None:
+    p = sub.add_parser("sweep-report", help="rebuild results.csv / Pareto figures / report.md of a sweep",
+                       description="Rebuild DIR/results.csv, DIR/results.parquet, DIR/pareto_<measure>.png and "
+                                   "DIR/report.md from the trials a (finished or partial) sweep wrote.",
+                       formatter_class=HelpFormatter)
+    p.add_argument("out", metavar="DIR", help="the sweep's output directory")
+    p.add_argument("--split", choices=("test", "val"), default="test", help="which measures the fronts use")
+    p.set_defaults(func=_run_sweep_report)
+
+
+def _run_sweep_report(args) -> int:
+    from .sweep import write_sweep_report
+
+    print(f"wrote {write_sweep_report(args.out, split=args.split)}")
+    return 0
+
+
 #: ``torchfair fit|validate|test|predict ...`` are LightningCLI's (torchfair.training.cli.FairLightningCLI)
 LIGHTNING_SUBCOMMANDS = ("fit", "validate", "test", "predict")
 
-SUBCOMMANDS: Dict[str, Callable] = {"metrics": _add_metrics, "evaluate": _add_evaluate}
+SUBCOMMANDS: Dict[str, Callable] = {"metrics": _add_metrics, "evaluate": _add_evaluate, "sweep": _add_sweep,
+                                    "sweep-report": _add_sweep_report}
 
 
 def build_parser() -> argparse.ArgumentParser:

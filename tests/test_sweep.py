@@ -1,0 +1,144 @@
+"""`torchfair sweep`: the sweep file, trial expansion, the Pareto front, and the runner end to end on the synthetic
+stand-in (runs, records a failing trial, resumes after a kill without rerunning finished trials, refuses a second
+sweep on the same directory, rebuilds its report)."""
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from torchfair.cli import main as cli_main
+from torchfair.sweep import (SweepLockedError, Trial, collect_results, expand_trials, load_sweep, pareto_front,
+                             run_sweep, write_sweep_report)
+
+ROOT = Path(__file__).resolve().parents[1]
+SYNTH = {"data.variant": "synthetic", "data.n_test": 3, "data.n_val": 2, "data.num_negatives": 5,
+         "data.batch_size": 16, "data.eval_batch_size": 32, "trainer.max_epochs": 1,
+         "trainer.enable_progress_bar": False, "trainer.enable_model_summary": False, "model.warmup_steps": 0}
+
+
+def _write(tmp_path, body: dict, name="sweep.yaml") -> Path:
+    import yaml
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+def _sweep(tmp_path, grid, **extra) -> Path:
+    return _write(tmp_path, {"base": str(ROOT / "configs" / "ml100k_dips.yaml"), "overrides": SYNTH, "grid": grid,
+                             **extra})
+
+
+# ------------------------------------------------------------------------------------------------ the file
+def test_sweep_file_errors_name_the_field(tmp_path):
+    base = str(ROOT / "configs" / "ml100k_dips.yaml")
+    cases = [({"grid": {"model.lam": [0]}}, "`base`"),
+             ({"base": "nope.yaml"}, "`base`"),
+             ({"base": base, "grid": {"model.lam": []}}, "`grid`"),
+             ({"base": base, "grid": {"--model.lam": [1]}}, "`grid`"),
+             ({"base": base, "random": {"model.lam": {"normal": [0, 1]}}}, "`random`"),
+             ({"base": base, "random": {"model.lam": {"loguniform": [0, 1]}}}, "loguniform"),
+             ({"base": base, "grid": {"model.lam": [1]}, "overrides": {"model.lam": 2}}, "twice"),
+             ({"base": base, "samples": 0}, "`samples`"),
+             ({"base": base, "lambda": 1}, "unknown fields")]
+    for body, match in cases:
+        with pytest.raises(ValueError, match=match):
+            load_sweep(_write(tmp_path, body))
+    with pytest.raises(ValueError, match="`config`"):
+        load_sweep(tmp_path / "missing.yaml")
+
+
+def test_trials_are_the_grid_product_with_seeded_draws(tmp_path):
+    path = _write(tmp_path, {"base": str(ROOT / "configs" / "ml100k_dips.yaml"),
+                             "grid": {"model.lam": [0.0, 0.5, 1.0], "seed_everything": [0, 1]},
+                             "random": {"model.lr": {"loguniform": [1e-3, 1e-1]}, "model.ranker": {"choice": ["mf"]}},
+                             "samples": 2, "seed": 7})
+    spec = load_sweep(path)
+    trials = expand_trials(spec)
+    assert len(trials) == 3 * 2 * 2
+    assert {(t.params["model.lam"], t.params["seed_everything"]) for t in trials} == \
+        {(a, b) for a in (0.0, 0.5, 1.0) for b in (0, 1)}
+    assert all(1e-3 <= t.params["model.lr"] <= 1e-1 for t in trials)
+    assert [t.params for t in expand_trials(load_sweep(path))] == [t.params for t in trials]  # seeded
+    ids = [t.trial_id for t in trials]
+    assert len(set(ids)) == len(ids)
+    assert Trial({"b": 1, "a": 2}).trial_id == Trial({"a": 2, "b": 1}).trial_id  # order-free identity
+
+
+def test_pareto_front_against_brute_force():
+    rng = random.Random(0)
+    for _ in range(200):
+        n = rng.randint(1, 12)
+        u = [rng.choice([0.1, 0.2, 0.3, rng.random()]) for _ in range(n)]
+        f = [rng.choice([0.0, 0.5, rng.random()]) for _ in range(n)]
+        want = {i for i in range(n) if not any(u[j] >= u[i] and f[j] <= f[i] and (u[j] > u[i] or f[j] < f[i])
+                                               for j in range(n))}
+        got = pareto_front(u, f)
+        assert set(got) == want
+        assert [f[i] for i in got] == sorted(f[i] for i in got)
+    assert pareto_front([1.0, float("nan")], [0.5, 0.1]) == [0]
+
+
+def test_sweep_config_smoke_file_is_valid():
+    spec = load_sweep(ROOT / "configs" / "sweep_smoke.yaml")
+    assert len(expand_trials(spec)) >= 4
+
+
+# ------------------------------------------------------------------------------------------------ the runner
+@pytest.mark.slow
+def test_sweep_runs_records_failures_and_rebuilds_its_report(tmp_path):
+    # lam = -1 is rejected by the module: a deliberately failing trial
+    cfg = _sweep(tmp_path, {"model.lam": [0.0, 1.0, -1.0]})
+    out = tmp_path / "out"
+    res = run_sweep(cfg, out, workers=2, threads=1)
+    assert res == {"done": 2, "failed": 1, "skipped": 0, "total": 3}
+    df = collect_results(out)
+    assert sorted(df["status"]) == ["done", "done", "failed"]
+    done = df[df["status"] == "done"]
+    assert {"test/ndcg@10", "val/ndcg@10", "test/dips_gap", "checkpoint"} <= set(df.columns)
+    assert done["test/ndcg@10"].between(0, 1).all() and all(Path(p).is_file() for p in done["checkpoint"])
+    assert "lam" in df[df["status"] == "failed"]["error"].iloc[0]
+    assert (out / "results.csv").is_file() and (out / "report.md").is_file() and (out / "pareto_dips_gap.png").is_file()
+    (out / "report.md").unlink()
+    assert cli_main(["sweep-report", str(out)]) == 0
+    assert "Pareto front" in (out / "report.md").read_text() and "Failed trials" in (out / "report.md").read_text()
+    # the same command again: nothing rerun, the failed trial retried (and failing again)
+    mtimes = {p: p.stat().st_mtime for p in out.glob("trials/*/result.json")}
+    res = run_sweep(cfg, out, workers=2, threads=1)
+    assert res["skipped"] == 2 and res["failed"] == 1
+    assert {p: p.stat().st_mtime for p in out.glob("trials/*/result.json")} == mtimes
+
+
+@pytest.mark.slow
+def test_sweep_resumes_after_a_kill_and_refuses_a_concurrent_sweep(tmp_path):
+    cfg = _sweep(tmp_path, {"model.lam": [0.0, 0.5, 1.0]})
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "torchfair.cli", "sweep", "--config", str(cfg), "--out",
+                             str(out), "--workers", "1", "--threads", "1"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.time() + 300
+        while not list(out.glob("trials/*/result.json")):
+            assert proc.poll() is None and time.time() < deadline, proc.stderr.read().decode()[-2000:]
+            time.sleep(0.5)
+        with pytest.raises(SweepLockedError, match="another sweep"):
+            run_sweep(cfg, out, workers=1, threads=1)
+        os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its running trial, mid-way
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    finished = {p.parent.name: p.stat().st_mtime for p in out.glob("trials/*/result.json")}
+    assert 1 <= len(finished) < 3
+    res = run_sweep(cfg, out, workers=2, threads=1)
+    assert res["done"] == 3 and res["failed"] == 0 and res["skipped"] == len(finished)
+    assert {k: v for k, v in ((p.parent.name, p.stat().st_mtime) for p in out.glob("trials/*/result.json"))
+            if k in finished} == finished
+    assert len(collect_results(out)) == 3
+    assert json.loads((out / "sweep.json").read_text())["trials"]

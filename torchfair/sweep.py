@@ -1,0 +1,508 @@
+"""``torchfair sweep``: grids and random searches over training configs, resumable, with a trade-off report.
+
+A sweep file (YAML) names a base training config (``configs/ml100k_*.yaml``, read by ``torchfair fit``) and the
+keys to vary, in the dotted syntax of the command line::
+
+    base: ml100k_dips.yaml            # relative to the sweep file
+    overrides:                        # applied to every trial
+      trainer.max_epochs: 3
+    grid:                             # every combination
+      model.lam: [0.0, 0.1, 1.0]
+      seed_everything: [0, 1, 2]
+    random:                           # optional: `samples` draws on top of each grid point
+      model.fairness_loss.init_args.ordering.init_args.temperature: {loguniform: [0.01, 1.0]}
+    samples: 4
+    seed: 0                           # seed of the random draws
+    objective: val/ndcg@10            # maximised: "best so far" and Optuna's target
+
+``torchfair sweep --config FILE --out DIR [--workers K]`` runs the trials, ``K`` at a time, each in its own
+process (one GPU each when there are GPUs, ``CUDA_VISIBLE_DEVICES``), and shows trials done / running / failed and
+the best so far.  Nothing is lost: a finished trial writes ``DIR/trials/<trial id>/result.json`` atomically (its
+parameters, every exact validation and test measure, its checkpoint); running the same command again skips
+finished trials and reruns unfinished ones; a failing trial writes ``error.json`` (its traceback) and the others
+go on; a second sweep on the same ``DIR`` is refused while the first holds its lock.  The trial id is a hash of
+the trial's parameters, so adding values to a grid keeps the finished trials.
+
+Outputs: ``DIR/results.csv`` (and ``results.parquet`` when pyarrow is installed: ``pip install torchfair[parquet]``)
+with one row per trial (``trial_id``, ``status``, the parameters, every measure), ``DIR/pareto_<measure>.png`` and
+``DIR/report.md`` (the Pareto front of every fairness measure against NDCG@10, as figures and tables).
+``torchfair sweep-report DIR`` rebuilds them from a finished or partial sweep.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import json
+import math
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+__all__ = ["SweepSpec", "Trial", "load_sweep", "expand_trials", "run_sweep", "collect_results", "pareto_front",
+           "write_sweep_report", "SweepLockedError"]
+
+#: fairness columns and whether lower (True) or a smaller absolute value ("abs") is better
+FAIRNESS_COLUMNS = {"dips_gap": "abs", "dips_t0_gap": "abs", "exposure_misallocation_l1": True,
+                    "pairwise_accuracy_inter": "abs"}
+UTILITY_COLUMN = "ndcg@10"
+_DISTRIBUTIONS = ("uniform", "loguniform", "choice", "int")
+
+
+class SweepLockedError(RuntimeError):
+    """Another sweep holds the output directory's lock."""
+
+
+@dataclass
+class SweepSpec:
+    """A parsed sweep file (see the module docstring)."""
+
+    base: Path
+    overrides: Dict[str, Any] = field(default_factory=dict)
+    grid: Dict[str, List[Any]] = field(default_factory=dict)
+    random: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    samples: int = 1
+    seed: int = 0
+    objective: str = "val/" + UTILITY_COLUMN
+    source: Optional[Path] = None
+
+
+@dataclass
+class Trial:
+    """One point of the sweep: its parameters (dotted keys -> values) and a stable id (hash of the parameters)."""
+
+    params: Dict[str, Any]
+
+    @property
+    def trial_id(self) -> str:
+        blob = json.dumps(self.params, sort_keys=True, default=str).encode()
+        return hashlib.sha1(blob).hexdigest()[:12]
+
+
+# --------------------------------------------------------------------------------------------- the sweep file
+def _check_key(key: Any, where: str) -> str:
+    if not isinstance(key, str) or not key or any(c.isspace() for c in key) or key.startswith("-"):
+        raise ValueError(f"`{where}`: keys must be dotted config keys such as 'model.lam'; got {key!r}")
+    return key
+
+
+def load_sweep(path: os.PathLike) -> SweepSpec:
+    """Read and check a sweep file; ``ValueError`` naming the field otherwise."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"`config`: no sweep file at {str(path)!r}")
+    with open(path) as f:
+        raw = yaml.safe_load(f) or {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"`config`: {path} must hold a mapping (base, grid, ...); got {type(raw).__name__}")
+    unknown = set(raw) - {"base", "overrides", "grid", "random", "samples", "seed", "objective"}
+    if unknown:
+        raise ValueError(f"`config`: unknown fields {sorted(unknown)} in {path}; expected base, overrides, grid, "
+                         "random, samples, seed, objective")
+    if not isinstance(raw.get("base"), str):
+        raise ValueError(f"`base`: {path} must name the base training config (a YAML path)")
+    base = (path.parent / raw["base"]).resolve()
+    if not base.is_file():
+        raise ValueError(f"`base`: no training config at {str(base)!r}")
+    overrides = raw.get("overrides") or {}
+    grid = raw.get("grid") or {}
+    rnd = raw.get("random") or {}
+    for name, value in (("overrides", overrides), ("grid", grid), ("random", rnd)):
+        if not isinstance(value, dict):
+            raise ValueError(f"`{name}` must be a mapping of dotted keys; got {type(value).__name__}")
+        for k in value:
+            _check_key(k, name)
+    for k, v in grid.items():
+        if not isinstance(v, list) or not v:
+            raise ValueError(f"`grid`: {k!r} must list at least one value; got {v!r}")
+    for k, v in rnd.items():
+        if not isinstance(v, dict) or len(v) != 1 or next(iter(v)) not in _DISTRIBUTIONS:
+            raise ValueError(f"`random`: {k!r} must be one of {{uniform: [a, b]}}, {{loguniform: [a, b]}}, "
+                             f"{{int: [a, b]}}, {{choice: [...]}}; got {v!r}")
+        kind, arg = next(iter(v.items()))
+        if not isinstance(arg, list) or not arg or (kind != "choice" and len(arg) != 2):
+            raise ValueError(f"`random`: {k!r}: {kind} needs {'a list' if kind == 'choice' else '[low, high]'}")
+        if kind == "loguniform" and not (0 < arg[0] < arg[1]):
+            raise ValueError(f"`random`: {k!r}: loguniform needs 0 < low < high; got {arg}")
+    both = (set(grid) | set(rnd)) & set(overrides)
+    if both or set(grid) & set(rnd):
+        raise ValueError(f"keys given twice across overrides / grid / random: {sorted(both or set(grid) & set(rnd))}")
+    samples, seed = raw.get("samples", 1), raw.get("seed", 0)
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise ValueError(f"`samples` must be an int >= 1; got {samples!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"`seed` must be an int; got {seed!r}")
+    objective = raw.get("objective", "val/" + UTILITY_COLUMN)
+    if not isinstance(objective, str):
+        raise ValueError(f"`objective` must be a measure column such as 'val/ndcg@10'; got {objective!r}")
+    return SweepSpec(base=base, overrides=overrides, grid=grid, random=rnd, samples=samples if rnd else 1,
+                     seed=seed, objective=objective, source=path)
+
+
+def _draw(spec: Dict[str, Any], rng: random.Random) -> Any:
+    kind, arg = next(iter(spec.items()))
+    if kind == "uniform":
+        return rng.uniform(float(arg[0]), float(arg[1]))
+    if kind == "loguniform":
+        return math.exp(rng.uniform(math.log(arg[0]), math.log(arg[1])))
+    if kind == "int":
+        return rng.randint(int(arg[0]), int(arg[1]))
+    return rng.choice(arg)
+
+
+def expand_trials(spec: SweepSpec) -> List[Trial]:
+    """Every trial of the sweep: the grid's product, each with ``samples`` random draws (seeded)."""
+    keys = list(spec.grid)
+    rng = random.Random(spec.seed)
+    trials = []
+    for combo in itertools.product(*(spec.grid[k] for k in keys)) if keys else [()]:
+        point = dict(zip(keys, combo))
+        for _ in range(spec.samples):
+            params = dict(point)
+            params.update({k: _draw(v, rng) for k, v in spec.random.items()})
+            trials.append(Trial(params))
+    seen, unique = set(), []
+    for t in trials:
+        if t.trial_id not in seen:
+            seen.add(t.trial_id)
+            unique.append(t)
+    return unique
+
+
+# --------------------------------------------------------------------------------------------- one trial
+def _cli_value(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def trial_args(spec_base: os.PathLike, overrides: Mapping[str, Any], params: Mapping[str, Any], tdir: Path
+               ) -> List[str]:
+    """The ``torchfair fit`` arguments of a trial: the base config, the overrides and parameters, and a CSV logger
+    and checkpoints under the trial's directory."""
+    args = ["--config", str(spec_base)]
+    for k, v in {**overrides, **params}.items():
+        args += [f"--{k}", _cli_value(v)]
+    logger = {"class_path": "pytorch_lightning.loggers.CSVLogger",
+              "init_args": {"save_dir": str(tdir), "name": "logs", "version": ""}}
+    args += ["--trainer.default_root_dir", str(tdir), "--trainer.logger", json.dumps(logger)]
+    return args
+
+
+def _atomic_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1, default=str)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def run_trial(tdir: os.PathLike) -> int:
+    """Run the trial described by ``tdir/trial.json`` in this process: fit, then validate and test the best
+    checkpoint; write ``result.json`` (or ``error.json``) atomically.  Returns the exit code."""
+    tdir = Path(tdir)
+    desc = json.loads((tdir / "trial.json").read_text())
+    t0 = time.time()
+    try:
+        from .training.cli import FairLightningCLI
+
+        saved = sys.argv
+        sys.argv = sys.argv[:1]
+        try:
+            cli = FairLightningCLI(args=trial_args(desc["base"], desc["overrides"], desc["params"], tdir), run=False)
+        finally:
+            sys.argv = saved
+        trainer, model, dm = cli.trainer, cli.model, cli.datamodule
+        trainer.fit(model, dm)
+        ckpt = getattr(trainer.checkpoint_callback, "best_model_path", "") or None
+        metrics: Dict[str, float] = {}
+        for stage in ("validate", "test"):
+            out = getattr(trainer, stage)(model, dm, ckpt_path=ckpt, verbose=False) if ckpt else \
+                getattr(trainer, stage)(model, dm, verbose=False)
+            for d in out:
+                metrics.update({k: float(v) for k, v in d.items()})
+        _atomic_json(tdir / "result.json", {"trial_id": desc["trial_id"], "params": desc["params"],
+                                            "metrics": metrics, "checkpoint": ckpt,
+                                            "seconds": time.time() - t0})
+        return 0
+    except BaseException as e:  # noqa: BLE001 - a failing trial is recorded, whatever it raised
+        _atomic_json(tdir / "error.json", {"trial_id": desc["trial_id"], "params": desc["params"],
+                                           "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(),
+                                           "seconds": time.time() - t0})
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        return 1
+
+
+# --------------------------------------------------------------------------------------------- the runner
+@contextlib.contextmanager
+def _lock(out: Path) -> Iterator[None]:
+    import fcntl
+
+    out.mkdir(parents=True, exist_ok=True)
+    f = open(out / ".sweep.lock", "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        raise SweepLockedError(f"another sweep is writing to {out} (it holds {out / '.sweep.lock'}); wait for it "
+                               "or use another --out") from None
+    try:
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        yield
+    finally:
+        fcntl.flock(f, fcntl.LOCK_UN)
+        f.close()
+
+
+def _status(tdir: Path) -> str:
+    if (tdir / "result.json").is_file():
+        return "done"
+    if (tdir / "error.json").is_file():
+        return "failed"
+    return "pending"
+
+
+class _Progress:
+    """One status line (rewritten in place on a terminal, one line per event otherwise)."""
+
+    def __init__(self, total: int, objective: str, stream=None):
+        self.total, self.objective = total, objective
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.best: Optional[Tuple[float, str]] = None
+
+    def update(self, done: int, running: int, failed: int, result: Optional[dict] = None) -> None:
+        if result is not None:
+            v = result.get("metrics", {}).get(self.objective)
+            if v is not None and math.isfinite(v) and (self.best is None or v > self.best[0]):
+                self.best = (v, result["trial_id"])
+        best = "-" if self.best is None else f"{self.best[0]:.4f} ({self.best[1]})"
+        line = (f"[sweep] done {done}/{self.total} · running {running} · failed {failed} · best {self.objective} "
+                f"{best}")
+        if self.tty:
+            self.stream.write("\r\033[K" + line)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _gpu_count() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except Exception:  # noqa: BLE001
+        return 0
+
+
+def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] = None,
+              threads: Optional[int] = None, stream=None, report: bool = True) -> dict:
+    """Run (or resume) the sweep of ``config`` into ``out``; returns ``{"done", "failed", "skipped", "total"}``.
+
+    ``workers`` trials run at once (default: the number of GPUs, else 1); each trial process gets ``threads`` torch
+    threads (default ``max(1, cpus // workers)``) and, with GPUs, one of them (``CUDA_VISIBLE_DEVICES``)."""
+    spec = load_sweep(config)
+    out = Path(out)
+    gpus = _gpu_count()
+    workers = workers if workers is not None else max(1, gpus)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"`workers` must be an int >= 1; got {workers!r}")
+    threads = threads if threads is not None else max(1, (os.cpu_count() or 1) // workers)
+    trials = expand_trials(spec)
+    with _lock(out):
+        tdirs = {}
+        for t in trials:
+            tdir = out / "trials" / t.trial_id
+            tdir.mkdir(parents=True, exist_ok=True)
+            tdirs[t.trial_id] = tdir
+            if _status(tdir) == "done":
+                continue
+            for stale in tdir.iterdir():  # an unfinished or failed attempt starts afresh
+                if stale.is_dir():
+                    shutil.rmtree(stale)
+                else:
+                    stale.unlink()
+            _atomic_json(tdir / "trial.json", {"trial_id": t.trial_id, "params": t.params, "base": str(spec.base),
+                                               "overrides": spec.overrides})
+        (out / "sweep.json").write_text(json.dumps({"config": str(Path(config).resolve()),
+                                                    "trials": [t.trial_id for t in trials]}, indent=1))
+        todo = [t for t in trials if _status(tdirs[t.trial_id]) != "done"]
+        skipped = len(trials) - len(todo)
+        prog = _Progress(len(trials), spec.objective, stream)
+        done, failed = skipped, 0
+        for t in trials:
+            if _status(tdirs[t.trial_id]) == "done":
+                prog.update(done, 0, failed, json.loads((tdirs[t.trial_id] / "result.json").read_text()))
+        running: Dict[str, Tuple[subprocess.Popen, Optional[int]]] = {}
+        free_gpus = list(range(gpus))
+        queue = list(todo)
+        try:
+            while queue or running:
+                while queue and len(running) < workers:
+                    t = queue.pop(0)
+                    env = dict(os.environ, OMP_NUM_THREADS=str(threads), TORCHFAIR_SWEEP_THREADS=str(threads))
+                    gpu = free_gpus.pop(0) if free_gpus else None
+                    if gpu is not None:
+                        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+                    log = open(tdirs[t.trial_id] / "trial.log", "w")
+                    p = subprocess.Popen([sys.executable, "-m", "torchfair.sweep", "_trial",
+                                          str(tdirs[t.trial_id])], stdout=log, stderr=subprocess.STDOUT, env=env)
+                    log.close()
+                    running[t.trial_id] = (p, gpu)
+                    prog.update(done, len(running), failed)
+                time.sleep(0.2)
+                for tid, (p, gpu) in list(running.items()):
+                    if p.poll() is None:
+                        continue
+                    del running[tid]
+                    if gpu is not None:
+                        free_gpus.append(gpu)
+                    if _status(tdirs[tid]) == "done":
+                        done += 1
+                        prog.update(done, len(running), failed,
+                                    json.loads((tdirs[tid] / "result.json").read_text()))
+                    else:
+                        if _status(tdirs[tid]) != "failed":  # killed before it could write its error
+                            _atomic_json(tdirs[tid] / "error.json", {"trial_id": tid, "error":
+                                                                     f"trial process exited with {p.returncode}"})
+                        failed += 1
+                        prog.update(done, len(running), failed)
+        except KeyboardInterrupt:
+            for p, _ in running.values():
+                p.terminate()
+            for p, _ in running.values():
+                p.wait()
+            raise
+        finally:
+            prog.close()
+        if report:
+            write_sweep_report(out)
+    return {"done": done, "failed": failed, "skipped": skipped, "total": len(trials)}
+
+
+# --------------------------------------------------------------------------------------------- results
+def collect_results(out: os.PathLike):
+    """One row per trial of ``out`` (finished, failed or pending): ``trial_id``, ``status``, the parameters and
+    every measure, as a pandas DataFrame."""
+    import pandas as pd
+
+    out = Path(out)
+    rows = []
+    for tdir in sorted((out / "trials").glob("*")) if (out / "trials").is_dir() else []:
+        desc_path = tdir / "trial.json"
+        if not desc_path.is_file():
+            continue
+        desc = json.loads(desc_path.read_text())
+        row: Dict[str, Any] = {"trial_id": desc["trial_id"], "status": _status(tdir)}
+        row.update({f"param:{k}": (json.dumps(v) if isinstance(v, (list, dict)) else v)
+                    for k, v in desc["params"].items()})
+        if row["status"] == "done":
+            res = json.loads((tdir / "result.json").read_text())
+            row.update(res["metrics"])
+            row["checkpoint"], row["seconds"] = res.get("checkpoint"), res.get("seconds")
+        elif row["status"] == "failed":
+            row["error"] = json.loads((tdir / "error.json").read_text()).get("error")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def pareto_front(utility: Sequence[float], unfairness: Sequence[float]) -> List[int]:
+    """Indices of the points not dominated by another (higher or equal utility and lower or equal unfairness, one
+    of them strictly), sorted by unfairness."""
+    pts = [(u, f, i) for i, (u, f) in enumerate(zip(utility, unfairness)) if math.isfinite(u) and math.isfinite(f)]
+    front = [i for (u, f, i) in pts
+             if not any((u2 >= u and f2 <= f) and (u2 > u or f2 < f) for (u2, f2, _) in pts)]
+    return sorted(front, key=lambda i: unfairness[i])
+
+
+def write_sweep_report(out: os.PathLike, split: str = "test") -> Path:
+    """``results.csv`` (+ ``results.parquet`` when pyarrow is there), ``pareto_<measure>.png`` and ``report.md``
+    for the sweep in ``out`` (finished or partial).  Fronts use the ``split`` measures (``test`` by default)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out)
+    if not (out / "trials").is_dir():
+        raise ValueError(f"`out`: {out} holds no sweep (no trials/ directory)")
+    df = collect_results(out)
+    df.to_csv(out / "results.csv", index=False)
+    parquet_note = ""
+    try:
+        df.to_parquet(out / "results.parquet", index=False)
+    except ImportError:
+        parquet_note = "results.parquet not written: install pyarrow (`pip install torchfair[parquet]`)."
+    counts = df["status"].value_counts().to_dict() if len(df) else {}
+    params = [c for c in df.columns if c.startswith("param:")]
+    lines = [f"# Sweep report: {out.name}", "",
+             f"Trials: {len(df)} (done {counts.get('done', 0)}, failed {counts.get('failed', 0)}, pending "
+             f"{counts.get('pending', 0)}). Parameters: {', '.join(p[6:] for p in params) or '-'}.", ""]
+    if parquet_note:
+        lines += [parquet_note, ""]
+    ucol = f"{split}/{UTILITY_COLUMN}"
+    done = df[df["status"] == "done"] if len(df) else df
+    if len(done) and ucol in done:
+        for short, mode in FAIRNESS_COLUMNS.items():
+            col = f"{split}/{short}"
+            if col not in done:
+                continue
+            unf = done[col].abs() if mode == "abs" else done[col]
+            idx = pareto_front(done[ucol].tolist(), unf.tolist())
+            front = done.iloc[idx]
+            fig, ax = plt.subplots(figsize=(5, 3.6))
+            ax.scatter(unf, done[ucol], s=14, color="0.6", label="trials")
+            ax.plot(unf.iloc[idx], front[ucol], "o-", color="C3", label="Pareto front")
+            ax.set_xlabel(("|" + col + "|") if mode == "abs" else col)
+            ax.set_ylabel(ucol)
+            ax.legend(frameon=False)
+            fig.tight_layout()
+            fig.savefig(out / f"pareto_{short}.png", dpi=120)
+            plt.close(fig)
+            lines += [f"## Pareto front: {col} against {ucol}", "", f"![front](pareto_{short}.png)", "",
+                      "| trial | " + " | ".join(p[6:] for p in params) + f" | {col} | {ucol} |",
+                      "|---|" + "---|" * len(params) + "---:|---:|"]
+            for _, r in front.iterrows():
+                lines.append(f"| {r['trial_id']} | " + " | ".join(str(r[p]) for p in params) +
+                             f" | {r[col]:.4f} | {r[ucol]:.4f} |")
+            lines.append("")
+    failed = df[df["status"] == "failed"] if len(df) else df
+    if len(failed):
+        lines += ["## Failed trials", ""] + [f"- {r['trial_id']}: {r.get('error')}" for _, r in failed.iterrows()]
+        lines.append("")
+    path = out / "report.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def _main(argv: Sequence[str]) -> int:  # pragma: no cover - the trial subprocess entry point
+    if len(argv) == 2 and argv[0] == "_trial":
+        threads = os.environ.get("TORCHFAIR_SWEEP_THREADS")
+        if threads:
+            import torch
+
+            torch.set_num_threads(int(threads))
+        return run_trial(argv[1])
+    print("usage: torchfair sweep --config FILE --out DIR (this module's entry point is internal)", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(_main(sys.argv[1:]))
