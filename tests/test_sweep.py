@@ -19,7 +19,7 @@ from torchfair.sweep import (SweepLockedError, Trial, collect_results, expand_tr
 ROOT = Path(__file__).resolve().parents[1]
 SYNTH = {"data.variant": "synthetic", "data.n_test": 3, "data.n_val": 2, "data.num_negatives": 5,
          "data.batch_size": 16, "data.eval_batch_size": 32, "trainer.max_epochs": 1,
-         "trainer.enable_progress_bar": False, "trainer.enable_model_summary": False, "model.warmup_steps": 0}
+         "trainer.enable_progress_bar": False, "trainer.enable_model_summary": False, "model.schedule": "constant"}
 
 
 def _write(tmp_path, body: dict, name="sweep.yaml") -> Path:
