@@ -142,3 +142,24 @@ def test_sweep_resumes_after_a_kill_and_refuses_a_concurrent_sweep(tmp_path):
             if k in finished} == finished
     assert len(collect_results(out)) == 3
     assert json.loads((out / "sweep.json").read_text())["trials"]
+
+
+@pytest.mark.slow
+def test_optuna_search_proposes_in_the_space_and_resumes(tmp_path):
+    pytest.importorskip("optuna", reason="optuna is an optional extra (pip install torchfair[optuna])")
+    cfg = _sweep(tmp_path, {"seed_everything": [0, 1]}, random={"model.lam": {"loguniform": [0.01, 1.0]}})
+    out = tmp_path / "out"
+    res = run_sweep(cfg, out, workers=2, threads=1, search="optuna", n_trials=3)
+    assert res["done"] == 3 and res["failed"] == 0
+    df = collect_results(out)
+    assert len(df) == 3 and df["param:model.lam"].between(0.01, 1.0).all()
+    assert set(df["param:seed_everything"]) <= {0, 1}
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    assert len(pd.read_parquet(out / "results.parquet")) == 3
+    res = run_sweep(cfg, out, workers=1, threads=1, search="optuna", n_trials=4)  # one more, the 3 kept
+    assert res["skipped"] == 3 and res["done"] == 4 and len(collect_results(out)) == 4
+    with pytest.raises(ValueError, match="`n_trials`"):
+        run_sweep(cfg, out, search="optuna")
+    with pytest.raises(ValueError, match="`search`"):
+        run_sweep(cfg, out, search="bayes")

@@ -265,6 +265,10 @@ def _add_sweep(sub) -> None:
     p.add_argument("--workers", type=int, default=None,
                    help="trials at once (default: the number of GPUs, else 1)")
     p.add_argument("--threads", type=int, default=None, help="torch threads per trial (default: CPUs / workers)")
+    p.add_argument("--search", choices=("grid", "optuna"), default="grid",
+                   help="grid: every trial of the file; optuna: Optuna's TPE sampler over the same space "
+                        "(`pip install torchfair[optuna]`)")
+    p.add_argument("--trials", type=int, default=None, help="number of trials for --search optuna")
     p.set_defaults(func=_run_sweep)
 
 
@@ -272,7 +276,8 @@ def _run_sweep(args) -> int:
     from .sweep import SweepLockedError, run_sweep
 
     try:
-        res = run_sweep(args.config, args.out, workers=args.workers, threads=args.threads)
+        res = run_sweep(args.config, args.out, workers=args.workers, threads=args.threads, search=args.search,
+                        n_trials=args.trials)
     except SweepLockedError as e:
         print(f"torchfair sweep: error: {e}", file=sys.stderr)
         return 3

@@ -15,7 +15,9 @@ keys to vary, in the dotted syntax of the command line::
     seed: 0                           # seed of the random draws
     objective: val/ndcg@10            # maximised: "best so far" and Optuna's target
 
-``torchfair sweep --config FILE --out DIR [--workers K]`` runs the trials, ``K`` at a time, each in its own
+``torchfair sweep --config FILE --out DIR [--workers K] [--search optuna --trials T]`` runs the trials (every
+trial of the file, or ``T`` trials proposed by Optuna's TPE sampler in the same space, maximising ``objective``),
+``K`` at a time, each in its own
 process (one GPU each when there are GPUs, ``CUDA_VISIBLE_DEVICES``), and shows trials done / running / failed and
 the best so far.  Nothing is lost: a finished trial writes ``DIR/trials/<trial id>/result.json`` atomically (its
 parameters, every exact validation and test measure, its checkpoint); running the same command again skips
@@ -312,40 +314,130 @@ def _gpu_count() -> int:
         return 0
 
 
+def _prepare(out: Path, spec: SweepSpec, t: Trial) -> Path:
+    """The trial's directory, reset unless the trial is finished; ``trial.json`` describes it."""
+    tdir = out / "trials" / t.trial_id
+    tdir.mkdir(parents=True, exist_ok=True)
+    if _status(tdir) != "done":
+        for stale in tdir.iterdir():  # an unfinished or failed attempt starts afresh
+            if stale.is_dir():
+                shutil.rmtree(stale)
+            else:
+                stale.unlink()
+        _atomic_json(tdir / "trial.json", {"trial_id": t.trial_id, "params": t.params, "base": str(spec.base),
+                                           "overrides": spec.overrides})
+    return tdir
+
+
+class _Optuna:
+    """Optuna's ask / tell over the sweep's space: grid keys as categorical, ``random`` keys as their
+    distributions; finished trials found on disk are told to the study first (resume)."""
+
+    def __init__(self, spec: SweepSpec, n_trials: int, seed: int):
+        try:
+            import optuna
+        except ImportError:
+            raise ValueError("`search`: optuna is not installed (`pip install torchfair[optuna]`)") from None
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        d = optuna.distributions
+        self.optuna, self.spec, self.n_trials = optuna, spec, n_trials
+        self.space = {k: d.CategoricalDistribution(v) for k, v in spec.grid.items()}
+        for k, v in spec.random.items():
+            kind, arg = next(iter(v.items()))
+            self.space[k] = (d.FloatDistribution(float(arg[0]), float(arg[1]), log=kind == "loguniform")
+                             if kind in ("uniform", "loguniform") else
+                             d.IntDistribution(int(arg[0]), int(arg[1])) if kind == "int" else
+                             d.CategoricalDistribution(arg))
+        if not self.space:
+            raise ValueError("`search`: optuna needs at least one key under `grid` or `random`")
+        self.seed = seed
+        self.study = None
+        self._told: List[Tuple[Dict[str, Any], float]] = []  # finished trials of an earlier run with their values
+        self.known: Dict[str, Optional[float]] = {}
+        self.pending: Dict[str, Any] = {}
+        self.asked = 0
+
+    def _study(self):
+        if self.study is None:  # seeded by what is already known, so that a resumed run draws new points
+            sampler = self.optuna.samplers.TPESampler(seed=self.seed + len(self.known))
+            self.study = self.optuna.create_study(direction="maximize", sampler=sampler)
+            for params, value in self._told:
+                self.study.add_trial(self.optuna.trial.create_trial(params=params, distributions=self.space,
+                                                                     value=value))
+        return self.study
+
+    def tell_finished(self, params: Dict[str, Any], value: Optional[float]) -> None:
+        self.known[Trial(params).trial_id] = value
+        self.asked += 1
+        if value is not None and math.isfinite(value):
+            self._told.append((params, value))
+
+    def ask(self) -> Optional[Trial]:
+        if self.asked >= self.n_trials:
+            return None
+        study = self._study()
+        for _ in range(100):  # a point already run is told again (its value is known) and another one asked
+            ot = study.ask(self.space)
+            t = Trial(dict(ot.params))
+            if t.trial_id not in self.known and t.trial_id not in self.pending:
+                break
+            value = self.known.get(t.trial_id)
+            study.tell(ot, value, state=self.optuna.trial.TrialState.COMPLETE if value is not None
+                       else self.optuna.trial.TrialState.FAIL)
+        else:
+            return None
+        self.asked += 1
+        self.pending[t.trial_id] = ot
+        return t
+
+    def tell(self, trial_id: str, value: Optional[float]) -> None:
+        ot = self.pending.pop(trial_id, None)
+        if ot is None:
+            return
+        ok = value is not None and math.isfinite(value)
+        self.known[trial_id] = value if ok else None
+        self.study.tell(ot, value if ok else None,
+                        state=self.optuna.trial.TrialState.COMPLETE if ok else self.optuna.trial.TrialState.FAIL)
+
+
 def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] = None,
-              threads: Optional[int] = None, stream=None, report: bool = True) -> dict:
+              threads: Optional[int] = None, search: str = "grid", n_trials: Optional[int] = None,
+              stream=None, report: bool = True) -> dict:
     """Run (or resume) the sweep of ``config`` into ``out``; returns ``{"done", "failed", "skipped", "total"}``.
 
     ``workers`` trials run at once (default: the number of GPUs, else 1); each trial process gets ``threads`` torch
-    threads (default ``max(1, cpus // workers)``) and, with GPUs, one of them (``CUDA_VISIBLE_DEVICES``)."""
+    threads (default ``max(1, cpus // workers)``) and, with GPUs, one of them (``CUDA_VISIBLE_DEVICES``).
+    ``search="grid"`` runs every trial of the file (grid x random draws); ``search="optuna"`` lets Optuna's TPE
+    sampler propose ``n_trials`` trials in the same space, maximising the file's ``objective`` (finished trials of
+    an earlier run count towards ``n_trials`` and are told to the study)."""
+    from ._validation import check_choice
+
     spec = load_sweep(config)
+    check_choice(search, "search", ("grid", "optuna"))
     out = Path(out)
     gpus = _gpu_count()
     workers = workers if workers is not None else max(1, gpus)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"`workers` must be an int >= 1; got {workers!r}")
+    if search == "optuna" and (isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1):
+        raise ValueError(f"`n_trials` must be an int >= 1 with search='optuna'; got {n_trials!r}")
     threads = threads if threads is not None else max(1, (os.cpu_count() or 1) // workers)
-    trials = expand_trials(spec)
+    tuner = _Optuna(spec, n_trials, spec.seed) if search == "optuna" else None
     with _lock(out):
-        tdirs = {}
-        for t in trials:
-            tdir = out / "trials" / t.trial_id
-            tdir.mkdir(parents=True, exist_ok=True)
-            tdirs[t.trial_id] = tdir
-            if _status(tdir) == "done":
-                continue
-            for stale in tdir.iterdir():  # an unfinished or failed attempt starts afresh
-                if stale.is_dir():
-                    shutil.rmtree(stale)
-                else:
-                    stale.unlink()
-            _atomic_json(tdir / "trial.json", {"trial_id": t.trial_id, "params": t.params, "base": str(spec.base),
-                                               "overrides": spec.overrides})
-        (out / "sweep.json").write_text(json.dumps({"config": str(Path(config).resolve()),
-                                                    "trials": [t.trial_id for t in trials]}, indent=1))
+        if tuner is None:
+            trials = expand_trials(spec)
+        else:  # the trials an earlier run of this sweep finished
+            trials = []
+            for res in sorted((out / "trials").glob("*/result.json")) if (out / "trials").is_dir() else []:
+                r = json.loads(res.read_text())
+                if set(r["params"]) == set(tuner.space) and tuner.asked < n_trials:
+                    trials.append(Trial(r["params"]))
+                    tuner.tell_finished(r["params"], r["metrics"].get(spec.objective))
+        tdirs = {t.trial_id: _prepare(out, spec, t) for t in trials}
         todo = [t for t in trials if _status(tdirs[t.trial_id]) != "done"]
         skipped = len(trials) - len(todo)
-        prog = _Progress(len(trials), spec.objective, stream)
+        total = len(trials) if tuner is None else n_trials
+        prog = _Progress(total, spec.objective, stream)
         done, failed = skipped, 0
         for t in trials:
             if _status(tdirs[t.trial_id]) == "done":
@@ -353,10 +445,24 @@ def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] =
         running: Dict[str, Tuple[subprocess.Popen, Optional[int]]] = {}
         free_gpus = list(range(gpus))
         queue = list(todo)
+
+        def next_trial() -> Optional[Trial]:
+            if queue:
+                return queue.pop(0)
+            if tuner is not None:
+                t = tuner.ask()
+                if t is not None:
+                    trials.append(t)
+                    tdirs[t.trial_id] = _prepare(out, spec, t)
+                return t
+            return None
+
         try:
-            while queue or running:
-                while queue and len(running) < workers:
-                    t = queue.pop(0)
+            while True:
+                while len(running) < workers:
+                    t = next_trial()
+                    if t is None:
+                        break
                     env = dict(os.environ, OMP_NUM_THREADS=str(threads), TORCHFAIR_SWEEP_THREADS=str(threads))
                     gpu = free_gpus.pop(0) if free_gpus else None
                     if gpu is not None:
@@ -367,6 +473,8 @@ def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] =
                     log.close()
                     running[t.trial_id] = (p, gpu)
                     prog.update(done, len(running), failed)
+                if not running:
+                    break
                 time.sleep(0.2)
                 for tid, (p, gpu) in list(running.items()):
                     if p.poll() is None:
@@ -376,9 +484,13 @@ def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] =
                         free_gpus.append(gpu)
                     if _status(tdirs[tid]) == "done":
                         done += 1
-                        prog.update(done, len(running), failed,
-                                    json.loads((tdirs[tid] / "result.json").read_text()))
+                        res = json.loads((tdirs[tid] / "result.json").read_text())
+                        if tuner is not None:
+                            tuner.tell(tid, res["metrics"].get(spec.objective))
+                        prog.update(done, len(running), failed, res)
                     else:
+                        if tuner is not None:
+                            tuner.tell(tid, None)
                         if _status(tdirs[tid]) != "failed":  # killed before it could write its error
                             _atomic_json(tdirs[tid] / "error.json", {"trial_id": tid, "error":
                                                                      f"trial process exited with {p.returncode}"})
@@ -392,6 +504,8 @@ def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] =
             raise
         finally:
             prog.close()
+        (out / "sweep.json").write_text(json.dumps({"config": str(Path(config).resolve()), "search": search,
+                                                    "trials": [t.trial_id for t in trials]}, indent=1))
         if report:
             write_sweep_report(out)
     return {"done": done, "failed": failed, "skipped": skipped, "total": len(trials)}
