@@ -163,3 +163,18 @@ def test_optuna_search_proposes_in_the_space_and_resumes(tmp_path):
         run_sweep(cfg, out, search="optuna")
     with pytest.raises(ValueError, match="`search`"):
         run_sweep(cfg, out, search="bayes")
+
+
+@pytest.mark.slow
+def test_ray_backend_runs_the_grid_into_the_same_directory(tmp_path):
+    pytest.importorskip("ray", reason="ray is an optional extra (pip install torchfair[ray])")
+    cfg = _sweep(tmp_path, {"model.lam": [0.0, 1.0, -1.0]})
+    out = tmp_path / "out"
+    res = run_sweep(cfg, out, workers=2, threads=1, backend="ray")
+    assert res == {"done": 2, "failed": 1, "skipped": 0, "total": 3}
+    df = collect_results(out)
+    assert sorted(df["status"]) == ["done", "done", "failed"] and (out / "report.md").is_file()
+    res = run_sweep(cfg, out, workers=2, threads=1, backend="ray")  # resumed: the finished trials are kept
+    assert res["skipped"] == 2
+    with pytest.raises(ValueError, match="`search`"):
+        run_sweep(cfg, out, backend="ray", search="optuna", n_trials=2)

@@ -269,6 +269,10 @@ def _add_sweep(sub) -> None:
                    help="grid: every trial of the file; optuna: Optuna's TPE sampler over the same space "
                         "(`pip install torchfair[optuna]`)")
     p.add_argument("--trials", type=int, default=None, help="number of trials for --search optuna")
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local: processes on this machine; ray: Ray Tune on a cluster (`pip install torchfair[ray]`)")
+    p.add_argument("--address", default=None,
+                   help="Ray cluster address for --backend ray (e.g. auto or ray://head:10001; default: local Ray)")
     p.set_defaults(func=_run_sweep)
 
 
@@ -277,7 +281,7 @@ def _run_sweep(args) -> int:
 
     try:
         res = run_sweep(args.config, args.out, workers=args.workers, threads=args.threads, search=args.search,
-                        n_trials=args.trials)
+                        n_trials=args.trials, backend=args.backend, address=args.address)
     except SweepLockedError as e:
         print(f"torchfair sweep: error: {e}", file=sys.stderr)
         return 3

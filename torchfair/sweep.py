@@ -28,7 +28,8 @@ the trial's parameters, so adding values to a grid keeps the finished trials.
 Outputs: ``DIR/results.csv`` (and ``results.parquet`` when pyarrow is installed: ``pip install torchfair[parquet]``)
 with one row per trial (``trial_id``, ``status``, the parameters, every measure), ``DIR/pareto_<measure>.png`` and
 ``DIR/report.md`` (the Pareto front of every fairness measure against NDCG@10, as figures and tables).
-``torchfair sweep-report DIR`` rebuilds them from a finished or partial sweep.
+``torchfair sweep-report DIR`` rebuilds them from a finished or partial sweep.  ``--backend ray [--address ...]``
+runs the trials through Ray Tune (one Tune trial per trial, GPUs as resources) into the same ``DIR``.
 """
 from __future__ import annotations
 
@@ -400,20 +401,72 @@ class _Optuna:
                         state=self.optuna.trial.TrialState.COMPLETE if ok else self.optuna.trial.TrialState.FAIL)
 
 
+def _ray_trainable(config: Dict[str, Any]) -> None:  # pragma: no cover - runs inside Ray workers
+    """A Ray Tune function trainable: run one prepared trial directory in a subprocess, report its measures."""
+    from ray import tune
+
+    tdir = Path(config["tdir"])
+    env = dict(os.environ, OMP_NUM_THREADS=str(config["threads"]), TORCHFAIR_SWEEP_THREADS=str(config["threads"]))
+    with open(tdir / "trial.log", "w") as log:
+        code = subprocess.run([sys.executable, "-m", "torchfair.sweep", "_trial", str(tdir)], stdout=log,
+                              stderr=subprocess.STDOUT, env=env).returncode
+    if (tdir / "result.json").is_file():
+        metrics = json.loads((tdir / "result.json").read_text())["metrics"]
+        tune.report({"trial_failed": 0, **{k.replace("/", "_"): v for k, v in metrics.items()}})
+    else:
+        if not (tdir / "error.json").is_file():
+            _atomic_json(tdir / "error.json", {"trial_id": tdir.name, "error": f"trial process exited with {code}"})
+        tune.report({"trial_failed": 1})
+
+
+def _run_ray(out: Path, todo: List[Trial], tdirs: Dict[str, Path], workers: int, threads: int, gpus_per_trial: float,
+             address: Optional[str]) -> None:
+    """The trials ``todo`` through Ray Tune on an existing cluster (``address``) or a local Ray instance: each a
+    Tune trial with ``threads`` CPUs (and ``gpus_per_trial`` GPUs), at most ``workers`` at once.  Trial
+    directories must be on storage every node sees (a shared filesystem) for a multi-node cluster."""
+    try:
+        import ray
+        from ray import tune
+    except ImportError:
+        raise ValueError("`backend`: ray is not installed (`pip install torchfair[ray]`)") from None
+    if not todo:
+        return
+    started = False
+    if not ray.is_initialized():
+        ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
+        started = True
+    try:
+        trainable = tune.with_resources(_ray_trainable, {"cpu": threads, "gpu": gpus_per_trial})
+        space = {"tdir": tune.grid_search([str(tdirs[t.trial_id]) for t in todo]), "threads": threads}
+        tuner = tune.Tuner(trainable, param_space=space,
+                           tune_config=tune.TuneConfig(max_concurrent_trials=workers),
+                           run_config=tune.RunConfig(storage_path=str((out / "ray").resolve()), name="tune",
+                                                     verbose=1))
+        tuner.fit()
+    finally:
+        if started:
+            ray.shutdown()
+
+
 def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] = None,
               threads: Optional[int] = None, search: str = "grid", n_trials: Optional[int] = None,
-              stream=None, report: bool = True) -> dict:
+              backend: str = "local", address: Optional[str] = None, stream=None, report: bool = True) -> dict:
     """Run (or resume) the sweep of ``config`` into ``out``; returns ``{"done", "failed", "skipped", "total"}``.
 
     ``workers`` trials run at once (default: the number of GPUs, else 1); each trial process gets ``threads`` torch
     threads (default ``max(1, cpus // workers)``) and, with GPUs, one of them (``CUDA_VISIBLE_DEVICES``).
     ``search="grid"`` runs every trial of the file (grid x random draws); ``search="optuna"`` lets Optuna's TPE
     sampler propose ``n_trials`` trials in the same space, maximising the file's ``objective`` (finished trials of
-    an earlier run count towards ``n_trials`` and are told to the study)."""
+    an earlier run count towards ``n_trials`` and are told to the study).  ``backend="ray"`` runs the grid through
+    Ray Tune on the cluster at ``address`` (default: a local Ray instance), GPUs as trial resources, results in the
+    same ``out`` (a directory every node sees)."""
     from ._validation import check_choice
 
     spec = load_sweep(config)
     check_choice(search, "search", ("grid", "optuna"))
+    check_choice(backend, "backend", ("local", "ray"))
+    if backend == "ray" and search != "grid":
+        raise ValueError("`search`: the ray backend runs grid / random sweeps; use --backend local for optuna")
     out = Path(out)
     gpus = _gpu_count()
     workers = workers if workers is not None else max(1, gpus)
@@ -445,6 +498,12 @@ def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] =
         running: Dict[str, Tuple[subprocess.Popen, Optional[int]]] = {}
         free_gpus = list(range(gpus))
         queue = list(todo)
+        if backend == "ray":
+            _run_ray(out, todo, tdirs, workers, threads, 1.0 if gpus else 0.0, address)
+            queue = []
+            for t in todo:
+                done += _status(tdirs[t.trial_id]) == "done"
+                failed += _status(tdirs[t.trial_id]) != "done"
 
         def next_trial() -> Optional[Trial]:
             if queue:
