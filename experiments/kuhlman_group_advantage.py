@@ -28,6 +28,11 @@ alpha = |G_p| / N for rND, rRD, rKL, pair, expRR) and pair's values at alpha = 0
 Optionally (on by default) the §5 monotonicity test on rankings that satisfy Assumptions 1-2 (the generator above) and
 on rankings that do not (protected items concentrated in the middle of the list).
 
+Measured deviations from the paper (see the .md): rRD falls back near 0 at alpha = 1 instead of exploding, because
+torchfair takes the ratio of a prefix without non-protected item as 0 (Yang & Stoyanovich's convention), so the
+all-protected top cut-offs contribute nothing; with a minority group expRR's minimum can fall one grid step below
+|G_p|/N (v(k) = 1/k weighs the first few positions, so 10 runs leave it noisy).
+
 Usage: ``python experiments/kuhlman_group_advantage.py [--fast] [--n 1000] [--runs 10] [--seed 0]``; writes
 ``experiments/results/kuhlman_group_advantage.{png,md}`` (``--out-dir``).
 """
@@ -227,6 +232,10 @@ def main(argv=None) -> None:
             f"α = |G_p|/N; pair is maximal (1) at α = 0 and 1; skew follows a different pattern.\n\n"
             "α at which each metric's mean is minimal, and pair at the extremes:\n\n")
     text = head + _table(res) + "\n" + _curves(res) + "\n"
+    text += ("\nNotes: rRD drops back at α = 1 (torchfair takes the ratio of a prefix with no non-protected item as 0, "
+             "so an all-protected top contributes nothing; the paper's rRD explodes there).  expRR (v(k) = 1/k) weighs "
+             "the first positions most, so its mean is noisy and its minimum can sit one grid step off |G_p|/N.  "
+             "skew (signed, scaled to [0, 1]) rises with α instead of having a minimum at parity.\n")
     if not a.no_monotonicity:
         rows = monotonicity_demo(a.n, 100, a.seed)
         text += ("\n## Monotonicity test (§5), 20% protected, " + "100 rankings\n\n"
