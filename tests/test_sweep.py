@@ -178,3 +178,13 @@ def test_ray_backend_runs_the_grid_into_the_same_directory(tmp_path):
     assert res["skipped"] == 2
     with pytest.raises(ValueError, match="`search`"):
         run_sweep(cfg, out, backend="ray", search="optuna", n_trials=2)
+
+
+def test_runner_arguments_are_checked(tmp_path):
+    cfg = _sweep(tmp_path, {"model.lam": [0.0]})
+    for kw, match in (({"workers": 0}, "`workers`"), ({"threads": 0}, "`threads`"), ({"search": "bayes"}, "`search`"),
+                      ({"backend": "slurm"}, "`backend`"), ({"search": "optuna"}, "`n_trials`")):
+        with pytest.raises(ValueError, match=match):
+            run_sweep(cfg, tmp_path / "out", **kw)
+    with pytest.raises(ValueError, match="`out`"):
+        write_sweep_report(tmp_path / "nothing")

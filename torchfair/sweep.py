@@ -474,6 +474,8 @@ def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] =
         raise ValueError(f"`workers` must be an int >= 1; got {workers!r}")
     if search == "optuna" and (isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1):
         raise ValueError(f"`n_trials` must be an int >= 1 with search='optuna'; got {n_trials!r}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"`threads` must be an int >= 1; got {threads!r}")
     threads = threads if threads is not None else max(1, (os.cpu_count() or 1) // workers)
     tuner = _Optuna(spec, n_trials, spec.seed) if search == "optuna" else None
     with _lock(out):
