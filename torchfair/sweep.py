@@ -12,6 +12,13 @@ keys to vary, in the dotted syntax of the command line::
     random:                           # optional: `samples` draws on top of each grid point
       model.fairness_loss.init_args.ordering.init_args.temperature: {loguniform: [0.01, 1.0]}
     samples: 4
+    variants:                         # optional: named bundles of keys, each dimension crossed with the grid
+      loss:                           # a column `loss` holds the bundle's name
+        dips_soft: {model.fairness_loss: {class_path: torchfair.losses.DIPSLoss}}
+        deltr:
+          model.fairness_loss: {class_path: torchfair.losses.DELTRLoss}
+          grid: {model.lam: [1.0, 10.0]}   # a bundle may replace the values of grid keys for its trials
+        none: {model.fairness_loss: null, grid: {model.lam: [0.0]}}
     seed: 0                           # seed of the random draws
     objective: val/ndcg@10            # maximised: "best so far" and Optuna's target
 
@@ -75,6 +82,16 @@ class SweepSpec:
     seed: int = 0
     objective: str = "val/" + UTILITY_COLUMN
     source: Optional[Path] = None
+    variants: Dict[str, Dict[str, Dict[str, Any]]] = field(default_factory=dict)
+
+    def trial_config(self, params: Mapping[str, Any]) -> Dict[str, Any]:
+        """The dotted config keys of a trial: the overrides, then its variants' bundles, then its grid / random
+        values."""
+        cfg = dict(self.overrides)
+        for dim, bundles in self.variants.items():
+            cfg.update({k: v for k, v in bundles[params[dim]].items() if k != "grid"})
+        cfg.update({k: v for k, v in params.items() if k not in self.variants})
+        return cfg
 
 
 @dataclass
@@ -107,10 +124,10 @@ def load_sweep(path: os.PathLike) -> SweepSpec:
         raw = yaml.safe_load(f) or {}
     if not isinstance(raw, dict):
         raise ValueError(f"`config`: {path} must hold a mapping (base, grid, ...); got {type(raw).__name__}")
-    unknown = set(raw) - {"base", "overrides", "grid", "random", "samples", "seed", "objective"}
+    unknown = set(raw) - {"base", "overrides", "grid", "random", "samples", "seed", "objective", "variants"}
     if unknown:
         raise ValueError(f"`config`: unknown fields {sorted(unknown)} in {path}; expected base, overrides, grid, "
-                         "random, samples, seed, objective")
+                         "random, variants, samples, seed, objective")
     if not isinstance(raw.get("base"), str):
         raise ValueError(f"`base`: {path} must name the base training config (a YAML path)")
     base = (path.parent / raw["base"]).resolve()
@@ -139,6 +156,7 @@ def load_sweep(path: os.PathLike) -> SweepSpec:
     both = (set(grid) | set(rnd)) & set(overrides)
     if both or set(grid) & set(rnd):
         raise ValueError(f"keys given twice across overrides / grid / random: {sorted(both or set(grid) & set(rnd))}")
+    variants = _check_variants(raw.get("variants") or {}, grid, rnd)
     samples, seed = raw.get("samples", 1), raw.get("seed", 0)
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise ValueError(f"`samples` must be an int >= 1; got {samples!r}")
@@ -148,7 +166,45 @@ def load_sweep(path: os.PathLike) -> SweepSpec:
     if not isinstance(objective, str):
         raise ValueError(f"`objective` must be a measure column such as 'val/ndcg@10'; got {objective!r}")
     return SweepSpec(base=base, overrides=overrides, grid=grid, random=rnd, samples=samples if rnd else 1,
-                     seed=seed, objective=objective, source=path)
+                     seed=seed, objective=objective, source=path, variants=variants)
+
+
+def _check_variants(variants: Any, grid: Dict[str, List[Any]], rnd: Dict[str, Any]
+                    ) -> Dict[str, Dict[str, Dict[str, Any]]]:
+    """``variants``: dimension -> {name -> {dotted key -> value, optional ``grid``: {grid key -> values}}}; the
+    dimension names become parameter columns, so they must not be config keys of the grid / random search, and a
+    bundle must not set a searched key (its ``grid`` replaces the values of grid keys for its trials)."""
+    searched = set(grid) | set(rnd)
+    if not isinstance(variants, dict):
+        raise ValueError(f"`variants` must map a dimension name to named bundles; got {type(variants).__name__}")
+    out: Dict[str, Dict[str, Dict[str, Any]]] = {}
+    for dim, bundles in variants.items():
+        _check_key(dim, "variants")
+        if dim in searched:
+            raise ValueError(f"`variants`: the dimension {dim!r} is also a grid / random key")
+        if not isinstance(bundles, dict) or not bundles:
+            raise ValueError(f"`variants`: {dim!r} must map at least one name to a bundle of keys; got {bundles!r}")
+        out[dim] = {}
+        for name, bundle in bundles.items():
+            bundle = {} if bundle is None else bundle
+            if not isinstance(bundle, dict):
+                raise ValueError(f"`variants`: {dim}.{name} must be a mapping of dotted keys; got {bundle!r}")
+            own_grid = bundle.get("grid") or {}
+            if not isinstance(own_grid, dict) or set(own_grid) - set(grid):
+                raise ValueError(f"`variants`: {dim}.{name}.grid may only replace the values of keys of `grid` "
+                                 f"({sorted(grid)}); got {own_grid!r}")
+            for k, v in own_grid.items():
+                if not isinstance(v, list) or not v:
+                    raise ValueError(f"`variants`: {dim}.{name}.grid: {k!r} must list at least one value; got {v!r}")
+            for k in bundle:
+                if k != "grid":
+                    _check_key(k, f"variants.{dim}.{name}")
+            clash = (set(bundle) - {"grid"}) & searched
+            if clash:
+                raise ValueError(f"`variants`: {dim}.{name} sets {sorted(clash)}, which the grid / random search "
+                                 "varies")
+            out[dim][str(name)] = dict(bundle)
+    return out
 
 
 def _draw(spec: Dict[str, Any], rng: random.Random) -> Any:
@@ -163,16 +219,17 @@ def _draw(spec: Dict[str, Any], rng: random.Random) -> Any:
 
 
 def expand_trials(spec: SweepSpec) -> List[Trial]:
-    """Every trial of the sweep: the grid's product, each with ``samples`` random draws (seeded)."""
-    keys = list(spec.grid)
+    """Every trial of the sweep: the product of the variants and the grid, each with ``samples`` random draws
+    (seeded)."""
+    dims = list(spec.variants)
     rng = random.Random(spec.seed)
     trials = []
-    for combo in itertools.product(*(spec.grid[k] for k in keys)) if keys else [()]:
-        point = dict(zip(keys, combo))
-        for _ in range(spec.samples):
-            params = dict(point)
-            params.update({k: _draw(v, rng) for k, v in spec.random.items()})
-            trials.append(Trial(params))
+    for labels in itertools.product(*(list(spec.variants[d]) for d in dims)) if dims else [()]:
+        grid = dict(spec.grid)
+        for d, name in zip(dims, labels):
+            grid.update(spec.variants[d][name].get("grid") or {})
+        for combo in itertools.product(*grid.values()) if grid else [()]:
+            _add_point({**dict(zip(dims, labels)), **dict(zip(grid, combo))}, spec, rng, trials)
     seen, unique = set(), []
     for t in trials:
         if t.trial_id not in seen:
@@ -181,17 +238,24 @@ def expand_trials(spec: SweepSpec) -> List[Trial]:
     return unique
 
 
+def _add_point(point: Dict[str, Any], spec: SweepSpec, rng: random.Random, trials: List[Trial]) -> None:
+    """Append the point's ``samples`` trials (each with its own random draws)."""
+    for _ in range(spec.samples):
+        params = dict(point)
+        params.update({k: _draw(v, rng) for k, v in spec.random.items()})
+        trials.append(Trial(params))
+
+
 # --------------------------------------------------------------------------------------------- one trial
 def _cli_value(v: Any) -> str:
     return v if isinstance(v, str) else json.dumps(v)
 
 
-def trial_args(spec_base: os.PathLike, overrides: Mapping[str, Any], params: Mapping[str, Any], tdir: Path
-               ) -> List[str]:
-    """The ``torchfair fit`` arguments of a trial: the base config, the overrides and parameters, and a CSV logger
-    and checkpoints under the trial's directory."""
+def trial_args(spec_base: os.PathLike, config: Mapping[str, Any], tdir: Path) -> List[str]:
+    """The ``torchfair fit`` arguments of a trial: the base config, the trial's dotted keys
+    (:meth:`SweepSpec.trial_config`), and a CSV logger and checkpoints under the trial's directory."""
     args = ["--config", str(spec_base)]
-    for k, v in {**overrides, **params}.items():
+    for k, v in config.items():
         args += [f"--{k}", _cli_value(v)]
     logger = {"class_path": "pytorch_lightning.loggers.CSVLogger",
               "init_args": {"save_dir": str(tdir), "name": "logs", "version": ""}}
@@ -220,7 +284,7 @@ def run_trial(tdir: os.PathLike) -> int:
         saved = sys.argv
         sys.argv = sys.argv[:1]
         try:
-            cli = FairLightningCLI(args=trial_args(desc["base"], desc["overrides"], desc["params"], tdir), run=False)
+            cli = FairLightningCLI(args=trial_args(desc["base"], desc["config"], tdir), run=False)
         finally:
             sys.argv = saved
         trainer, model, dm = cli.trainer, cli.model, cli.datamodule
@@ -326,7 +390,7 @@ def _prepare(out: Path, spec: SweepSpec, t: Trial) -> Path:
             else:
                 stale.unlink()
         _atomic_json(tdir / "trial.json", {"trial_id": t.trial_id, "params": t.params, "base": str(spec.base),
-                                           "overrides": spec.overrides})
+                                           "config": spec.trial_config(t.params)})
     return tdir
 
 
@@ -342,7 +406,7 @@ class _Optuna:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         d = optuna.distributions
         self.optuna, self.spec, self.n_trials = optuna, spec, n_trials
-        self.space = {k: d.CategoricalDistribution(v) for k, v in spec.grid.items()}
+        self.space = {k: d.CategoricalDistribution(list(v)) for k, v in {**spec.variants, **spec.grid}.items()}
         for k, v in spec.random.items():
             kind, arg = next(iter(v.items()))
             self.space[k] = (d.FloatDistribution(float(arg[0]), float(arg[1]), log=kind == "loguniform")
@@ -350,7 +414,7 @@ class _Optuna:
                              d.IntDistribution(int(arg[0]), int(arg[1])) if kind == "int" else
                              d.CategoricalDistribution(arg))
         if not self.space:
-            raise ValueError("`search`: optuna needs at least one key under `grid` or `random`")
+            raise ValueError("`search`: optuna needs at least one key under `grid`, `random` or `variants`")
         self.seed = seed
         self.study = None
         self._told: List[Tuple[Dict[str, Any], float]] = []  # finished trials of an earlier run with their values

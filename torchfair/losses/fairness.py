@@ -145,8 +145,13 @@ def pairwise_correlation_loss(scores: Tensor, relevance: Tensor, groups: Tensor,
     pairs ``(j, j')`` with different relevance, pooled over the batch, where
     ``A = (s_j - s_j') sign(y_j - y_j')`` (the model's pairwise margin in the right direction) and
     ``B = (a_j - a_j') sign(y_j - y_j')`` with ``a`` the protected-group indicator.  Zero when the model's
-    margins do not depend on which group holds the more relevant item.  ``O(B N^2)`` memory.
+    margins do not depend on which group holds the more relevant item.
     Returns a scalar (0 when fewer than two such pairs exist).
+
+    Integer ``groups`` never form the pairs: the correlation needs only the pair counts and the sums of ``A``,
+    ``A**2``, ``B`` and ``A B``, and each is a sum over items of prefix sums over the less relevant items of the
+    other group, after one sort by relevance (``O(B N log N)`` time, ``O(B N)`` memory).  Soft ``[B, N, G]``
+    membership uses the ``O(B N^2)`` pair tensors.
     """
     check_group_id(protected, "protected", num_groups)
     b = prepare(scores, relevance, groups, mask, num_groups=num_groups, validate=validate_args,
@@ -154,24 +159,63 @@ def pairwise_correlation_loss(scores: Tensor, relevance: Tensor, groups: Tensor,
     if protected >= b.membership.shape[-1]:  # the protected group is absent from this batch: no such pair
         return b.scores.sum() * 0.0
     a = b.membership[..., protected]
-    known = b.membership.sum(-1) > 0
-    sgn = torch.sign(b.relevance[:, :, None] - b.relevance[:, None, :])
+    known = (b.membership.sum(-1) > 0) & b.mask
     # the correlation is scale invariant: divide the scores by their largest magnitude (a constant) first, so
     # that huge logits do not overflow the squares below
     scale = b.scores.detach().abs().amax().clamp(min=1.0)
     s = b.scores / scale
-    A = (s[:, :, None] - s[:, None, :]) * sgn
-    Bv = (a[:, :, None] - a[:, None, :]) * sgn
-    sel = (sgn > 0) & (Bv != 0) & (known[:, :, None] & known[:, None, :]) & (b.mask[:, :, None] & b.mask[:, None, :])
-    w = sel.to(A.dtype)
-    n = w.sum()
-    mA = (A * w).sum() / n.clamp(min=1)
-    mB = (Bv * w).sum() / n.clamp(min=1)
-    cov = ((A - mA) * (Bv - mB) * w).sum()
-    var = ((A - mA) ** 2 * w).sum() * ((Bv - mB) ** 2 * w).sum()
+    if groups.is_floating_point():
+        n, sA, sA2, sB, sB2, sAB = _correlation_sums_dense(s, b.relevance, a, known)
+    else:
+        n, sA, sA2, sB, sB2, sAB = _correlation_sums_sorted(s, b.relevance, a, known)
+    cov = sAB - sA * sB / n.clamp(min=1)
+    var = (sA2 - sA ** 2 / n.clamp(min=1)).clamp(min=0) * (sB2 - sB ** 2 / n.clamp(min=1)).clamp(min=0)
     ok = (n >= 2) & (var > 0)
     corr = cov / torch.sqrt(torch.where(ok, var, torch.ones_like(var)))
-    return torch.where(ok, corr.abs(), torch.zeros_like(corr))
+    return torch.where(ok, corr.abs(), torch.zeros_like(corr)).to(b.scores.dtype)
+
+
+def _correlation_sums_dense(s: Tensor, y: Tensor, a: Tensor, known: Tensor):
+    """The pair count and sums of ``A``, ``A**2``, ``B``, ``B**2``, ``A B`` over the selected pairs, from
+    ``[B, N, N]`` pair tensors (any membership)."""
+    sgn = torch.sign(y[:, :, None] - y[:, None, :])
+    A = (s[:, :, None] - s[:, None, :]) * sgn
+    Bv = (a[:, :, None] - a[:, None, :]) * sgn
+    w = ((sgn > 0) & (Bv != 0) & known[:, :, None] & known[:, None, :]).to(A.dtype)
+    return w.sum(), (A * w).sum(), (A * A * w).sum(), (Bv * w).sum(), (Bv * Bv * w).sum(), (A * Bv * w).sum()
+
+
+def _correlation_sums_sorted(s: Tensor, y: Tensor, a: Tensor, known: Tensor):
+    """:func:`_correlation_sums_dense` for a 0/1 indicator ``a``, in ``O(B N log N)``: for an item ``j`` of side
+    ``a_j`` its partners are the known items of the other side with ``y < y_j``, each pair has
+    ``B = 2 a_j - 1`` and ``A = s_j - s_j'``; prefix sums (float64) of their count, ``s`` and ``s**2`` in
+    relevance order give every sum."""
+    ys, order = torch.sort(y, dim=1, stable=True)
+    sd = s.gather(1, order).double()
+    side = a.gather(1, order) > 0.5
+    ok = known.gather(1, order)
+    # for each position the number of items strictly less relevant: prefix sums are read just before it
+    below = torch.searchsorted(ys.contiguous(), ys.contiguous(), right=False)
+    sums = {}
+    for h, on in ((1, ok & side), (0, ok & ~side)):
+        w = on.double()
+        stack = torch.stack([w, w * sd, w * sd * sd], -1).cumsum(1)                  # [B, N, 3]
+        stack = torch.cat([torch.zeros_like(stack[:, :1]), stack], 1)                # prefix of the first k items
+        sums[h] = stack.gather(1, below.unsqueeze(-1).expand(-1, -1, 3))
+    partner = torch.where(side.unsqueeze(-1), sums[0], sums[1])                      # the other side's prefix sums
+    C, S, Q = partner.unbind(-1)
+    okd = ok.double()
+    C = C * okd
+    S = S * okd
+    Q = Q * okd
+    sign = side.double() * 2 - 1
+    n = C.sum()
+    sA_j = C * sd - S
+    sA = sA_j.sum()
+    sA2 = (C * sd * sd - 2 * sd * S + Q).sum()
+    sB = (sign * C).sum()
+    sAB = (sign * sA_j).sum()
+    return n, sA, sA2, sB, n, sAB
 
 
 class DIPSLoss(LossModule):

@@ -89,13 +89,17 @@ class FairRankingModule(pl.LightningModule):
             ``"dips:tie_weight=0,label=dips_t0"``...); default :data:`DEFAULT_MEASURES`.
         lr, weight_decay: of the default Adam optimiser (a LightningCLI ``--optimizer`` replaces it).
         data_info: the data module's ``info``; filled in by :meth:`setup` when not given.
+        init_from: a checkpoint of a ranker of the same shape (a ``torchfair fit`` checkpoint, or any file whose
+            ``state_dict`` holds ``ranker.*`` entries) whose ranker weights start the fit: fine-tune a trained
+            ranker with a fairness loss.  Read once, when a fit starts; a fit resumed with ``ckpt_path`` and
+            ``load_from_checkpoint`` restore their own weights and do not read it.
     """
 
     def __init__(self, ranker: Union[str, nn.Module] = "mf", ranker_args: Optional[Dict[str, Any]] = None,
                  utility_loss: Optional[nn.Module] = None, fairness_loss: Optional[nn.Module] = None,
                  lam: float = 0.0, schedule: str = "constant", warmup_steps: int = 0, log_fairness_every: int = 0,
                  measures: Optional[List[str]] = None, lr: float = 0.01, weight_decay: float = 0.0,
-                 data_info: Optional[Dict[str, Any]] = None):
+                 data_info: Optional[Dict[str, Any]] = None, init_from: Optional[str] = None):
         super().__init__()
         check_choice(schedule, "schedule", _SCHEDULES)
         check_number(lam, "lam", low=0)
@@ -103,6 +107,8 @@ class FairRankingModule(pl.LightningModule):
         check_number(weight_decay, "weight_decay", low=0)
         if ranker_args is not None and not isinstance(ranker_args, Mapping):
             raise ValueError(f"`ranker_args` must be a dict; got {type(ranker_args).__name__}")
+        if init_from is not None and (not isinstance(init_from, str) or not init_from):
+            raise ValueError(f"`init_from` must be a checkpoint path; got {init_from!r}")
         if data_info is not None and not isinstance(data_info, Mapping):
             raise ValueError(f"`data_info` must be a dict (a data module's info); got {type(data_info).__name__}")
         for name, loss in (("utility_loss", utility_loss), ("fairness_loss", fairness_loss)):
@@ -156,14 +162,38 @@ class FairRankingModule(pl.LightningModule):
         return out
 
     def setup(self, stage: str) -> None:
-        if self.ranker is not None and self.hparams.get("data_info") is not None:
-            return
-        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
-        info = getattr(dm, "info", None)
-        if info is None and self.ranker is None:
-            raise ValueError("the ranker is built from the data module's `info`: give the Trainer a data module "
-                             "with an `info` dict, or pass `data_info=` / an nn.Module `ranker`")
-        self._build(dict(info or {}))
+        if self.ranker is None or self.hparams.get("data_info") is None:
+            dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+            info = getattr(dm, "info", None)
+            if info is None and self.ranker is None:
+                raise ValueError("the ranker is built from the data module's `info`: give the Trainer a data module "
+                                 "with an `info` dict, or pass `data_info=` / an nn.Module `ranker`")
+            self._build(dict(info or {}))
+        resumed = self._trainer is not None and getattr(self.trainer, "ckpt_path", None)
+        if stage == "fit" and self.hparams.get("init_from") and not resumed and not getattr(self, "_initialised",
+                                                                                            False):
+            self.load_ranker_weights(self.hparams["init_from"])
+
+    def load_ranker_weights(self, path: str) -> None:
+        """Copy the ranker weights of the checkpoint at ``path`` into this model's ranker (``ValueError`` when
+        the file is missing or its ranker has other parameters or shapes)."""
+        import os
+
+        if self.ranker is None:
+            raise RuntimeError("the ranker is not built yet: call setup() first")
+        if not os.path.isfile(path):
+            raise ValueError(f"`init_from`: no checkpoint at {path!r}")
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        state = ckpt.get("state_dict", ckpt) if isinstance(ckpt, Mapping) else None
+        weights = {k[len("ranker."):]: v for k, v in (state or {}).items() if k.startswith("ranker.")}
+        own = self.ranker.state_dict()
+        bad = sorted(set(own) ^ set(weights)) or \
+            [k for k in own if tuple(own[k].shape) != tuple(weights[k].shape)]
+        if bad:
+            raise ValueError(f"`init_from`: the ranker in {path!r} does not match this model's ranker "
+                             f"(parameters differing in name or shape: {bad[:5]})")
+        self.ranker.load_state_dict(weights)
+        self._initialised = True
 
     def on_save_checkpoint(self, checkpoint: Dict[str, Any]) -> None:
         checkpoint["torchfair"] = {
