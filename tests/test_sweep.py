@@ -188,3 +188,65 @@ def test_runner_arguments_are_checked(tmp_path):
             run_sweep(cfg, tmp_path / "out", **kw)
     with pytest.raises(ValueError, match="`out`"):
         write_sweep_report(tmp_path / "nothing")
+
+
+# ------------------------------------------------------------------------------------------------ variants
+def test_variants_are_named_bundles_crossed_with_the_grid(tmp_path):
+    loss = {"class_path": "torchfair.losses.DELTRLoss"}
+    path = _write(tmp_path, {"base": str(ROOT / "configs" / "ml100k_dips.yaml"), "overrides": {"trainer.max_epochs": 1},
+                             "grid": {"model.lam": [0.0], "seed_everything": [0, 1]},
+                             "variants": {"loss": {"none": {"model.fairness_loss": None},
+                                                   "deltr": {"model.fairness_loss": loss,
+                                                             "grid": {"model.lam": [1.0, 10.0]}}},
+                                          "groups": {"pop": {"data.groups": "popularity"},
+                                                     "drama": {"data.groups": "genre", "data.genre": "Drama",
+                                                               "trainer.max_epochs": 2}}}})
+    spec = load_sweep(path)
+    trials = expand_trials(spec)
+    # none: lam 0 only; deltr: its own lams; x 2 groups x 2 seeds
+    want = {(lo, g, lam, s) for g in ("pop", "drama") for s in (0, 1)
+            for lo, lam in (("none", 0.0), ("deltr", 1.0), ("deltr", 10.0))}
+    got = {(t.params["loss"], t.params["groups"], t.params["model.lam"], t.params["seed_everything"]) for t in trials}
+    assert got == want and len(trials) == len(want)
+    t = next(t for t in trials if t.params["loss"] == "deltr" and t.params["groups"] == "drama")
+    cfg = spec.trial_config(t.params)
+    assert cfg["model.fairness_loss"] == loss and cfg["data.genre"] == "Drama" and "grid" not in cfg
+    assert cfg["trainer.max_epochs"] == 2  # a bundle overrides `overrides`
+    assert "loss" not in cfg and "groups" not in cfg  # the labels are columns, not config keys
+    t0 = next(t for t in trials if t.params["loss"] == "none" and t.params["groups"] == "pop")
+    assert spec.trial_config(t0.params)["model.fairness_loss"] is None
+    assert spec.trial_config(t0.params)["trainer.max_epochs"] == 1
+
+
+def test_variant_errors_name_the_field(tmp_path):
+    base = str(ROOT / "configs" / "ml100k_dips.yaml")
+    cases = [({"variants": [1]}, "`variants`"),
+             ({"variants": {"loss": {}}}, "`variants`"),
+             ({"variants": {"loss": {"a": 3}}}, "mapping"),
+             ({"grid": {"model.lam": [0]}, "variants": {"model.lam": {"a": {}}}}, "also a grid"),
+             ({"grid": {"model.lam": [0]}, "variants": {"loss": {"a": {"model.lam": 1}}}}, "varies"),
+             ({"grid": {"model.lam": [0]}, "variants": {"loss": {"a": {"grid": {"model.lr": [1]}}}}}, "replace"),
+             ({"grid": {"model.lam": [0]}, "variants": {"loss": {"a": {"grid": {"model.lam": []}}}}}, "at least one"),
+             ({"variants": {"loss": {"a": {"-x": 1}}}}, "dotted")]
+    for body, match in cases:
+        with pytest.raises(ValueError, match=match):
+            load_sweep(_write(tmp_path, {"base": base, **body}))
+    # optuna searches one space: a bundle with its own grid values is refused
+    cfg = _write(tmp_path, {"base": base, "overrides": SYNTH, "grid": {"model.lam": [0.0]},
+                            "variants": {"loss": {"a": {"grid": {"model.lam": [1.0]}}}}})
+    pytest.importorskip("optuna")
+    with pytest.raises(ValueError, match="`search`"):
+        run_sweep(cfg, tmp_path / "out", search="optuna", n_trials=2)
+
+
+def test_the_headline_sweep_file_is_valid():
+    spec = load_sweep(ROOT / "configs" / "sweep_headline.yaml")
+    trials = expand_trials(spec)
+    losses = {t.params["loss"] for t in trials}
+    assert {"none", "dips_soft", "dips_pl", "misallocation_soft", "misallocation_pl", "pairgap_soft", "pairgap_pl",
+            "deltr", "fair_pg_rank_pl", "beutel"} <= losses
+    for loss in losses - {"none"}:  # >= 6 lam values from 0 per loss (0 is the shared baseline)
+        lams = {t.params["model.lam"] for t in trials if t.params["loss"] == loss} | {0.0}
+        assert len(lams) >= 6 and min(lams) == 0
+    assert {t.params["seed"] for t in trials} == {"0", "1", "2"}
+    assert {t.params["groups"] for t in trials} == {"popularity", "drama"}

@@ -242,3 +242,30 @@ def test_evaluate_config_overrides_the_data_settings(tiny_checkpoints, tmp_path)
     other = evaluate_checkpoints([str(tiny_checkpoints[0])], None, bootstrap=0, config=str(cfg))
     assert other["models"][name]["meta"]["data"]["n_test"] == 2
     assert other["models"][name]["measures"]["ndcg@10"]["mean"] != base["models"][name]["measures"]["ndcg@10"]["mean"]
+
+
+def test_init_from_starts_the_fit_from_another_checkpoints_ranker(tmp_path):
+    dm = MovieLensDataModule("synthetic", n_test=3, n_val=2, num_negatives=5, batch_size=16)
+    kw = dict(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+              enable_model_summary=False, default_root_dir=tmp_path, limit_val_batches=0)
+    pl.seed_everything(0)
+    first = FairRankingModule("mf", {"dim": 8})
+    pl.Trainer(**kw).fit(first, dm)
+    path = tmp_path / "first.ckpt"
+    torch.save({"state_dict": first.state_dict()}, path)
+    pl.seed_everything(1)
+    second = FairRankingModule("mf", {"dim": 8}, init_from=str(path), lr=1e-12)
+    pl.Trainer(**kw).fit(second, dm)  # a vanishing learning rate: the weights stay those of `first`
+    for (k, a), b in zip(first.ranker.state_dict().items(), second.ranker.state_dict().values()):
+        assert torch.allclose(a, b, atol=1e-6), k
+    fresh = FairRankingModule("mf", {"dim": 8}, lr=1e-12)
+    pl.seed_everything(1)
+    pl.Trainer(**kw).fit(fresh, dm)
+    assert not torch.allclose(fresh.ranker.state_dict()["user_factors.weight"], first.ranker.state_dict()["user_factors.weight"])
+    # a missing file, another shape: clear errors naming init_from
+    for bad, match in ((str(tmp_path / "nope.ckpt"), "no checkpoint"), (str(path), "does not match")):
+        m = FairRankingModule("mf", {"dim": 4}, init_from=bad)
+        with pytest.raises(ValueError, match="`init_from`.*" + match):
+            pl.Trainer(**kw).fit(m, dm)
+    with pytest.raises(ValueError, match="`init_from`"):
+        FairRankingModule(init_from=3)

@@ -406,6 +406,9 @@ class _Optuna:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         d = optuna.distributions
         self.optuna, self.spec, self.n_trials = optuna, spec, n_trials
+        if any("grid" in bundle for bundles in spec.variants.values() for bundle in bundles.values()):
+            raise ValueError("`search`: optuna searches one space; variants with their own `grid` values are "
+                             "run with --search grid")
         self.space = {k: d.CategoricalDistribution(list(v)) for k, v in {**spec.variants, **spec.grid}.items()}
         for k, v in spec.random.items():
             kind, arg = next(iter(v.items()))
