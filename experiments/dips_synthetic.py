@@ -336,7 +336,7 @@ def main(argv=None):
     say(_fmt_table(cols, table))
 
     checks = findings(rows1, rows2)
-    say("\nThe paper's statements, checked on these numbers (holds / DOES NOT HOLD):\n")
+    say("\nThe paper's statements, checked on these numbers (each: holds or DOES NOT HOLD):\n")
     for name, ok in checks.items():
         say(f"- {name}: {'holds' if ok else 'DOES NOT HOLD'}")
     say(f"- (measured) DIPS M_AB decay factor per rank, k in 20..80: {decay_factor(rows1):.4f} (RBP gamma = 0.9)")
