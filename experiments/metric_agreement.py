@@ -35,8 +35,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-#: the top-N cut-off of the prefix metrics (PreF, FAIR): Raj & Ekstrand score top-N recommendation lists, and
-#: FAIR costs O(N^2) memory per list (a 1672-item list would need ~3 GB per evaluation batch)
+#: the top-N cut-off of the prefix metrics (PreF, FAIR), which are given each list's top N items: Raj & Ekstrand
+#: score top-N recommendation lists, and on the whole 1672-item lists FAIR costs O(N^2) memory (~45 MB per list)
+#: and PreF's exact normaliser ~0.1 s per list
 PREFIX_K = 100
 
 
@@ -48,7 +49,8 @@ class MetricSpec:
     ``f(catalogue_share) -> MeasureRequest`` for options that are tensors); ``column``: the evaluator column read;
     ``transform``: ``"none"``, ``"abs"`` (a signed gap, 0 = fair) or ``"abslog"`` (a ratio, 1 = fair: ``|log|``) or ``"log"`` (signed),
     applied per list before the mean over lists; ``direction``: +1 if larger (after the transform) is fairer /
-    better, -1 if smaller is.
+    better, -1 if smaller is; ``top``: evaluate on each list's top ``top`` items only (by score) instead of the
+    whole list.
     """
 
     key: str
@@ -59,6 +61,7 @@ class MetricSpec:
     direction: int
     family: str
     note: str = ""
+    top: Optional[int] = None
 
 
 def _awrf_catalogue(share):
@@ -70,17 +73,33 @@ def _awrf_catalogue(share):
                           "awrf_cat")
 
 
+def _pref_catalogue(share):
+    from torchfair.evaluation import MeasureRequest
+
+    import torch
+
+    return MeasureRequest("pref", {"target": torch.as_tensor(share, dtype=torch.float32)}, "pref")
+
+
+def _fair_catalogue(share):
+    from torchfair.evaluation import MeasureRequest
+
+    return MeasureRequest("fair", {"protected": 1, "target": float(share[1])}, "fair")
+
+
 #: the metrics compared (direction: +1 larger is fairer, -1 smaller is fairer)
 METRICS: List[MetricSpec] = [
     MetricSpec("ndcg", "NDCG@10", "ndcg@10", "ndcg@10", "none", +1, "utility", "utility, higher is better"),
-    MetricSpec("pref", "PreF_KL", f"pref:k={PREFIX_K}", f"pref@{PREFIX_K}", "none", -1, "prefix",
-               f"KL of prefix group shares (cut-offs 10, 20, .. {PREFIX_K}) from the list's composition"),
+    MetricSpec("pref", "PreF_KL", _pref_catalogue, "pref", "none", -1, "prefix",
+               f"KL of prefix group shares (cut-offs 10, 20, .. {PREFIX_K}) from the catalogue composition",
+               top=PREFIX_K),
     MetricSpec("awrf_eq", "AWRF_equal", "awrf:protected=1,label=awrf_eq", "awrf_eq", "none", -1, "exposure",
                "|tail exposure share - 1/2|, Geometric(0.5) attention"),
     MetricSpec("awrf_cat", "AWRF_catalogue", _awrf_catalogue, "awrf_cat", "none", -1, "exposure",
                "|tail exposure share - tail share of the catalogue|, Geometric(0.5) attention"),
-    MetricSpec("fair", "FAIR", f"fair:k={PREFIX_K}", f"fair@{PREFIX_K}", "none", +1, "prefix",
-               f"mean binomial CDF of the tail count over prefixes 1..{PREFIX_K}, p = the list's tail share"),
+    MetricSpec("fair", "FAIR", _fair_catalogue, "fair", "none", +1, "prefix",
+               f"mean binomial CDF of the tail count over prefixes 1..{PREFIX_K}, p = the catalogue's tail share",
+               top=PREFIX_K),
     MetricSpec("logdp", "|logDP|", "dp", "dp", "abslog", -1, "ratio",
                "|log| of the tail-over-head mean exposure ratio, logarithmic attention"),
     MetricSpec("logeur", "|logEUR|", "eur", "eur", "abslog", -1, "ratio",
@@ -269,21 +288,33 @@ def system_values(lists: List[Dict[str, Any]], num_groups: int, catalogue_share:
 
     from torchfair.evaluation import evaluate, parse_request
 
-    reqs, seen = [], set()
+    import torch
+
+    by_top: Dict[Optional[int], List[Any]] = {}
     for m in metrics:
         r = m.request(catalogue_share) if callable(m.request) else parse_request(m.request)
-        if r.label not in seen:
-            seen.add(r.label)
+        reqs = by_top.setdefault(m.top, [])
+        if r.label not in {q.label for q in reqs}:
             reqs.append(r)
-    data = [(li["scores"], li["relevance"], li["groups"]) for li in lists]
-    table = evaluate(data, reqs, bootstrap=0, num_groups=num_groups, batch_size=1024, max_batch_elements=2 ** 21,
-                     validate_args=False)
-    cols = list(table.columns)
+    columns: Dict[Tuple[Optional[int], str], Any] = {}
+    for top, reqs in by_top.items():
+        data = []
+        for li in lists:
+            s, r, g = li["scores"], li["relevance"], li["groups"]
+            if top is not None:
+                keep = torch.argsort(s, descending=True, stable=True)[:top]
+                s, r, g = s[keep], r[keep], g[keep]
+            data.append((s, r, g))
+        table = evaluate(data, reqs, bootstrap=0, num_groups=num_groups, batch_size=1024,
+                         max_batch_elements=2 ** 21, validate_args=False)
+        for j, c in enumerate(table.columns):
+            columns[(top, c)] = table.values[:, j]
     out = {}
     for m in metrics:
-        if m.column not in cols:
-            raise ValueError(f"`metrics`: column {m.column!r} of {m.key!r} not produced; got {cols}")
-        v = np.asarray(table.values[:, cols.index(m.column)], dtype=float)
+        if (m.top, m.column) not in columns:
+            raise ValueError(f"`metrics`: column {m.column!r} of {m.key!r} not produced; got "
+                             f"{sorted(c for t, c in columns if t == m.top)}")
+        v = np.asarray(columns[(m.top, m.column)], dtype=float)
         if m.transform == "abs":
             v = np.abs(v)
         elif m.transform == "abslog":
@@ -369,7 +400,11 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace, say=print) -> Dict[str, Any]:
+def _say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def run(args: argparse.Namespace, say=_say) -> Dict[str, Any]:
     """Train / build every system, evaluate it and compute the tau matrix; returns a JSON-able dict."""
     import torch
 
@@ -419,6 +454,14 @@ def run(args: argparse.Namespace, say=print) -> Dict[str, Any]:
             "args": {k: v for k, v in vars(args).items()}}
 
 
+def _describe_request(m: MetricSpec) -> str:
+    if isinstance(m.request, str):
+        return m.request
+    r = m.request([0.5, 0.5])
+    opts = ",".join(f"{k}=<catalogue share>" if k == "target" else f"{k}={v}" for k, v in r.options.items())
+    return f"{r.name}:{opts}"
+
+
 def write_outputs(res: Dict[str, Any], out: str, command: str) -> Tuple[str, str, str]:
     """Write ``metric_agreement.md``, ``.png`` and ``.json`` under ``out``; returns the paths."""
     import json
@@ -435,8 +478,9 @@ def write_outputs(res: Dict[str, Any], out: str, command: str) -> Tuple[str, str
         json.dump(res, f, indent=1, default=str)
     metric_lines = "\n".join(f"- **{m.label}** ({'higher' if m.direction > 0 else 'lower'} is "
                              f"{'better' if m.family == 'utility' else 'fairer'}; family: {m.family}): {m.note}; "
-                             f"request `{m.request if isinstance(m.request, str) else 'awrf:protected=1,target=<catalogue>'}`"
-                             f", column `{m.column}`, per-list transform `{m.transform}`" for m in METRICS)
+                             f"request `{_describe_request(m)}`, column `{m.column}`, per-list transform "
+                             f"`{m.transform}`" + (f", top {m.top} of each list" if m.top else "")
+                             for m in METRICS)
     text = f"""# Agreement between fairness metrics (Raj & Ekstrand, SIGIR 2022, §3)
 
 Command: `{command}`  
@@ -455,8 +499,10 @@ transformed (`abs` for signed gaps, `abslog` = |log ratio| for the ratio metrics
 over the lists where it is defined (the count is shown in brackets when some lists are undefined).  The tau matrix
 orients every metric by its direction (↑ larger is fairer/better, ↓ smaller is), so τ > 0 means two metrics agree
 on which systems are fairer.  τ is tau-b counted over the pairs of systems (`kendall_tau`; with no ties, as here,
-it equals Raj & Ekstrand's tau-c).  PreF and FAIR look at the top {PREFIX_K} only (Raj & Ekstrand score top-N
-lists; FAIR's memory is O(N²)); all other metrics see the whole list.
+it equals Raj & Ekstrand's tau-c).  PreF and FAIR are given each list's top {PREFIX_K} only (Raj & Ekstrand score
+top-N lists; on whole lists FAIR's memory is O(N²) and PreF's exact normaliser slow) and target the catalogue's
+composition (the whole list's composition is the catalogue minus the user's ~100 rated items); all other metrics
+see the whole list.
 
 {metric_lines}
 
