@@ -485,7 +485,7 @@ def write_outputs(res: Dict[str, Any], out: str, command: str) -> Tuple[str, str
 
 Command: `{command}`  
 Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; wall time {res['seconds']:.0f} s
-(1 torch thread; the machine's 2 cores were shared with another job)  
+({res['args']['threads']} torch thread(s), {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end)  
 Data: {res['variant']} via `MovieLensDataModule` (leave-last-10-out), {res['n_lists']} full-catalogue test lists
 ({res['num_items']} items minus each user's training / validation items), popularity groups
 {res['group_names']} (tail = protected, id 1; catalogue share {', '.join(f'{x:.3f}' for x in res['catalogue_share'])}).
