@@ -253,13 +253,14 @@ def report(res, out_md: Path, fig_dir: Path, command: str, wall: Optional[float]
                   "| loss | " + " | ".join(f"{lab}: 1 % | 2 %" for _, lab, _ in MEASURES) + " |",
                   "|---|" + "---:|---:|" * len(MEASURES)]
         b1, b2 = at_budget(cur[cur["groups"] == groups], 0.01), at_budget(cur[cur["groups"] == groups], 0.02)
-        for loss in [k for k in LOSS_LABELS if k != "none" and k in set(cur["loss"])]:
+        present = set(cur["loss"]) - {"none"}
+        for loss in [k for k in LOSS_LABELS if k in present] + sorted(present - set(LOSS_LABELS)):
             cells = []
             for col, _, _ in MEASURES:
                 for b in (b1, b2):
                     r = b[(b["loss"] == loss) & (b["measure"] == col)].iloc[0]
                     cells.append(f"{_pct(r['removed'], r['removed_std'])} ({r['lam']:g})")
-            lines.append(f"| {LOSS_LABELS[loss]} | " + " | ".join(cells) + " |")
+            lines.append(f"| {LOSS_LABELS.get(loss, loss)} | " + " | ".join(cells) + " |")
         lines += ["", "Dominance (every lam > 0 point of the right-hand losses is dominated by a point of the "
                   "left-hand loss, means over seeds):", ""]
         for col, lab, _ in MEASURES:
