@@ -2,24 +2,15 @@
 
 The plain reference implementations in the script must compute the same numbers as torchfair's losses (the script
 checks it and prints the difference): a wrong reference would make every ratio meaningless."""
-import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 import torch
+from experiment_loader import EXPERIMENTS, experiment_fixture
 
-PATH = Path(__file__).resolve().parents[1] / "experiments" / "bench_speed.py"
 
 
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("_bench_speed", PATH)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    yield mod
-    sys.modules.pop(spec.name, None)
+bench = experiment_fixture("bench_speed")
 
 
 @pytest.mark.parametrize("name", ["dips", "pairwise_accuracy_gap", "misallocation"])
@@ -37,7 +28,7 @@ def test_plain_references_equal_the_losses(bench, name):
 @pytest.mark.slow
 def test_bench_speed_quick_runs(tmp_path):
     import subprocess
-    res = subprocess.run([sys.executable, str(PATH), "--quick", "--only", "exact,losses,import"],
+    res = subprocess.run([sys.executable, str(EXPERIMENTS / "bench_speed.py"), "--quick", "--only", "exact,losses,import"],
                          capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr
     assert "failed" not in res.stdout and "| dips |" in res.stdout and "import torchfair" in res.stdout

@@ -1,23 +1,13 @@
 """experiments/dips_min_representation.py (Fabris et al., WSDM 2023, §6.2.1) on its synthetic stand-in."""
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
+from experiment_loader import experiment_fixture
 
-PATH = Path(__file__).resolve().parents[1] / "experiments" / "dips_min_representation.py"
 
 
-@pytest.fixture(scope="module")
-def mod():
-    spec = importlib.util.spec_from_file_location("_exp_dips_min_representation", PATH)
-    m = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = m
-    spec.loader.exec_module(m)
-    yield m
-    sys.modules.pop(spec.name, None)
+mod = experiment_fixture("dips_min_representation")
 
 
 def test_intervention_by_hand(mod):

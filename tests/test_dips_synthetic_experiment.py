@@ -1,24 +1,14 @@
 """Fabris et al. (WSDM 2023) §6.1.1 / §6.1.2 findings on the fast mode of experiments/dips_synthetic.py."""
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from torchfair.browsing import Uniform
+from experiment_loader import experiment_fixture
 
-PATH = Path(__file__).resolve().parents[1] / "experiments" / "dips_synthetic.py"
 
 
-@pytest.fixture(scope="module")
-def exp():
-    spec = importlib.util.spec_from_file_location("_dips_synthetic_exp", PATH)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    yield mod
-    sys.modules.pop(spec.name, None)
+exp = experiment_fixture("dips_synthetic")
 
 
 @pytest.fixture(scope="module")

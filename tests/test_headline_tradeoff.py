@@ -1,24 +1,14 @@
 """experiments/headline_tradeoff.py: the read-outs of the headline table against hand-computed values, and (slow)
 the whole pipeline (pretrain, sweep, report) on the synthetic stand-in."""
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
+from experiment_loader import experiment_fixture
 
 pd = pytest.importorskip("pandas")
-PATH = Path(__file__).resolve().parents[1] / "experiments" / "headline_tradeoff.py"
 
 
-@pytest.fixture(scope="module")
-def mod():
-    spec = importlib.util.spec_from_file_location("_exp_headline_tradeoff", PATH)
-    m = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = m
-    spec.loader.exec_module(m)
-    yield m
-    sys.modules.pop(spec.name, None)
+mod = experiment_fixture("headline_tradeoff")
 
 
 def _frame(rows):
@@ -56,6 +46,8 @@ def test_budget_readout_picks_the_best_lam_within_the_cost(mod):
     assert b1.loc[("b", "dips_gap"), "lam"] == 0.0 and b1.loc[("b", "dips_gap"), "removed"] == pytest.approx(0.0)
     assert b2.loc[("b", "dips_gap"), "lam"] == 1.0 and b2.loc[("b", "dips_gap"), "removed"] == pytest.approx(0.25)
     assert b2.loc[("a", "dips_gap"), "removed_std"] == pytest.approx(0.0)
+    assert not b2.loc[("a", "dips_gap"), "open"]
+    assert mod.at_budget(cur, 0.05).set_index(["loss", "measure"]).loc[("a", "dips_gap"), "open"]  # lam 3 fits
 
 
 def test_dominance_against_a_plain_check(mod):

@@ -1,22 +1,12 @@
 """Qualitative findings of Kuhlman et al. (AIES 2021) §6, on the fast mode of experiments/kuhlman_group_advantage.py."""
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 import torch
+from experiment_loader import experiment_fixture
 
-PATH = Path(__file__).resolve().parents[1] / "experiments" / "kuhlman_group_advantage.py"
 
 
-@pytest.fixture(scope="module")
-def exp():
-    spec = importlib.util.spec_from_file_location("_kuhlman_exp", PATH)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    yield mod
-    sys.modules.pop(spec.name, None)
+exp = experiment_fixture("kuhlman_group_advantage")
 
 
 @pytest.fixture(scope="module")

@@ -1,24 +1,15 @@
 """experiments/metric_agreement.py: Kendall's tau (against a hand count and scipy), the tau matrix, and the --fast
 pipeline (Raj & Ekstrand, SIGIR 2022, §3)."""
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from experiment_loader import experiment_fixture
 
-PATH = Path(__file__).resolve().parents[1] / "experiments" / "metric_agreement.py"
 
 
-@pytest.fixture(scope="module")
-def mod():
-    spec = importlib.util.spec_from_file_location("_exp_metric_agreement", PATH)
-    m = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = m  # dataclasses look their module up while it executes
-    spec.loader.exec_module(m)
-    yield m
-    sys.modules.pop(spec.name, None)
+mod = experiment_fixture("metric_agreement")
 
 
 @pytest.fixture(scope="module")

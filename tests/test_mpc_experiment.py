@@ -1,26 +1,16 @@
 """Findings of Korevaar et al., "Matched Pair Calibration for Ranking Fairness" (arXiv 2023) §5 / App. B, on the
 fast synthetic mode of experiments/mpc_movielens.py, and hand-checked pieces of its pipeline."""
-import importlib.util
-import sys
 from itertools import product
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from experiment_loader import experiment_fixture
 
-PATH = Path(__file__).resolve().parents[1] / "experiments" / "mpc_movielens.py"
 
 
-@pytest.fixture(scope="module")
-def exp():
-    spec = importlib.util.spec_from_file_location("_mpc_exp", PATH)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    yield mod
-    sys.modules.pop(spec.name, None)
+exp = experiment_fixture("mpc_movielens")
 
 
 @pytest.fixture(scope="module")
