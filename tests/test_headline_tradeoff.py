@@ -1,5 +1,5 @@
-"""experiments/headline_tradeoff.py: the read-outs of the headline table against hand-computed values, and (slow)
-the whole pipeline (pretrain, sweep, report) on the synthetic stand-in."""
+"""experiments/headline_tradeoff.py: the read-outs of the headline table against hand-computed values, and the
+whole pipeline (pretrain, sweep, report) on the synthetic stand-in."""
 import math
 
 import pytest
@@ -66,7 +66,6 @@ def test_report_writes_the_tables_and_figures(mod, tmp_path):
     assert (tmp_path / "h.md").read_text() == text
 
 
-@pytest.mark.slow
 def test_fast_pipeline_pretrains_sweeps_and_reduces_unfairness(mod, tmp_path):
     assert mod.main(["--fast", "--out", str(tmp_path / "run"), "--results", str(tmp_path / "res")]) == 0
     res = mod.load_results(tmp_path / "run" / "sweep")
