@@ -188,6 +188,16 @@ def at_budget(cur, budget: float):
     return pd.DataFrame(rows)
 
 
+def joint_front(cur, measure: str, groups: str) -> List[tuple]:
+    """The trade-off points (mean over seeds) of every loss and lam, pooled, that no other point dominates
+    (NDCG@10 against ``measure``): ``[(loss, lam), ...]`` from the fairest to the most useful."""
+    from torchfair.sweep import pareto_front
+
+    c = cur[cur["groups"] == groups].drop_duplicates(["lam", UTILITY, measure]).reset_index(drop=True)
+    return [(c.loc[i, "loss"] if c.loc[i, "lam"] > 0 else "none", float(c.loc[i, "lam"]))
+            for i in pareto_front(c[UTILITY].tolist(), c[measure].tolist())]
+
+
 def dominance(cur, measure: str, groups: str) -> Dict[str, List[str]]:
     """``{X: [Y, ...]}``: every trade-off point (mean over seeds, lam > 0) of loss Y is weakly dominated by a
     point of loss X (NDCG@10 at least as high and the measure at most as high, one of them strictly), for the
@@ -275,6 +285,12 @@ def report(res, out_md: Path, fig_dir: Path, command: str, wall: Optional[float]
                     r = b[(b["loss"] == loss) & (b["measure"] == col)].iloc[0]
                     cells.append(("≥ " if r["open"] else "") + f"{_pct(r['removed'], r['removed_std'])} ({r['lam']:g})")
             lines.append(f"| {LOSS_LABELS.get(loss, loss)} | " + " | ".join(cells) + " |")
+        lines += ["", "The joint Pareto front (all losses' points pooled, means over seeds; from the fairest point "
+                  "to the most useful):", ""]
+        for col, lab, _ in MEASURES:
+            front = joint_front(cur, col, groups)
+            lines.append(f"- {lab}: " + ", ".join(f"{LOSS_LABELS.get(lo, lo) if lo != 'none' else 'lam = 0'}"
+                                                  + (f" ({lam:g})" if lo != "none" else "") for lo, lam in front))
         lines += ["", "Dominance (every lam > 0 point of the right-hand losses is dominated by a point of the "
                   "left-hand loss, means over seeds):", ""]
         for col, lab, _ in MEASURES:

@@ -58,6 +58,16 @@ def test_dominance_against_a_plain_check(mod):
     assert mod.dominance(cur, "exposure_misallocation_l1", "pop") == {}
 
 
+def test_joint_front_against_brute_force(mod):
+    cur = mod.curves(_frame(ROWS))
+    c = cur.drop_duplicates(["lam", "ndcg@10", "dips_gap"])
+    pts = list(zip(c["loss"], c["lam"], c["ndcg@10"], c["dips_gap"]))
+    want = {("none" if lam == 0 else lo, lam) for lo, lam, u, f in pts
+            if not any(u2 >= u and f2 <= f and (u2 > u or f2 < f) for _, _, u2, f2 in pts)}
+    got = mod.joint_front(cur, "dips_gap", "pop")
+    assert set(got) == want and ("a", 3.0) in got and ("none", 0.0) in got
+
+
 def test_report_writes_the_tables_and_figures(mod, tmp_path):
     text = mod.report(_frame(ROWS), tmp_path / "h.md", tmp_path, "cmd", 60.0, "toy")
     assert (tmp_path / "headline_pop.png").stat().st_size > 5000
