@@ -250,3 +250,18 @@ def test_the_headline_sweep_file_is_valid():
         assert len(lams) >= 6 and min(lams) == 0
     assert {t.params["seed"] for t in trials} == {"0", "1", "2"}
     assert {t.params["groups"] for t in trials} == {"popularity", "drama"}
+
+
+@pytest.mark.parametrize("loss", ["none", "dips_soft", "dips_pl", "misallocation_soft", "misallocation_pl",
+                                  "pairgap_soft", "pairgap_pl", "deltr", "fair_pg_rank_soft", "fair_pg_rank_pl",
+                                  "beutel"])
+def test_every_headline_trial_config_trains_under_fast_dev_run(loss, tmp_path, monkeypatch):
+    # the trial arguments the sweep passes to `torchfair fit`, on the synthetic stand-in, without the pretrained start
+    from torchfair.sweep import trial_args
+    spec = load_sweep(ROOT / "configs" / "sweep_headline.yaml")
+    trial = next(t for t in expand_trials(spec) if t.params["loss"] == loss and t.params["groups"] == "drama")
+    cfg = spec.trial_config(trial.params)
+    cfg.pop("model.init_from")
+    cfg.update({k: v for k, v in SYNTH.items() if k not in ("trainer.max_epochs",)})
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["fit"] + trial_args(spec.base, cfg, tmp_path)[:] + ["--trainer.fast_dev_run", "true"]) == 0
