@@ -321,17 +321,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--out", default="runs/headline", help="pretrained starts, the sweep and its report")
     p.add_argument("--workers", type=int, default=2, help="trials at once")
     p.add_argument("--threads", type=int, default=1, help="torch threads per trial")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--pretrain-epochs", type=int, default=20)
-    p.add_argument("--results", default=str(ROOT / "experiments" / "results"),
-                   help="where headline_tradeoff.md and the figures go")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the starts and the trials")
+    p.add_argument("--pretrain-epochs", type=int, default=20, help="ListNet epochs of each pretrained start")
+    p.add_argument("--results", default=None,
+                   help="where headline_tradeoff.md and the figures go (default: experiments/results, or OUT with "
+                        "--fast)")
     p.add_argument("--report-only", action="store_true", help="only rebuild the report from OUT/sweep")
     p.add_argument("--fast", action="store_true",
                    help="synthetic data, one seed, 3 losses x 2 lams, 2 epochs: the pipeline in about a minute")
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results = Path(args.results)
+    results = Path(args.results) if args.results else (out if args.fast else ROOT / "experiments" / "results")
     results.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     if not args.report_only:
