@@ -122,6 +122,7 @@ def load_results(sweep_dir: Path):
     df = df[df["status"] == "done"].copy()
     out = df.rename(columns={"param:groups": "groups", "param:loss": "loss", "param:seed": "seed",
                              "param:model.lam": "lam"})[["groups", "loss", "seed", "lam"]].copy()
+    out["seconds"] = df["seconds"].astype(float)
     out["seed"] = out["seed"].astype(str)
     out["lam"] = out["lam"].astype(float)
     out[UTILITY] = df[f"test/{UTILITY}"].astype(float)
@@ -264,7 +265,9 @@ def report(res, out_md: Path, fig_dir: Path, command: str, wall: Optional[float]
     lines = [f"# What the fairness losses buy on {data} (the README's headline table)", "",
              f"Reproduce: `{command}`" + (f" ({wall / 60:.0f} min of wall time on 2 CPU cores, 2 trials at "
                                           "once, 1 thread each; no GPU was lent)" if wall else "") + ".",
-             f"Trials: {len(res)} finished. Protocol: the docstring of `experiments/headline_tradeoff.py`.", ""]
+             f"Trials: {len(res)} finished, {res['seconds'].sum() / 60:.0f} trial-minutes (the sum of each trial's "
+             "wall time, pretraining not included). Protocol: the docstring of `experiments/headline_tradeoff.py`.",
+             ""]
     for groups in sorted(set(cur["groups"])):
         figure(cur, groups, fig_dir / f"headline_{groups}.png", data)
         base = cur[(cur["groups"] == groups) & (cur["lam"] == 0)].iloc[0]

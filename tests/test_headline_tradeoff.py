@@ -14,7 +14,7 @@ mod = experiment_fixture("headline_tradeoff")
 def _frame(rows):
     cols = ["groups", "loss", "seed", "lam", "ndcg@10", "dips_gap", "exposure_misallocation_l1",
             "pairwise_accuracy_inter"]
-    return pd.DataFrame([dict(zip(cols, r)) for r in rows])
+    return pd.DataFrame([dict(zip(cols, r), seconds=30.0) for r in rows])
 
 
 # two seeds; baseline ndcg 0.10 / 0.20, dips 0.40 / 0.20; loss "a" and "b" at two lams
