@@ -238,7 +238,8 @@ def figure(cur, groups: str, path: Path, data: str = "ML-100K", floor: float = -
                         label=LOSS_LABELS.get(loss, loss), color=f"C{i % 10}")
         for budget in (1, 2):
             ax.axhline(-budget, color="0.5", lw=0.8, ls="--")
-        ax.set_xlabel(f"{label} (test; lower is fairer)")
+        ax.set_xscale("log")
+        ax.set_xlabel(f"{label} (test, log scale; lower is fairer)")
         ax.set_ylabel("NDCG@10 change vs lam = 0, same seed (%)")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7, frameon=False)
