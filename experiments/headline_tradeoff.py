@@ -223,6 +223,7 @@ def figure(cur, groups: str, path: Path, data: str = "ML-100K", floor: float = -
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
     c = cur[cur["groups"] == groups]
     fig, axes = plt.subplots(1, len(MEASURES), figsize=(5.2 * len(MEASURES), 4.4))
@@ -239,6 +240,9 @@ def figure(cur, groups: str, path: Path, data: str = "ML-100K", floor: float = -
         for budget in (1, 2):
             ax.axhline(-budget, color="0.5", lw=0.8, ls="--")
         ax.set_xscale("log")
+        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(f"{label} (test, log scale; lower is fairer)")
         ax.set_ylabel("NDCG@10 change vs lam = 0, same seed (%)")
         ax.grid(alpha=0.3)
