@@ -452,6 +452,39 @@ def test_pairwise_correlation_matches_beutel_et_al():
     assert pairwise_correlation_loss(2 * rb, rb, gb, num_groups=2).item() == pytest.approx(0.0, abs=1e-9)
 
 
+def test_pairwise_correlation_sorted_path_equals_the_pair_tensors():
+    # integer groups take the O(N log N) prefix-sum path, one-hot float membership the [B, N, N] pair tensors:
+    # same values and gradients (ties in relevance, padding, unknown groups, 3 groups, huge logits), and both
+    # equal the plain loop over pairs
+    gen = torch.Generator().manual_seed(3)
+    for trial in range(25):
+        B, N = 3, int(torch.randint(2, 25, (1,), generator=gen))
+        scale = 1e6 if trial % 5 == 0 else 1.0
+        s = (scale * torch.randn(B, N, generator=gen, dtype=F64)).requires_grad_(True)
+        r = torch.randint(0, 4, (B, N), generator=gen).to(F64)
+        g = torch.randint(-1, 3, (B, N), generator=gen)
+        m = torch.rand(B, N, generator=gen) > 0.2
+        m[:, 0] = True
+        soft = torch.nn.functional.one_hot(g.clamp(min=0), 3).to(F64) * (g >= 0).to(F64).unsqueeze(-1)
+        v_int = pairwise_correlation_loss(s, r, g, mask=m, num_groups=3)
+        v_soft = pairwise_correlation_loss(s, r, soft, mask=m, num_groups=3)
+        (g_int,) = torch.autograd.grad(v_int, s)
+        (g_soft,) = torch.autograd.grad(v_soft, s)
+        assert math.isclose(v_int.item(), v_soft.item(), rel_tol=1e-9, abs_tol=1e-12)
+        assert torch.allclose(g_int, g_soft, rtol=1e-6, atol=1e-12) and torch.isfinite(g_int).all()
+        pairs = []
+        for b in range(B):
+            pairs += ref.correlation_pairs(_rows(s.detach() / s.detach().abs().max().clamp(min=1), m, b),
+                                           _rows(r, m, b), _rows(g, m, b))  # group 2 is not protected
+        if len(pairs) >= 2:
+            assert math.isclose(v_int.item(), ref.pearson_abs(pairs), rel_tol=1e-7, abs_tol=1e-9)
+    # no cross-group pair (one group only): 0, with a finite zero gradient, so a batch of such lists still trains
+    s = torch.randn(2, 6, dtype=F64, requires_grad=True)
+    v = pairwise_correlation_loss(s, torch.rand(2, 6, dtype=F64), torch.zeros(2, 6, dtype=torch.long), num_groups=2)
+    v.backward()
+    assert v.item() == 0.0 and torch.equal(s.grad, torch.zeros_like(s))
+
+
 @pytest.mark.parametrize("name,Ord,kw", [("approx_ndcg", SoftRank, {}),
                                           ("neural_ndcg", NeuralSort, {"sinkhorn_iters": 20})])
 def test_ndcg_losses_are_one_minus_ndcg(name, Ord, kw):
