@@ -12,7 +12,8 @@ from .exposure import (ExpectedExposure, awrf, exposure_share, dp, eur, exp_rr, 
 from .monotonicity import MonotonicityTest, isotonic_regression, monotonicity_test
 from .pairwise import (RankParity, accuracy_gaps, dips, discordant_fraction, igi, individual_dissatisfaction,
                        kendall_tau, pairwise_accuracy, pairwise_gap, rank_parity, ree)
-from .prefix import fair, ndkl, pref, prefix_mass, rkl, rnd, rrd, skew
+from .prefix import (FairTest, fair, fair_adjusted_alpha, fair_mtable, fair_test, ndkl, pref, prefix_mass, rkl, rnd,
+                     rrd, skew)
 from .utility import dcg, err, ideal_dcg, ideal_ranking, mrr, ndcg, precision, rbp, recall
 from .disparity import disparate_exposure, top1_exposure_gap
 from .declarations import MEASURES, Measure, get_declaration
@@ -26,7 +27,8 @@ __all__ = [
     "expected_exposure", "ExpectedExposure", "iaa", "exposure_share", "awrf", "dp", "eur", "rur", "log_dp", "log_eur", "log_rur",
     "exp_rr",
     # prefix
-    "rnd", "rrd", "rkl", "pref", "skew", "ndkl", "fair", "prefix_mass",
+    "rnd", "rrd", "rkl", "pref", "skew", "ndkl", "fair", "prefix_mass", "fair_test", "fair_mtable",
+    "fair_adjusted_alpha", "FairTest",
     # calibration and tests
     "matched_pair_calibration", "matched_pairs", "mpc_cluster_variance", "MPCResult", "MatchedPairs",
     "monotonicity_test", "MonotonicityTest", "isotonic_regression",

@@ -57,7 +57,7 @@ Conventions
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, Optional, Tuple, Union
+from typing import Callable, Dict, NamedTuple, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -70,7 +70,8 @@ from ..orderings import OrderedBatch
 from ._common import (check_bool, check_k, check_target_string, clamp_rounding, finish, order, precise_dtype,
                       safe_div, safe_log)
 
-__all__ = ["rnd", "rrd", "rkl", "pref", "skew", "ndkl", "fair", "prefix_mass", "MAX_NORMALISER_STATES"]
+__all__ = ["rnd", "rrd", "rkl", "pref", "skew", "ndkl", "fair", "prefix_mass", "MAX_NORMALISER_STATES", "fair_test",
+           "fair_mtable", "fair_adjusted_alpha", "FairTest"]
 
 TargetLike = Union[float, Tensor, str, None]
 
@@ -678,3 +679,147 @@ def fair(scores: Tensor, groups: Tensor, *, protected: int = 1, target: TargetLi
     value, valid = safe_div((cdf * inside).sum(-1), last.to(cdf.dtype))
     value = clamp_rounding(value, 0.0, 1.0)
     return finish(b, value, valid, reduction, return_valid)
+
+
+# ------------------------------------------------------------------------ FA*IR's ranked group fairness test
+class FairTest(NamedTuple):
+    """Result of :func:`fair_test`: ``passed`` ``[B]`` bool, ``p_value`` ``[B]`` the smallest prefix binomial CDF,
+    ``alpha`` the significance every prefix was tested at (adjusted or not), ``valid`` ``[B]`` bool."""
+
+    passed: Tensor
+    p_value: Tensor
+    alpha: float
+    valid: Tensor
+
+
+def _check_fair_args(k, p, alpha) -> Tuple[int, float, float]:
+    k = _check_int(k, "k")
+    p = check_number(p, "p", low=0.0, high=1.0)
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"`p` must lie in the open interval (0, 1); got {p!r}")
+    alpha = check_number(alpha, "alpha", low=0.0, high=1.0)
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"`alpha` must lie in the open interval (0, 1); got {alpha!r}")
+    return k, p, alpha
+
+
+def _mtable(k: int, p: float, alpha: float) -> "list":
+    """Unadjusted m-table: for each prefix length ``i = 1..k`` the smallest ``m`` with ``BinomCDF(m; i, p) > alpha``
+    (Zehlike et al., CIKM 2017, §4.2, ``m(i) = F^{-1}(alpha; i, p)``), by the pmf recursion in float64."""
+    import numpy as np
+    pmf = np.zeros(k + 1)
+    pmf[0] = 1.0
+    out = []
+    for i in range(1, k + 1):
+        pmf[1:i + 1] = pmf[1:i + 1] * (1 - p) + pmf[0:i] * p
+        pmf[0] *= 1 - p
+        cdf = np.cumsum(pmf[:i + 1])
+        out.append(int(np.searchsorted(cdf, alpha, side="right")))  # first m with cdf[m] > alpha
+    return out
+
+
+def _success_probability(m: "list", p: float) -> float:
+    """P(a ranking whose positions are protected independently with probability ``p`` has at least ``m[i-1]``
+    protected items in every prefix ``i``): the dynamic programme over protected counts behind Zehlike et al.,
+    CIKM 2017, §4.3 (Algorithm 2 computes the same probability block by block)."""
+    import numpy as np
+    k = len(m)
+    dist = np.zeros(k + 1)
+    dist[0] = 1.0
+    for i in range(1, k + 1):
+        dist[1:i + 1] = dist[1:i + 1] * (1 - p) + dist[0:i] * p
+        dist[0] *= 1 - p
+        dist[:m[i - 1]] = 0.0
+    return float(dist.sum())
+
+
+_ADJUSTED: Dict[Tuple[int, float, float], float] = {}
+
+
+def fair_adjusted_alpha(k: int, p: float, alpha: float = 0.1) -> float:
+    r"""FA*IR's multiple-test correction (Zehlike et al., CIKM 2017, §4.3): the significance ``alpha_c`` at which every
+    one of the ``k`` prefix tests is run so that a ranking drawn by the fair Bernoulli(``p``) process fails *some*
+    prefix test with probability (at most, closest to) ``alpha``.
+
+    .. math:: \alpha_c = \max\{a \le \alpha : 1 - P(\tau_i \ge m_a(i)\ \forall i \le k) \le \alpha\}
+
+    found by bisection (60 steps) on the exact success probability; cached per ``(k, p, alpha)``.  Cost ``O(k^2)``
+    per step on the CPU.
+
+    Example::
+
+        >>> round(fair_adjusted_alpha(10, 0.5, 0.1), 4) <= 0.1
+        True
+    """
+    k, p, alpha = _check_fair_args(k, p, alpha)
+    key = (k, p, alpha)
+    if key not in _ADJUSTED:
+        lo, hi = 0.0, alpha
+        if 1.0 - _success_probability(_mtable(k, p, alpha), p) <= alpha:
+            lo = alpha
+        else:
+            for _ in range(60):
+                mid = (lo + hi) / 2
+                if 1.0 - _success_probability(_mtable(k, p, mid), p) <= alpha:
+                    lo = mid
+                else:
+                    hi = mid
+        _ADJUSTED[key] = lo
+    return _ADJUSTED[key]
+
+
+def fair_mtable(k: int, p: float, alpha: float = 0.1, *, adjust: bool = True) -> Tensor:
+    r"""FA*IR's m-table (Zehlike et al., CIKM 2017, §4.2, Table 1): ``m[i-1]`` = the minimum number of protected
+    items the top ``i`` must hold to pass the ranked group fairness test,
+    ``m(i) = min{m : BinomCDF(m; i, p) > alpha_c}``, for ``i = 1..k``; ``alpha_c`` = :func:`fair_adjusted_alpha`
+    with ``adjust=True`` (default, the paper's adjusted table), ``alpha`` otherwise.  Returns ``[k]`` int64 (CPU).
+
+    Example (Zehlike et al., Table 1, p = 0.5, alpha = 0.1, unadjusted)::
+
+        >>> fair_mtable(10, 0.5, 0.1, adjust=False).tolist()
+        [0, 0, 0, 1, 1, 1, 2, 2, 3, 3]
+    """
+    k, p, alpha = _check_fair_args(k, p, alpha)
+    check_bool(adjust, "adjust")
+    a = fair_adjusted_alpha(k, p, alpha) if adjust else alpha
+    return torch.tensor(_mtable(k, p, a), dtype=torch.long)
+
+
+def fair_test(scores: Tensor, groups: Tensor, *, p: float, alpha: float = 0.1, protected: int = 1,
+              k: Optional[int] = None, adjust: bool = True, mask: Optional[Tensor] = None,
+              num_groups: Optional[int] = None, validate_args: bool = True) -> FairTest:
+    r"""FA*IR's ranked group fairness test (Zehlike et al., CIKM 2017, §4.1-4.3): a ranking passes when every prefix
+    ``i <= min(k, n)`` holds enough protected items,
+
+    .. math:: F(\tau_p(i);\, i, p) > \alpha_c \quad \forall i, \qquad F = \text{binomial CDF}
+
+    with ``tau_p(i)`` the protected count of the top ``i`` and ``alpha_c`` = :func:`fair_adjusted_alpha` ``(K, p,
+    alpha)`` for ``K = k`` (default: the padded list length ``N``) with ``adjust=True``, ``alpha`` otherwise.
+    The CDF is the one :func:`fair` averages (same code).  Items of unknown group (-1) count as non-protected.
+    Returns :class:`FairTest` (``[B]`` fields; scalars for 1-D input); ``p_value`` is the smallest prefix CDF.
+    Hard orderings only (the scores' stable descending sort).  Always valid for a list with a real item.
+
+    Example::
+
+        >>> fair_test(torch.tensor([4., 3., 2., 1.]), torch.tensor([0, 0, 1, 1]), p=0.5, alpha=0.1).passed
+        tensor(True)
+    """
+    check_group_id(protected, "protected", num_groups)
+    _require_hard(groups, "fair_test")
+    b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
+    B, N = b.mask.shape
+    K = N if k is None else k
+    K, p, alpha = _check_fair_args(K, p, alpha)
+    check_bool(adjust, "adjust")
+    a = fair_adjusted_alpha(K, p, alpha) if adjust else alpha
+    cols = _binary_columns(b, protected, "groups", validate_args)
+    ob = order(b, None)
+    x = prefix_mass(ob, cols[..., :1])[..., 0]  # [B, N] protected count of every prefix
+    pt = torch.full((B,), p, dtype=x.dtype, device=x.device)
+    cdf = _binomial_cdf(x.round(), pt, N)
+    n = b.mask.sum(-1)
+    inside = torch.arange(1, N + 1, device=x.device)[None, :] <= n.clamp(max=K)[:, None]
+    pv = torch.where(inside, cdf, torch.ones_like(cdf)).amin(-1)
+    passed = pv > a
+    valid = n > 0
+    return FairTest(b.out(passed), b.out(pv), a, b.out(valid))

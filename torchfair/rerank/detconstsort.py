@@ -1,0 +1,224 @@
+r"""DetConstSort (Geyik, Ambler, Kenthapadi. *Fairness-Aware Ranking in Search & Recommendation Systems with
+Application to LinkedIn Talent Search*. KDD 2019, Algorithm 3).
+
+For a target distribution ``p`` over groups, the algorithm walks prefix lengths ``k' = 1, 2, ...``; whenever the
+minimum count ``floor(k' p_g)`` of a group grows, that group's best remaining item is appended (several groups in the
+order of their items' scores) with the deadline ``k'``, and is then moved up past items of lower score whose own
+deadline allows them to move one position down (insertion with deadlines).  Every prefix ``i`` of the output then
+holds at least ``min(floor(i p_g), |g|)`` items of each group ``g``.
+
+Here: the paper's 1-based deadline test (an item may move down to position ``i`` only if ``i <= deadline``);
+FairRankTune 0.0.7 applies it to 0-based indices, which lets an item sit one position past its deadline
+(:func:`torchfair.compat.fairranktune.DETCONSTSORT` reproduces that).  Scores are compared through the starting
+order, so ties go to the item that ranked higher.  The walk stops when the prefix holds ``k`` items or when no group
+with ``p_g > 0`` has items left; the items it did not place (groups with ``p_g = 0``, unknown group -1, the rest
+beyond ``k``) follow in score order.
+
+The algorithm is sequential within a list: it runs as a compiled CPU kernel (numba, a dependency of torchfair;
+a plain-Python loop if numba cannot be imported), ``O(k^2)`` per list in the worst case of the insertion;
+inputs on another device are copied to the host and the result copied back (one synchronisation per call: a
+post-processing step, not a training hot path).
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping, Optional, Sequence, Union
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ._common import Reranking, finish_rerank, groups_present, integer_codes, prepare_rerank, start_order
+
+__all__ = ["det_const_sort", "check_distribution"]
+
+DistributionLike = Union[Sequence[float], Mapping[int, float], Tensor]
+
+
+def _kernel_py(codes_sorted, n, p, k, out):
+    """One list at a time: ``codes_sorted[b, q]`` the group of the item at start position q; writes into
+    ``out[b, :]`` the start positions in output order (all real ones, the unplaced after the prefix)."""
+    B, N = codes_sorted.shape
+    G = p.shape[1]
+    queue = np.empty((G, N), dtype=np.int64)
+    qlen = np.zeros(G, dtype=np.int64)
+    taken = np.zeros(G, dtype=np.int64)
+    minc = np.zeros(G, dtype=np.int64)
+    att = np.empty(N, dtype=np.int64)
+    rank = np.empty(N, dtype=np.int64)
+    dead = np.empty(N, dtype=np.int64)
+    used = np.zeros(N, dtype=np.bool_)
+    cand = np.empty(G, dtype=np.int64)
+    for b in range(B):
+        m = n[b]
+        for g in range(G):
+            qlen[g] = 0
+            taken[g] = 0
+            minc[g] = 0
+        for q in range(m):
+            used[q] = False
+            g = codes_sorted[b, q]
+            if g >= 0:
+                queue[g, qlen[g]] = q
+                qlen[g] += 1
+        last = 0
+        kk = 0
+        limit = min(k, m)
+        while last < limit:
+            alive = False
+            for g in range(G):
+                if p[b, g] > 0.0 and taken[g] < qlen[g]:
+                    alive = True
+            if not alive:
+                break
+            kk += 1
+            nc = 0
+            for g in range(G):
+                want = int(math.floor(kk * p[b, g] + 1e-9))
+                if minc[g] < want and taken[g] < qlen[g]:
+                    cand[nc] = g
+                    nc += 1
+                if want > minc[g]:
+                    minc[g] = want
+            # the changed groups in the order of their next items' scores (= start positions, ascending)
+            for a in range(1, nc):
+                c = cand[a]
+                t = a
+                while t > 0 and queue[cand[t - 1], taken[cand[t - 1]]] > queue[c, taken[c]]:
+                    cand[t] = cand[t - 1]
+                    t -= 1
+                cand[t] = c
+            for a in range(nc):
+                if last >= limit:
+                    break
+                g = cand[a]
+                q = queue[g, taken[g]]
+                taken[g] += 1
+                att[last] = g
+                rank[last] = q
+                dead[last] = kk
+                used[q] = True
+                start = last
+                # 1-based: the item at `start - 1` may move to 1-based position start + 1 if its deadline allows
+                while start > 0 and dead[start - 1] >= start + 1 and rank[start - 1] > rank[start]:
+                    att[start - 1], att[start] = att[start], att[start - 1]
+                    rank[start - 1], rank[start] = rank[start], rank[start - 1]
+                    dead[start - 1], dead[start] = dead[start], dead[start - 1]
+                    start -= 1
+                last += 1
+        for i in range(last):
+            out[b, i] = rank[i]
+        j = last
+        for q in range(m):
+            if not used[q]:
+                out[b, j] = q
+                j += 1
+        for q in range(m, N):
+            out[b, q] = q
+    return 0
+
+
+_KERNEL = None
+
+
+def _kernel():
+    global _KERNEL
+    if _KERNEL is None:
+        try:
+            import numba
+            _KERNEL = numba.njit(cache=True, nogil=True)(_kernel_py)
+        except Exception:  # pragma: no cover - numba missing or unable to compile
+            _KERNEL = _kernel_py
+    return _KERNEL
+
+
+def check_distribution(distribution: DistributionLike, G: int, B: int, name: str = "distribution") -> Tensor:
+    """A target distribution over ``G`` groups as float64 ``[B, G]`` (CPU): a sequence, a ``{group id: share}``
+    mapping (FairRankTune's form; missing ids get 0) or a tensor ``[G]`` / ``[B, G]``; non-negative, summing to 1
+    (tolerance 1e-6), naming no group id outside ``[0, G)``.  ``ValueError`` naming ``name`` otherwise."""
+    if isinstance(distribution, Mapping):
+        bad = [g for g in distribution if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or g < 0]
+        if bad:
+            raise ValueError(f"`{name}` keys must be group ids (ints >= 0); got {bad[0]!r}")
+        out_of_range = sorted(int(g) for g in distribution if g >= G)
+        if out_of_range:
+            raise ValueError(f"`{name}` names group {out_of_range[0]}, absent from the groups (ids in [0, {G}))")
+        vec = [float(distribution.get(g, 0.0)) for g in range(G)]
+        d = torch.tensor(vec, dtype=torch.float64)
+    else:
+        try:
+            d = torch.as_tensor(distribution, dtype=torch.float64).detach().cpu()
+        except Exception:
+            raise ValueError(f"`{name}` must be a sequence of shares, a {{group id: share}} mapping or a tensor; "
+                             f"got {type(distribution).__name__}") from None
+        if d.dim() not in (1, 2) or d.shape[-1] < 1:
+            raise ValueError(f"`{name}` must have shape [G] or [B, G]; got {tuple(d.shape)}")
+        if d.shape[-1] > G:
+            extra = d[..., G:]
+            if (extra != 0).any():
+                raise ValueError(f"`{name}` has {d.shape[-1]} shares but the groups hold {G} ids: it names groups "
+                                 f"absent from the batch")
+            d = d[..., :G]
+        elif d.shape[-1] < G:
+            raise ValueError(f"`{name}` must have one share per group: {G}; got {d.shape[-1]}")
+        if d.dim() == 2 and d.shape[0] not in (1, B):
+            raise ValueError(f"`{name}` of shape [B, G] must have B = {B} rows; got {d.shape[0]}")
+    if not torch.isfinite(d).all() or (d < 0).any():
+        raise ValueError(f"`{name}` shares must be finite and non-negative")
+    s = d.sum(-1)
+    if ((s - 1.0).abs() > 1e-6).any():
+        raise ValueError(f"`{name}` shares must sum to 1; got {s.flatten()[0].item():.6g}")
+    return d.reshape(-1, G).expand(B, G).contiguous()
+
+
+def det_const_sort(scores: Tensor, groups: Tensor, *, distribution: Optional[DistributionLike] = None,
+                   k: Optional[int] = None, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
+                   validate_args: bool = True) -> Reranking:
+    r"""DetConstSort re-ranking (Geyik et al., KDD 2019, Algorithm 3) to a target group distribution.
+
+    Every prefix ``i <= k`` of the output holds at least ``min(floor(i p_g), |g|)`` items of every group ``g``
+    (``met`` flags lists where that holds at every prefix, which the algorithm guarantees); within those minimums
+    items are placed by score.
+
+    ``distribution``: the target shares ``p_g`` over the ``G`` groups (sequence, ``{id: share}``, tensor ``[G]`` or
+    ``[B, G]``; must sum to 1 and name no id outside ``[0, G)``); default: each group's share of the whole batch's
+    real items.  ``k``: the length of the constructed prefix (default: the padded length ``N``); ``1 <= k <= N``.
+    ``groups``: ``[B, N]`` int ids (-1: unknown group, placed after the prefix).  Lists with fewer than two groups
+    present are returned unchanged (``one_group``).
+
+    Example (2 groups, 50/50 target; scores favour group 0)::
+
+        >>> det_const_sort(torch.tensor([6., 5., 4., 3., 2., 1.]), torch.tensor([0, 0, 0, 1, 1, 1]),
+        ...                distribution=[0.5, 0.5]).ranking
+        tensor([0, 3, 1, 4, 2, 5])
+    """
+    b = prepare_rerank(scores, groups, mask, num_groups, validate_args=validate_args)
+    codes, G = integer_codes(groups, b, num_groups, "det_const_sort", validate_args)
+    B, N = b.mask.shape
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1 or k > N):
+        raise ValueError(f"`k` must be an int in [1, N] = [1, {N}] (the length of the constructed prefix); got {k!r}")
+    K = N if k is None else k
+    if distribution is None:
+        counts = torch.bincount(codes[codes >= 0].cpu(), minlength=G).to(torch.float64)
+        p = (counts / counts.sum().clamp(min=1)).expand(B, G).contiguous()
+    else:
+        p = check_distribution(distribution, G, B)
+    order, _ = start_order(b)
+    codes_sorted = codes.gather(-1, order)
+    out = np.empty((B, N), dtype=np.int64)
+    n = b.mask.sum(-1)
+    _kernel()(codes_sorted.cpu().numpy().astype(np.int64), n.cpu().numpy().astype(np.int64), p.numpy(), int(K), out)
+    sel = torch.from_numpy(out).to(order.device)  # start positions in output order
+    ranking = order.gather(-1, sel)
+    # met: every prefix i <= min(K, n) holds min(floor(i p_g), |g|) items of g
+    onehot = torch.nn.functional.one_hot(codes.gather(-1, ranking).clamp(min=0), G) * \
+        (codes.gather(-1, ranking) >= 0)[..., None]
+    cnt = torch.cumsum(onehot, 1)[:, :K]  # [B, K, G]
+    i = torch.arange(1, K + 1, device=order.device, dtype=torch.float64)
+    need = torch.floor(i[None, :, None] * p.to(order.device)[:, None, :] + 1e-9)
+    total = cnt[:, -1:, :] if K == N else torch.cumsum(onehot, 1)[:, -1:, :]
+    need = torch.minimum(need, total.to(need.dtype))
+    inside = (torch.arange(K, device=order.device)[None, :] < n[:, None])[..., None]
+    met = ((cnt >= need) | ~inside).all(-1).all(-1)
+    one_group = groups_present(b) < 2
+    return finish_rerank(b, ranking, order, one_group, met | one_group)

@@ -1,0 +1,92 @@
+r"""FA*IR: a top-k ranking that passes the ranked group fairness test (Zehlike et al., CIKM 2017).
+
+Zehlike, Bonchi, Castillo, Hajian, Megahed, Baeza-Yates. *FA*IR: A Fair Top-k Ranking Algorithm*. CIKM 2017,
+Algorithm 1 with the adjusted m-table of §4.3 (:func:`torchfair.metrics.fair_mtable`).
+
+Algorithm 1 fills positions one by one: if the top ``i`` holds fewer protected items than ``m(i)``, the best
+remaining protected item is placed; otherwise the better of the best remaining protected and non-protected items.
+Both queues are in score order, so the ``j``-th protected item lands at ``min(o_j, d_j)``, where ``o_j`` is its
+position in the score order and ``d_j = min{i : m(i) >= j}`` the first prefix that requires ``j`` protected items
+(``m`` grows by at most 1 per position, so both sequences and their minimum are strictly increasing); the
+non-protected items fill the remaining positions in score order.  That closed form is what runs here: one sort, a
+``searchsorted`` and scatters, ``O(B N log N)``, batched on any device (the m-table is computed once on the CPU).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from .._validation import check_bool, check_group_id
+from ..metrics.prefix import fair_mtable
+from ._common import Reranking, finish_rerank, integer_codes, prepare_rerank, start_order
+
+__all__ = ["fa_ir"]
+
+
+def fa_ir(scores: Tensor, groups: Tensor, *, protected: int = 1, p: float = 0.5, alpha: float = 0.1,
+          k: Optional[int] = None, adjust: bool = True, mask: Optional[Tensor] = None,
+          num_groups: Optional[int] = None, validate_args: bool = True) -> Reranking:
+    r"""FA*IR re-ranking (Zehlike et al., CIKM 2017, Algorithm 1): the best ranking (by the scores) whose every
+    prefix ``i <= k`` holds at least ``m(i)`` protected items,
+
+    .. math:: m(i) = \min\{m : \mathrm{BinomCDF}(m;\, i, p) > \alpha_c\}
+
+    with the adjusted significance ``alpha_c`` (§4.3; ``adjust=False``: ``alpha``).  ``protected``: the protected
+    group id (checked against ``num_groups`` when given; a batch without it is a batch of one-group lists); every
+    other item (unknown group -1 included) is non-protected.  ``k``: the length of the fair prefix
+    (default: the padded list length ``N``; the m-table and its adjustment are computed for that length and a
+    shorter list uses its first ``n`` entries); below ``k`` the merge by score continues.  ``p`` in (0, 1): the
+    target protected proportion.  When a list runs out of protected items the constraint cannot hold: the rest is
+    filled by score and ``met`` is False for it.  The output passes :func:`torchfair.metrics.fair_test` with the
+    same ``p``, ``alpha``, ``k`` whenever ``met``.
+
+    Shapes: ``scores`` ``[B, N]`` (or ``[N]``), ``groups`` ``[B, N]`` int ids, ``mask`` ``[B, N]`` bool.  Returns
+    :class:`~torchfair.rerank.Reranking`.  Lists with fewer than two groups present are returned unchanged
+    (``one_group``).
+
+    Example (protected items 2 and 3 ranked last; p = 0.5, alpha = 0.1 unadjusted: m = 0, 0, 0, 1)::
+
+        >>> fa_ir(torch.tensor([4., 3., 2., 1.]), torch.tensor([0, 0, 1, 1]), k=4, adjust=False).ranking
+        tensor([0, 1, 2, 3])
+        >>> fa_ir(torch.tensor([5., 4., 3., 2., 1.]), torch.tensor([0, 0, 0, 0, 1]), k=5, adjust=False).ranking
+        tensor([0, 1, 2, 4, 3])
+    """
+    check_group_id(protected, "protected", num_groups)
+    check_bool(adjust, "adjust")
+    b = prepare_rerank(scores, groups, mask, num_groups, validate_args=validate_args)
+    codes, G = integer_codes(groups, b, num_groups, "fa_ir", validate_args)
+    B, N = b.mask.shape
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1 or k > N):
+        raise ValueError(f"`k` must be an int in [1, N] = [1, {N}] (the length of the fair prefix); got {k!r}")
+    K = N if k is None else k
+    m = fair_mtable(K, p, alpha, adjust=adjust).to(b.scores.device)  # [K]
+    dev = b.scores.device
+    order, _ = start_order(b)
+    is_p = (codes == protected) & b.mask
+    p_sorted = is_p.gather(-1, order)  # [B, N]: is the item at start position k protected
+    ar = torch.arange(N, device=dev)
+    j = torch.cumsum(p_sorted.long(), -1)  # 1-based rank among protected items (at protected positions)
+    # d_j = first prefix length i with m(i) >= j, as a 0-based position (K + N: never forced)
+    d = torch.searchsorted(m, j.clamp(min=1), right=False)
+    d = torch.where(d < K, d, torch.full_like(d, 2 * N))
+    big = torch.full_like(ar.expand(B, N), 2 * N)
+    qpos = torch.where(p_sorted, torch.minimum(ar.expand(B, N), d), big)  # new position of protected items
+    n = b.mask.sum(-1)
+    # free positions for the others, in order: sort the occupied flags
+    occupied = torch.zeros(B, N + 1, dtype=torch.bool, device=dev).scatter_(
+        -1, qpos.clamp(max=N), torch.ones_like(p_sorted))[:, :N]
+    free_pos = torch.sort(torch.where(occupied, big, ar.expand(B, N)), dim=-1, stable=True).values
+    rank_np = torch.cumsum((~p_sorted).long(), -1) - 1  # 0-based rank among the others (padded included, last)
+    other_pos = free_pos.gather(-1, rank_np.clamp(min=0, max=N - 1))
+    new_pos = torch.where(p_sorted, qpos, other_pos)  # position of the item at start position k
+    ranking = torch.empty_like(order).scatter_(-1, new_pos, order)
+    # met: every prefix i <= min(K, n) holds m(i) protected items
+    cnt = torch.cumsum(is_p.gather(-1, ranking).long(), -1)[:, :K]
+    need = m[None, :].expand(B, K)
+    inside = ar[None, :K] < n[:, None]
+    met = ((cnt >= need) | ~inside).all(-1)
+    one_group = ~(is_p.any(-1) & (~is_p & b.mask).any(-1))
+    met = met | one_group
+    return finish_rerank(b, ranking, order, one_group, met)

@@ -1,0 +1,172 @@
+"""Re-rankers by name: the spec language shared by ``torchfair evaluate --rerank``, the training loop and sweeps.
+
+A spec is ``name`` or ``name:key=value,key=value`` (values are numbers, ``inf``, ``true``/``false``, ``none``,
+lists as ``a/b/c``, or strings)::
+
+    fair:p=0.5,alpha=0.1,protected=1,k=100
+    detconstsort:distribution=0.5/0.5,k=100
+    epsgreedy:epsilon=0.1,seed=0
+    targeted:measure=dips,keep=10,tie_weight=0.5
+    targeted:measure=exposure_misallocation,max_utility_loss=0.02,relevance=top:10
+    none
+
+:func:`get_reranker` checks the spec (an unknown name or option is a ``ValueError`` naming it) and returns a
+:class:`Reranker`, a callable ``reranker(scores, relevance=None, groups=None, mask=None) -> Reranking``.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from torch import Tensor
+
+import torch
+
+from ._common import Reranking, finish_rerank, prepare_rerank, start_order
+from .detconstsort import det_const_sort
+from .epsilon_greedy import epsilon_greedy
+from .fair import fa_ir
+from .targeted import targeted_rerank
+
+__all__ = ["Reranker", "get_reranker", "parse_spec", "list_rerankers", "RERANKERS"]
+
+
+def _identity(scores: Tensor, groups: Optional[Tensor] = None, *, mask: Optional[Tensor] = None,
+              num_groups: Optional[int] = None, validate_args: bool = True) -> Reranking:
+    """No re-ranking: the scores' own ranking (ties by list order)."""
+    b = prepare_rerank(scores, groups, mask, num_groups, validate_args=validate_args)
+    order, _ = start_order(b)
+    flags = torch.zeros(order.shape[0], dtype=torch.bool, device=order.device)
+    return finish_rerank(b, order, order, flags, ~flags)
+
+
+#: name -> (function, one-line description, source)
+RERANKERS: Dict[str, Tuple[Callable[..., Reranking], str, str]] = {
+    "none": (_identity, "no re-ranking (the ranker's own order)", ""),
+    "fair": (fa_ir, "FA*IR: every prefix passes the ranked group fairness test for the protected group",
+             "Zehlike et al., CIKM 2017, Algorithm 1"),
+    "detconstsort": (det_const_sort, "DetConstSort: minimum counts of a target group distribution in every prefix",
+                     "Geyik et al., KDD 2019, Algorithm 3"),
+    "epsgreedy": (epsilon_greedy, "epsilon-greedy: random swaps down the ranking (group-blind exploration)",
+                  "Feng & Shah, AAAI 2022"),
+    "targeted": (targeted_rerank, "lowers an exact fairness measure over group boosts, under a utility constraint",
+                 "torchfair (torchfair.rerank.targeted)"),
+}
+_ALIASES = {"fa*ir": "fair", "fa_ir": "fair", "dcs": "detconstsort", "epsilon_greedy": "epsgreedy",
+            "epsilongreedy": "epsgreedy", "identity": "none"}
+_DATA = {"scores", "groups", "relevance", "mask", "num_groups", "validate_args"}
+
+
+def _value(text: str) -> Any:
+    t = text.strip()
+    low = t.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low == "none":
+        return None
+    if "/" in t:
+        return [_value(x) for x in t.split("/")]
+    try:
+        return int(t)
+    except ValueError:
+        pass
+    try:
+        return float(t)  # inf, 1e-3 ...
+    except ValueError:
+        return t
+
+
+def parse_spec(spec: str) -> Tuple[str, Dict[str, Any]]:
+    """``"name:key=value,..."`` -> ``(name, options)``; ``ValueError`` naming ``spec`` when malformed or unknown."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"`spec` must be a re-ranker spec such as 'fair:p=0.5'; got {spec!r}")
+    name, _, rest = spec.strip().partition(":")
+    name = _ALIASES.get(name.strip().lower(), name.strip().lower())
+    if name not in RERANKERS:
+        raise ValueError(f"`spec`: unknown re-ranker {name!r}; known: {', '.join(RERANKERS)}")
+    opts: Dict[str, Any] = {}
+    if rest.strip():
+        # split on commas that start a new key=value (so 'relevance=top:10' and lists survive)
+        parts: List[str] = []
+        for piece in rest.split(","):
+            if "=" in piece or not parts:
+                parts.append(piece)
+            else:
+                parts[-1] += "," + piece
+        for part in parts:
+            key, eq, val = part.partition("=")
+            if not eq or not key.strip():
+                raise ValueError(f"`spec`: option {part!r} of {spec!r} must read key=value")
+            opts[key.strip()] = _value(val)
+    return name, opts
+
+
+@dataclass
+class Reranker:
+    """A configured re-ranker: ``Reranker("fair", {"p": 0.4})(scores, relevance, groups, mask)``."""
+
+    name: str
+    options: Dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        fn = RERANKERS[self.name][0]
+        params = inspect.signature(fn).parameters
+        takes_any = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
+        for k in self.options:
+            if k in _DATA or (k not in params and not takes_any):
+                allowed = [p for p in params if p not in _DATA and params[p].kind == inspect.Parameter.KEYWORD_ONLY]
+                raise ValueError(f"`spec`: {k!r} is not an option of re-ranker {self.name!r}; it takes "
+                                 f"{', '.join(allowed)}")
+
+    @property
+    def spec(self) -> str:
+        def fmt(v):
+            if isinstance(v, (list, tuple)):
+                return "/".join(fmt(x) for x in v)
+            if isinstance(v, float) and math.isinf(v):
+                return "inf"
+            return str(v)
+        return self.name + (":" + ",".join(f"{k}={fmt(v)}" for k, v in self.options.items()) if self.options else "")
+
+    def __call__(self, scores: Tensor, relevance: Optional[Tensor] = None, groups: Optional[Tensor] = None,
+                 mask: Optional[Tensor] = None, num_groups: Optional[int] = None) -> Reranking:
+        fn = RERANKERS[self.name][0]
+        kw = dict(self.options)
+        if num_groups is not None:
+            kw.setdefault("num_groups", num_groups)
+        if self.name in ("none", "epsgreedy"):
+            return fn(scores, groups, mask=mask, **kw)
+        if groups is None:
+            raise ValueError(f"`groups` is required by re-ranker {self.name!r}")
+        if self.name == "targeted" and "relevance" not in kw:
+            kw["relevance"] = "zeros"  # never the evaluation labels by default: a re-ranker serves unseen lists
+        return fn(scores, groups, mask=mask, **kw)
+
+    def __repr__(self) -> str:
+        return f"Reranker({self.spec!r})"
+
+
+def get_reranker(spec: "str | Reranker") -> Reranker:
+    """The :class:`Reranker` of a spec (module docstring); options are checked against the function's signature.
+
+    Example::
+
+        >>> get_reranker("fair:p=0.4").spec
+        'fair:p=0.4'
+    """
+    if isinstance(spec, Reranker):
+        return spec
+    name, opts = parse_spec(spec)
+    return Reranker(name, opts)
+
+
+def list_rerankers() -> List[Tuple[str, str, str, List[str]]]:
+    """``(name, description, source, options)`` of every re-ranker, for ``--list-rerankers``."""
+    out = []
+    for name, (fn, desc, src) in RERANKERS.items():
+        params = inspect.signature(fn).parameters
+        opts = [p for p in params if p not in _DATA and params[p].kind == inspect.Parameter.KEYWORD_ONLY]
+        out.append((name, desc, src, opts))
+    return out
