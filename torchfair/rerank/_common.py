@@ -23,7 +23,6 @@ import torch
 from torch import Tensor
 
 from .._validation import Batch, group_codes, prepare
-from ..orderings.hard import scores_from_ranking
 
 __all__ = ["Reranking", "start_order", "prepare_rerank", "finish_rerank", "integer_codes"]
 
@@ -90,7 +89,11 @@ def finish_rerank(b: Batch, ranking: Tensor, order: Tensor, one_group: Tensor, m
     """Lists flagged ``one_group`` get the starting ``order`` back; padded items are placed last in index order;
     builds the :class:`Reranking` (squeezed for 1-D input)."""
     ranking = torch.where(one_group[:, None], order, ranking)
-    scores = scores_from_ranking(ranking, dtype=b.scores.dtype)
+    # scores_from_ranking's values (N - k at position k), without its permutation check: ranking is one by
+    # construction
+    N = ranking.shape[-1]
+    vals = (N - torch.arange(N, device=ranking.device, dtype=b.scores.dtype)).expand_as(ranking)
+    scores = torch.empty_like(vals).scatter_(-1, ranking, vals)
     scores = torch.where(b.mask, scores, torch.zeros_like(scores))
     if b.squeeze:
         return Reranking(ranking[0], scores[0], one_group[0], met[0],
