@@ -5,6 +5,7 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -269,3 +270,84 @@ def test_init_from_starts_the_fit_from_another_checkpoints_ranker(tmp_path):
             pl.Trainer(**kw).fit(m, dm)
     with pytest.raises(ValueError, match="`init_from`"):
         FairRankingModule(init_from=3)
+
+
+# ------------------------------------------------------------------------------- re-rankers in evaluate / the loop
+def test_evaluate_rerank_columns_are_the_measures_of_the_reranked_lists(tiny_checkpoints):
+    """Each --rerank spec is a run of its own, paired with the same checkpoint: its NDCG@10 equals NDCG@10
+    computed directly (metrics.ndcg) on the re-ranker's output, and its paired difference is the per-list
+    difference of the two."""
+    from torchfair.metrics import ndcg
+    from torchfair.rerank import get_reranker
+    from torchfair.training.report import evaluate_checkpoints, load_checkpoint, score_lists
+
+    specs = ["fair:p=0.5,alpha=0.1", "targeted:measure=dips,keep=1"]
+    rep = evaluate_checkpoints([str(tiny_checkpoints[0])], None, names=["m"], bootstrap=20, rerank=specs)
+    assert rep["order"] == ["m"] + [f"m + {s}" for s in specs]
+    run = load_checkpoint(str(tiny_checkpoints[0]))
+    lists = score_lists(run.model, run.datamodule, "test")
+    G = int(run.meta["data_info"]["num_groups"])
+    for spec in specs:
+        r = get_reranker(spec)
+        mine, base = [], []
+        for x in lists:  # one list at a time: independent of the report's batching
+            out = r(x["scores"], None, x["groups"], num_groups=G)
+            if x["relevance"].max() > 0:
+                mine.append(float(ndcg(out.scores, x["relevance"], k=10)))
+                base.append(float(ndcg(x["scores"], x["relevance"], k=10)))
+        got = rep["models"][f"m + {spec}"]["measures"]["ndcg@10"]["mean"]
+        assert math.isclose(got, float(np.mean(mine)), rel_tol=1e-6), spec
+        d = rep["differences"][f"m + {spec}"]
+        assert d["reference"] == "m" and d["paired"]
+        assert math.isclose(d["columns"]["ndcg@10"]["mean"], float(np.mean(mine) - np.mean(base)), abs_tol=1e-9)
+        assert rep["models"][f"m + {spec}"]["meta"]["rerank"] == r.spec
+
+
+def test_evaluate_cli_rerank_and_list_rerankers(tiny_checkpoints, tmp_path, capsys):
+    assert cli_main(["evaluate", "--list-rerankers"]) == 0
+    listed = capsys.readouterr().out
+    for name in ("fair", "detconstsort", "epsgreedy", "targeted"):
+        assert f"\n{name} " in "\n" + listed
+    out = tmp_path / "rep"
+    rc = cli_main(["evaluate", "--ckpt", str(tiny_checkpoints[0]), "--out", str(out), "--bootstrap", "10",
+                   "--rerank", "detconstsort", "--rerank", "epsgreedy:epsilon=0.2,seed=3"])
+    assert rc == 0
+    md = (out / "report.md").read_text()
+    assert "+ detconstsort" in md and "+ epsgreedy:epsilon=0.2,seed=3" in md and "re-ranked by" in md
+    assert cli_main(["evaluate", "--ckpt", str(tiny_checkpoints[0]), "--out", str(out), "--rerank", "nope"]) == 2
+    assert "unknown re-ranker 'nope'" in capsys.readouterr().err
+
+
+def test_module_rerank_validates_the_reranked_scores():
+    """FairRankingModule(rerank=...) computes its exact validation measures on the re-ranked lists: equal to the
+    measures of a plain model's scores re-ranked by hand."""
+    from torchfair.evaluation import NDCG
+    from torchfair.rerank import get_reranker
+
+    dm = MovieLensDataModule("synthetic", n_test=3, n_val=2, num_negatives=5, batch_size=16)
+    kw = dict(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+              enable_model_summary=False, limit_train_batches=2)
+    pl.seed_everything(0)
+    plain = FairRankingModule("mf", {"dim": 8}, measures=["ndcg@10"])
+    trainer = pl.Trainer(**kw)
+    trainer.fit(plain, dm)
+    spec = "targeted:measure=exposure_misallocation,keep=1"
+    with pytest.raises(ValueError, match="unknown re-ranker"):
+        FairRankingModule("mf", {"dim": 8}, rerank="nope")
+    reranked = FairRankingModule("mf", {"dim": 8}, measures=["ndcg@10"], rerank=spec)
+    reranked._build(dict(plain.hparams["data_info"]))
+    reranked.ranker.load_state_dict(plain.ranker.state_dict())
+    got = pl.Trainer(**kw).validate(reranked, dm, verbose=False)[0]["val/ndcg@10"]
+    metric = NDCG(k=10)
+    r = get_reranker(spec)
+    dm.setup("validate")
+    with torch.no_grad():
+        for batch in dm.val_dataloader():
+            s = plain(batch)
+            metric.update(r(s, None, batch["groups"], batch["mask"], num_groups=2).scores, batch["relevance"],
+                          batch["groups"], batch["mask"])
+    value = metric.compute()
+    value = next(iter(value.values())) if isinstance(value, dict) else value
+    assert math.isclose(got, float(value), rel_tol=1e-5)
+    raw = pl.Trainer(**kw).validate(plain, dm, verbose=False)[0]["val/ndcg@10"]
+    assert not math.isclose(got, raw, rel_tol=1e-9)  # the re-ranker changed something

@@ -221,9 +221,14 @@ def _add_evaluate(sub) -> None:
                     "with a bootstrap interval), each group's exposure share and MPC for the protected group; "
                     "several checkpoints side by side with paired differences from the first.",
         formatter_class=HelpFormatter)
-    p.add_argument("--ckpt", action="append", required=True, metavar="PATH",
-                   help="a checkpoint written by `torchfair fit` (repeat for several)")
-    p.add_argument("--out", required=True, metavar="DIR", help="directory for the report files")
+    p.add_argument("--ckpt", action="append", metavar="PATH",
+                   help="a checkpoint written by `torchfair fit` (repeat for several; required)")
+    p.add_argument("--out", metavar="DIR", help="directory for the report files (required)")
+    p.add_argument("--rerank", action="append", default=[], metavar="SPEC",
+                   help="a re-ranker applied to every checkpoint's test scores, reported as its own column with the "
+                        "paired difference from no re-ranking (repeatable), e.g. 'fair:p=0.3', "
+                        "'targeted:measure=dips,keep=10'; see --list-rerankers")
+    p.add_argument("--list-rerankers", action="store_true", help="list the re-rankers and their options, then exit")
     p.add_argument("--name", action="append", metavar="NAME", help="a name per checkpoint (default: file names)")
     p.add_argument("--config", help="a `torchfair fit` YAML whose data: / model.measures override the checkpoint's")
     p.add_argument("--split", choices=("test", "val"), default="test", help="which lists to score")
@@ -240,9 +245,20 @@ def _add_evaluate(sub) -> None:
 def _run_evaluate(args) -> int:
     from .training.report import evaluate_checkpoints, markdown_table
 
+    if args.list_rerankers:
+        from .rerank import list_rerankers
+        for name, desc, src, opts in list_rerankers():
+            print(f"{name:<13} {desc}" + (f" ({src})" if src else ""))
+            if opts:
+                print(f"{'':<13} options: {', '.join(opts)}")
+        return 0
+    if not args.ckpt:
+        raise ValueError("`--ckpt` is required: a checkpoint written by `torchfair fit` (repeat for several)")
+    if not args.out:
+        raise ValueError("`--out` is required: the directory for the report files")
     if args.bootstrap < 0:
         raise ValueError(f"`--bootstrap` must be >= 0; got {args.bootstrap}")
-    report = evaluate_checkpoints(args.ckpt, args.out, config=args.config, names=args.name,
+    report = evaluate_checkpoints(args.ckpt, args.out, config=args.config, names=args.name, rerank=args.rerank,
                                   bootstrap=args.bootstrap, seed=args.seed, confidence=args.confidence,
                                   device=args.device, mpc_group=None if args.mpc_group < 0 else args.mpc_group,
                                   split=args.split,

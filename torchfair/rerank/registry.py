@@ -115,6 +115,8 @@ class Reranker:
         params = inspect.signature(fn).parameters
         takes_any = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
         for k in self.options:
+            if k == "relevance" and self.name == "targeted":
+                continue  # the relevance estimate of the targeted measure ("zeros", "top:10", ...)
             if k in _DATA or (k not in params and not takes_any):
                 allowed = [p for p in params if p not in _DATA and params[p].kind == inspect.Parameter.KEYWORD_ONLY]
                 raise ValueError(f"`spec`: {k!r} is not an option of re-ranker {self.name!r}; it takes "
@@ -168,5 +170,7 @@ def list_rerankers() -> List[Tuple[str, str, str, List[str]]]:
     for name, (fn, desc, src) in RERANKERS.items():
         params = inspect.signature(fn).parameters
         opts = [p for p in params if p not in _DATA and params[p].kind == inspect.Parameter.KEYWORD_ONLY]
+        if name == "targeted":
+            opts = ["relevance"] + opts + ["(the measure's own options: browsing, tie_weight, target, ...)"]
         out.append((name, desc, src, opts))
     return out

@@ -93,14 +93,22 @@ class FairRankingModule(pl.LightningModule):
             ``state_dict`` holds ``ranker.*`` entries) whose ranker weights start the fit: fine-tune a trained
             ranker with a fairness loss.  Read once, when a fit starts; a fit resumed with ``ckpt_path`` and
             ``load_from_checkpoint`` restore their own weights and do not read it.
+        rerank: a re-ranker spec (:func:`torchfair.rerank.get_reranker`, e.g. ``"fair:p=0.3"``,
+            ``"targeted:measure=dips,keep=10"``) applied to the scores before the exact validation and test
+            measures (training is unchanged): the measures then judge what serving the re-ranked lists would
+            give.  ``None`` (default): no re-ranking.  The utility loss of validation stays on the raw scores.
     """
 
     def __init__(self, ranker: Union[str, nn.Module] = "mf", ranker_args: Optional[Dict[str, Any]] = None,
                  utility_loss: Optional[nn.Module] = None, fairness_loss: Optional[nn.Module] = None,
                  lam: float = 0.0, schedule: str = "constant", warmup_steps: int = 0, log_fairness_every: int = 0,
                  measures: Optional[List[str]] = None, lr: float = 0.01, weight_decay: float = 0.0,
-                 data_info: Optional[Dict[str, Any]] = None, init_from: Optional[str] = None):
+                 data_info: Optional[Dict[str, Any]] = None, init_from: Optional[str] = None,
+                 rerank: Optional[str] = None):
         super().__init__()
+        from ..rerank import get_reranker
+
+        self.reranker = None if rerank is None else get_reranker(rerank)  # ValueError naming a bad spec
         check_choice(schedule, "schedule", _SCHEDULES)
         check_number(lam, "lam", low=0)
         check_number(lr, "lr", low=0, low_open=True)
@@ -247,12 +255,16 @@ class FairRankingModule(pl.LightningModule):
     def _eval_step(self, batch: Mapping[str, Tensor], metrics: nn.ModuleDict, prefix: str) -> None:
         scores = self(batch)
         rel, groups, mask = batch["relevance"], batch["groups"], batch["mask"]
+        ranked = scores
+        if self.reranker is not None:
+            G = (self.hparams.get("data_info") or {}).get("num_groups")
+            ranked = self.reranker(scores.detach().float(), None, groups, mask, num_groups=G).scores
         for key, metric in metrics.items():
             if key == "utility_loss":  # batch mean weighted by its lists: the mean over lists, whatever the batching
                 u = self.utility_loss(scores, rel, groups, mask).detach().float()
                 metric.update(u, weight=float(scores.shape[0]))
             else:
-                metric.update(scores, rel, groups, mask)
+                metric.update(ranked, rel, groups, mask)
 
     def _eval_end(self, metrics: nn.ModuleDict, prefix: str) -> None:
         out: Dict[str, Tensor] = {}

@@ -28,7 +28,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["evaluate_checkpoints", "load_checkpoint", "score_lists", "write_report", "LoadedRun"]
+from ..evaluation.report import jsonable, markdown_table
+
+__all__ = ["evaluate_checkpoints", "load_checkpoint", "score_lists", "write_report", "LoadedRun", "rerank_lists",
+           "markdown_table"]
 
 #: browsing model of the added exposure-share columns and of MPC's matching (the DIPS default)
 REPORT_BROWSING = "rbp:0.9"
@@ -158,23 +161,20 @@ def _mpc(lists: List[Dict[str, Any]], G: int, group: int) -> Dict[str, Any]:
             "pairs": "adjacent items of the two groups, every gap (Korevaar et al., §4.1, adjacent variant)"}
 
 
-def _fmt(x: Optional[float], digits: int = 4) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    return f"{x:.{digits}f}"
-
-
 def evaluate_checkpoints(ckpts: Sequence[str], out: Optional[str] = None, *, config: Optional[str] = None,
                          names: Optional[Sequence[str]] = None, bootstrap: int = 1000, seed: int = 0,
                          confidence: float = 0.95, device: str = "cpu", mpc_group: Optional[int] = 1,
-                         top: int = 50, split: str = "test", measures: Optional[Sequence[str]] = None
-                         ) -> Dict[str, Any]:
+                         top: int = 50, split: str = "test", measures: Optional[Sequence[str]] = None,
+                         rerank: Sequence[str] = ()) -> Dict[str, Any]:
     """Evaluate checkpoints on their test lists and (with ``out``) write ``report.json``, ``report.md`` and
     ``exposure_by_position.png`` there; returns the report dict.
 
     ``measures`` replaces the measures each run was validated with (e.g.
     :data:`~torchfair.training.module.DEFAULT_MEASURES` for a run validated on NDCG only); ``mpc_group=None``
-    skips MPC; ``top`` is the depth of the position plot.
+    skips MPC; ``top`` is the depth of the position plot.  ``rerank``: re-ranker specs
+    (:func:`torchfair.rerank.get_reranker`); each adds, for every checkpoint, a run ``"<name> + <spec>"`` on the
+    re-ranked test lists, paired with the same checkpoint without re-ranking (the re-ranker sees the scores and
+    groups, never the test relevance).  The report layer is :mod:`torchfair.evaluation.report`.
 
     Example::
 
@@ -182,6 +182,8 @@ def evaluate_checkpoints(ckpts: Sequence[str], out: Optional[str] = None, *, con
         report["models"]["+DIPS"]["measures"]["dips_gap"]["mean"]
     """
     from ..evaluation import evaluate
+    from ..evaluation.report import compare
+    from ..rerank import get_reranker
 
     if not ckpts:
         raise ValueError("`ckpts` is empty: give at least one checkpoint")
@@ -189,11 +191,10 @@ def evaluate_checkpoints(ckpts: Sequence[str], out: Optional[str] = None, *, con
         raise ValueError(f"`split` must be 'test' or 'val'; got {split!r}")
     if names is not None and len(names) != len(ckpts):
         raise ValueError(f"`names` has {len(names)} entries for {len(ckpts)} checkpoints")
+    rerankers = [get_reranker(r) for r in rerank]  # a bad spec fails before any work
     names = list(names) if names is not None else _default_names(ckpts)
     runs = [load_checkpoint(p, config, device) for p in ckpts]  # fail on a bad file before any work
-    report: Dict[str, Any] = {"models": {}, "order": names, "split": split, "bootstrap": bootstrap, "seed": seed,
-                              "confidence": confidence, "browsing_of_added_columns": REPORT_BROWSING}
-    tables, lists_of = {}, {}
+    tables, lists_of, extra, reference, same = {}, {}, {}, {}, {}
     for name, run in zip(names, runs):
         lists = score_lists(run.model, run.datamodule, split, device)
         info = run.meta["data_info"]
@@ -202,20 +203,49 @@ def evaluate_checkpoints(ckpts: Sequence[str], out: Optional[str] = None, *, con
         asked = list(measures) if measures is not None else list(run.meta["measures"])
         run.meta["measures"] = asked
         asked = asked + [f"exposure_share:browsing={REPORT_BROWSING}"]
-        table = evaluate(lists, asked, bootstrap=bootstrap, seed=seed, confidence=confidence, num_groups=G,
-                         batch_size=1024, max_batch_elements=2 ** 21, validate_args=False,
-                         group_names=group_names)
-        tables[name], lists_of[name] = table, lists
-        report["models"][name] = {
-            "meta": run.meta, "group_names": group_names, "n_lists": len(lists),
-            "measures": table.aggregate(),
-            "position_share": _position_shares(lists, G, top).tolist(),
-            "mpc": _mpc(lists, G, mpc_group) if mpc_group is not None and mpc_group < G else {"defined": False},
-        }
-    report["differences"] = _differences(names, tables, lists_of, bootstrap, seed, confidence)
+        variants = [(name, None, lists)] + [(f"{name} + {r.spec}", r, rerank_lists(lists, r, G)) for r in rerankers]
+        for vname, r, vlists in variants:
+            tables[vname] = evaluate(vlists, asked, bootstrap=bootstrap, seed=seed, confidence=confidence,
+                                     num_groups=G, batch_size=1024, max_batch_elements=2 ** 21,
+                                     validate_args=False, group_names=group_names)
+            lists_of[vname] = vlists
+            extra[vname] = {
+                "meta": {**run.meta, "rerank": None if r is None else r.spec}, "group_names": group_names,
+                "position_share": _position_shares(vlists, G, top).tolist(),
+                "mpc": _mpc(vlists, G, mpc_group) if mpc_group is not None and mpc_group < G else {"defined": False},
+            }
+            if r is not None:
+                reference[vname] = name
+                same[vname] = True
+        if name != names[0]:
+            reference[name] = names[0]
+            same[name] = _same_lists(lists_of[names[0]], lists)
+    report = compare(tables, reference=reference, same_lists=same, bootstrap=bootstrap, seed=seed,
+                     confidence=confidence, extra=extra)
+    report.update(split=split, browsing_of_added_columns=REPORT_BROWSING)
     if out is not None:
         write_report(report, out)
     return report
+
+
+def rerank_lists(lists: List[Dict[str, Any]], reranker, num_groups: int, batch_size: int = 256
+                 ) -> List[Dict[str, Any]]:
+    """The lists with their scores replaced by the re-ranked order's (:attr:`Reranking.scores`), re-ranked in
+    padded batches of ``batch_size`` lists; relevance, groups and items unchanged."""
+    out: List[Dict[str, Any]] = []
+    for a in range(0, len(lists), batch_size):
+        chunk = lists[a:a + batch_size]
+        n = max(int(x["scores"].shape[0]) for x in chunk)
+        s = torch.zeros(len(chunk), n)
+        g = torch.zeros(len(chunk), n, dtype=torch.long)
+        m = torch.zeros(len(chunk), n, dtype=torch.bool)
+        for i, x in enumerate(chunk):
+            k = x["scores"].shape[0]
+            s[i, :k], g[i, :k], m[i, :k] = x["scores"], x["groups"], True
+        new = reranker(s, None, g, m, num_groups=num_groups).scores
+        for i, x in enumerate(chunk):
+            out.append({**x, "scores": new[i, :x["scores"].shape[0]].clone()})
+    return out
 
 
 def _default_names(ckpts: Sequence[str]) -> List[str]:
@@ -235,74 +265,12 @@ def _same_lists(a: List[Dict[str, Any]], b: List[Dict[str, Any]]) -> bool:
                                     and torch.equal(x["relevance"], y["relevance"]) for x, y in zip(a, b))
 
 
-def _differences(names, tables, lists_of, bootstrap, seed, confidence) -> Dict[str, Any]:
-    from ..evaluation import bootstrap_interval
-
-    out: Dict[str, Any] = {}
-    if len(names) < 2:
-        return out
-    ref = names[0]
-    for name in names[1:]:
-        if not _same_lists(lists_of[ref], lists_of[name]):
-            out[name] = {"paired": False, "why": "the test lists differ (other data settings); no paired difference"}
-            continue
-        ta, tb = tables[ref], tables[name]
-        cols = [c for c in tb.columns if c in ta.columns]
-        diff = np.stack([tb[c] - ta[c] for c in cols], 1)  # NaN where either is undefined
-        lo, hi = bootstrap_interval(diff, n_boot=bootstrap, seed=seed, confidence=confidence)
-        mean = np.array([np.nanmean(diff[:, j]) if np.any(~np.isnan(diff[:, j])) else np.nan
-                         for j in range(len(cols))])
-        out[name] = {"paired": True, "reference": ref,
-                     "columns": {c: {"mean": float(mean[j]), "ci_low": float(lo[j]), "ci_high": float(hi[j]),
-                                     "n_valid": int(np.sum(~np.isnan(diff[:, j])))} for j, c in enumerate(cols)}}
-    return out
-
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, Mapping):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, float):
-        return None if math.isnan(x) else x
-    if isinstance(x, (np.floating,)):
-        return None if math.isnan(float(x)) else float(x)
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (str, int, bool)) or x is None:
-        return x
-    return repr(x)
-
-
-def markdown_table(report: Mapping[str, Any]) -> str:
-    """The report's main table: one row per measure column, one column per model (mean [interval]) and, for the
-    later models, their paired difference from the first."""
-    names = list(report["order"])
-    first = report["models"][names[0]]["measures"]
-    cols = list(first)
-    head = ["measure"] + names + [f"{n} - {names[0]}" for n in names[1:] if report["differences"].get(n, {})
-                                  .get("paired")]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for c in cols:
-        row = [c]
-        for n in names:
-            a = report["models"][n]["measures"].get(c)
-            row.append("n/a" if a is None else f"{_fmt(a['mean'])} [{_fmt(a['ci_low'])}, {_fmt(a['ci_high'])}]")
-        for n in names[1:]:
-            d = report["differences"].get(n, {})
-            if d.get("paired"):
-                e = d["columns"].get(c)
-                row.append("n/a" if e is None else f"{e['mean']:+.4f} [{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}]")
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
-
-
 def write_report(report: Mapping[str, Any], out: str) -> Tuple[str, str, str]:
     """Write ``report.json``, ``report.md`` and ``exposure_by_position.png`` into ``out``; returns their paths."""
     os.makedirs(out, exist_ok=True)
     pj, pm, pp = (os.path.join(out, f) for f in ("report.json", "report.md", "exposure_by_position.png"))
     with open(pj, "w") as f:
-        json.dump(_jsonable(report), f, indent=2)
+        json.dump(jsonable(report), f, indent=2)
     names = list(report["order"])
     md = [f"# torchfair evaluate: {report['split']} lists", "",
           f"Mean over users with {int(report['confidence'] * 100)}% bootstrap intervals ({report['bootstrap']} "
@@ -317,7 +285,8 @@ def write_report(report: Mapping[str, Any], out: str) -> Tuple[str, str, str]:
             if len(m["group_names"]) <= 26 else f"{len(m['group_names'])} groups"
         fl = meta.get("fairness_loss") or {}
         md.append(f"- **{n}**: `{meta['checkpoint']}` (epoch {meta['epoch']}); ranker `{meta['ranker']}`; "
-                  f"fairness loss {fl.get('repr', 'none')} (lambda {meta.get('lam')}); {m['n_lists']} lists; "
+                  f"fairness loss {fl.get('repr', 'none')} (lambda {meta.get('lam')}); "
+                  f"{'re-ranked by `' + meta['rerank'] + '`; ' if meta.get('rerank') else ''}{m['n_lists']} lists; "
                   f"groups {groups}.")
         mp = m["mpc"]
         if mp.get("defined"):
