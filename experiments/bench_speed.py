@@ -40,7 +40,7 @@ from typing import Callable, Dict, List, Sequence
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-SECTIONS = ("exact", "exact_memory", "load", "losses", "import", "pl", "fastsoftrank", "frt", "training")
+SECTIONS = ("exact", "exact_memory", "load", "losses", "import", "pl", "fastsoftrank", "frt", "training", "rerank")
 
 
 # --------------------------------------------------------------------------------------------- timing helpers
@@ -407,6 +407,37 @@ def case_frt(args) -> str:
 
 def case_training(args) -> str:
     return _script("bench_training.py", ["--threads", str(args.threads)], "bench_training.md", args)
+
+
+# --------------------------------------------------------------------------------------------- re-rankers
+#: the re-rankers timed by ``case_rerank`` (specs of torchfair.rerank.get_reranker)
+RERANK_SPECS = ("fair:p=0.5", "fair:p=0.5,k=100", "detconstsort", "detconstsort:k=100", "epsgreedy:epsilon=0.1",
+                "targeted:measure=dips,keep=10", "targeted:measure=exposure_misallocation,keep=10",
+                "targeted:measure=awrf,keep=10")
+
+
+def case_rerank(args) -> str:
+    """Each re-ranker on the ML-100K test batch shape (943 x 1682; popularity-like groups, 13 % group 1) against a
+    plain stable sort of the same scores, interleaved, ratio = median of per-round ratios."""
+    import torch
+    from torchfair.rerank import get_reranker
+
+    B, N = (20, 200) if args.quick else (943, 1682)
+    g = torch.Generator().manual_seed(0)
+    s = torch.randn(B, N, generator=g)
+    grp = (torch.rand(B, N, generator=g) < 0.13).long()
+    mask = torch.ones(B, N, dtype=torch.bool)
+    mask[:, N - 40:] = torch.rand(B, 40, generator=g) < 0.5  # ragged lists, as the test lists are
+    rerankers = {spec: get_reranker(spec) for spec in RERANK_SPECS}
+    for r in rerankers.values():  # warm caches (FA*IR's adjusted alpha, numba compilation) outside the timing
+        r(s, None, grp, mask, num_groups=2)
+    fns = {"sort": lambda: torch.sort(s, dim=-1, descending=True, stable=True)}
+    for spec, r in rerankers.items():
+        fns[spec] = (lambda r=r: r(s, None, grp, mask, num_groups=2))
+    med, times = interleaved(fns, rounds=2 if args.quick else 3)
+    rows = [[spec, med[spec], ratio(times, spec, "sort")] for spec in RERANK_SPECS]
+    return (f"## Re-rankers ({B} x {N}, 2 groups, against a stable sort of the same scores: "
+            f"{med['sort'] * 1e3:.1f} ms)\n\n" + table(["re-ranker", "seconds", "x sort"], rows) + "\n")
 
 
 # --------------------------------------------------------------------------------------------- driver
