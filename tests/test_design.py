@@ -30,7 +30,8 @@ G[:, 0], G[:, 1] = 0, 1
 NOT_MEASURES = {"individual_dissatisfaction", "pairwise_gap", "accuracy_gaps", "misallocation_norm",
                 "individual_misallocation", "ideal_exposure", "log_dp", "log_eur", "log_rur", "prefix_mass",
                 "matched_pairs", "mpc_cluster_variance", "matched_pair_calibration", "monotonicity_test",
-                "isotonic_regression", "get_declaration", "ideal_dcg", "ideal_ranking"}
+                "isotonic_regression", "get_declaration", "ideal_dcg", "ideal_ranking",
+                "fair_test", "fair_mtable", "fair_adjusted_alpha"}  # a test, its table and its significance
 
 
 def _call(m: Measure, scores, **kw):
