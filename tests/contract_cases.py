@@ -1995,6 +1995,10 @@ EXEMPT: Dict[str, str] = {
     "compat.fairranktune.FRTResult": "result type of the FRT group metrics",
     "compat.fairranktune.FRTInputError": "the ValueError subclass FRT rows raise",
     "compat.fairranktune.NDKL_EPSILON": "a constant",
+    "compat.fairranktune.DETCONSTSORT": "FRT's re-ranker on pandas DataFrames, not tensors: against FairRankTune "
+                                        "and bad input in tests/test_fairranktune_rerankers.py",
+    "compat.fairranktune.EPSILONGREEDY": "FRT's re-ranker on pandas DataFrames, not tensors: against FairRankTune "
+                                         "and bad input in tests/test_fairranktune_rerankers.py",
     "evaluation.register": "registry plumbing (evaluate and compute_columns run every registered measure)",
     "evaluation.unregister": "registry plumbing",
     "evaluation.get_measure": "registry plumbing",

@@ -1,4 +1,4 @@
-r"""FairRankTune 0.0.7's ``Metrics`` module, number for number, in torch.
+r"""FairRankTune 0.0.7's ``Metrics`` module, number for number, in torch; and its two ``Rankers``.
 
 Every metric of FairRankTune (FRT; Cachel & Rundensteiner, https://github.com/KCachel/fairranktune, version
 0.0.7 on PyPI) with its seven per-group aggregators, built on torchfair's pieces: the position weights come from
@@ -78,6 +78,61 @@ Where FRT 0.0.7 deviates from its documentation, or has a bug (reproduced here, 
 11. Relevance and ctr are aligned with rankings by position after dropping NaNs separately from each column,
    so a NaN pattern that differs from the ranking's silently misaligns them (reproduced in the FRT form).
 
+Re-rankers
+----------
+``DETCONSTSORT(current_ranking_df, item_group_dict, current_ranking_scores_df, distribution, k)`` and
+``EPSILONGREEDY(current_ranking_df, item_group_dict, current_ranking_scores_df, epsilon, seed)`` take and return
+what FRT's do, and give FRT's outputs exactly (tests/test_fairranktune_rerankers.py runs both on random inputs
+against the package): the ranking and the scores are read from column 0 of the two DataFrames (aligned by
+position); the result is ``(ranking DataFrame, {item: group}, scores DataFrame)``, one column ``0`` each, the dict's
+keys and values numpy scalars (``np.str_``, ``np.int64``) as FRT's ``dict(zip(array, array))`` makes them (a
+repeated item keeps one entry).  torchfair's own :func:`torchfair.rerank.det_const_sort` and
+:func:`torchfair.rerank.epsilon_greedy` are the paper versions on batched tensors; the differences are listed here.
+
+12. DETCONSTSORT (Geyik et al. 2019, Algorithm 3).  Runs the compiled walk of :mod:`torchfair.rerank.detconstsort`
+   with the settings below (its private ``_walk`` keywords); FRT differs from the paper and from
+   :func:`~torchfair.rerank.det_const_sort` in:
+
+   a. the insertion's deadline test is the paper's 1-based ``maxIndices[start-1] >= start`` applied to 0-based
+      indices, so an item may move down to one position past its deadline (``deadline_slack=1``), and a prefix
+      can miss the minimum count it was built for: with ``k = 2``, a 50/50 target and scores favouring group A,
+      FRT's top 2 hold no item of group B;
+   b. the walk runs ``while last_empty_indx <= k`` and places every item of a step: it places ``k + 1`` items or
+      more (the whole ranking at most) and keeps the first ``k``, so an item placed beyond position ``k`` can move
+      up into the top ``k`` (``whole_batches=True``, walk length ``k + 1``); the paper and torchfair stop at ``k``;
+   c. minimum counts ``floor(k' p_g)`` in floating point without tolerance: a share ``1 - 0.8 =
+      0.19999999999999996`` gives ``floor(5 p) = 0`` (torchfair adds 1e-9: 1);
+   d. each group's items are taken in the order of ``current_ranking_df``, not re-sorted by score, while the
+      groups of one step and the insertion compare scores: on a ranking that is not sorted by score a group's
+      lower-scored item can be placed first (torchfair starts from the scores' order);
+   e. ties: the groups of one step are ordered by Python's stable ``sorted(..., reverse=True)`` on their items'
+      scores, so equal scores keep the order of the sorted group labels (``np.unique``), and the insertion moves
+      an item up only past strictly lower scores (torchfair breaks ties by the starting position).  Here the
+      scores become integer keys with the same order and the same ties (``np.unique``'s inverse);
+   f. FRT loops forever when the groups with a positive share hold fewer than ``min(k + 1, n)`` items of the
+      ranking (a group with share 0 is never placed; nothing else ends the walk): ``ValueError`` here.  FRT raises
+      ``KeyError`` for a group of the ranking without a share, for ``k > n`` and for an item without a group:
+      ``ValueError`` here.  Checked here, not by FRT (``ValueError`` naming the argument): shares finite, in
+      [0, 1], summing to 1 (tolerance 1e-6), a dict naming only groups of ``item_group_dict`` (FRT ignores
+      extra keys; a group of the dict absent from this ranking is fine), a list only with integer labels
+      ``0..len-1`` (FRT indexes it by label); ``k`` an int in ``[1, n]`` (FRT returns empty frames for ``k <= 0``);
+      no NaN score (FRT's comparisons with NaN are arbitrary); as many scores as items (FRT ignores extra scores
+      and raises ``IndexError`` for missing ones).
+   Returned scores are those of the ``k`` returned items.
+
+13. EPSILONGREEDY (Feng & Shah 2022).  FRT calls ``np.random.seed(seed)`` -- reseeding numpy's *global* random
+   state as a side effect -- then draws ``np.random.rand()`` at every position and, when it is ``<= epsilon``
+   (not ``<``) and the position is not the last, ``np.random.randint(i + 1, n)``: the number of draws depends on
+   their outcomes, so they are made one by one.  Here they come from a private ``np.random.RandomState(seed)``:
+   the same legacy Mersenne-Twister stream in the same order, hence FRT's output, and numpy's global state is
+   left untouched.  :func:`torchfair.rerank.epsilon_greedy` runs the same swap process batched on tensors with
+   a ``torch.Generator`` (``u < epsilon``, ``j = i + 1 + floor(v (n - i - 1))``): the same seed gives other swaps,
+   only the distribution over outputs is the same; the compat function is a plain loop of its own for that
+   reason.  Scores are looked up per item with ``list.index``, so every copy of a repeated item gets the first
+   copy's score (reproduced).  ``epsilon`` must lie in [0, 1] (FRT accepts any number: above 1 always swaps)
+   and ``seed`` be something ``RandomState`` accepts (``ValueError`` naming them); an item without a group and
+   a scores frame of another length are ``ValueError`` (FRT: ``KeyError`` / ignored or ``IndexError``).
+
 Example (FRT's toy: seven men then three women)::
 
     >>> r = ["Joe", "Jack", "Nick", "David", "Mark", "Josh", "Dave", "Bella", "Heidi", "Amy"]
@@ -89,9 +144,11 @@ Example (FRT's toy: seven men then three women)::
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from numbers import Number
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Union
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -105,7 +162,7 @@ from ..orderings import Hard, OrderedBatch, Ordering
 
 __all__ = ["EXP", "EXPU", "EXPRU", "AWRF", "ERBE", "ERBP", "ERBR", "ARP", "NDKL", "IAA",
            "MinMaxRatio", "MaxMinRatio", "MaxMinDiff", "MaxAbsDiff", "MeanAbsDev", "LTwo", "Variance",
-           "COMBOS", "aggregate", "FRTResult", "FRTInputError", "NDKL_EPSILON"]
+           "COMBOS", "aggregate", "FRTResult", "FRTInputError", "NDKL_EPSILON", "DETCONSTSORT", "EPSILONGREEDY"]
 
 #: the ``combo`` names FRT accepts
 COMBOS = ("MinMaxRatio", "MaxMinRatio", "MaxMinDiff", "MaxAbsDiff", "MeanAbsDev", "LTwo", "Variance")
@@ -882,3 +939,193 @@ def IAA(rankings, relevance, *, mask: Optional[Tensor] = None, ordering: Orderin
     if not per_ranking:  # FRT evaluates the first ranking only (deviation 6)
         return ((att[:1] - p.relevance[:1]).abs() * m[:1]).sum()
     return ((att - p.relevance).abs() * m).sum(-1)
+
+
+# --------------------------------------------------------------------------------------------- re-rankers
+def _frt_column(frame, name: str):
+    """Column ``0`` of one of FRT's frames as a numpy array (FRT reads ``frame[0].to_numpy()``)."""
+    try:
+        col = frame[0]
+        return col.to_numpy()
+    except Exception:
+        raise ValueError(f"`{name}` must be a pandas DataFrame with the list in column 0 (FRT's layout: one "
+                         f"ranking per column, the first one re-ranked); got {type(frame).__name__}") from None
+
+
+def _rerank_inputs(current_ranking_df, item_group_dict, current_ranking_scores_df):
+    """``(items, groups, scores)`` numpy arrays in the ranking's order; ``groups`` is numpy's array of the items'
+    labels (as FRT builds it, so labels of mixed types are coerced the same way)."""
+    items = _frt_column(current_ranking_df, "current_ranking_df")
+    scores = _frt_column(current_ranking_scores_df, "current_ranking_scores_df")
+    if not isinstance(item_group_dict, Mapping):
+        raise ValueError(f"`item_group_dict` must be a dict item -> group; got {type(item_group_dict).__name__}")
+    if len(scores) != len(items):
+        raise ValueError(f"`current_ranking_scores_df` must hold one score per item of `current_ranking_df` "
+                         f"({len(items)}); got {len(scores)}")
+    labels = []
+    for it in items:
+        if not _has_key(item_group_dict, it):  # FRT: KeyError
+            raise ValueError(f"`item_group_dict` has no group for item {it!r} of `current_ranking_df`")
+        labels.append(item_group_dict[it])
+    return items, np.asarray(labels), scores
+
+
+def _has_key(d, key) -> bool:
+    try:
+        return key in d
+    except TypeError:  # unhashable item
+        return False
+
+
+def _rerank_result(items, groups, scores, sel, score_sel=None):
+    """FRT's three return values for the items at positions ``sel`` of the input: a one-column DataFrame of the
+    items, the dict item -> group (numpy scalars, as FRT's ``dict(zip(...))``) and a one-column DataFrame of the
+    scores at ``score_sel`` (default ``sel``).  ``np.asarray`` of the selected elements infers the dtypes as FRT's
+    ``np.asarray(list)`` does."""
+    import pandas as pd
+
+    ranking = np.asarray(list(items[sel]))
+    group_ids = np.asarray(list(groups[sel]))
+    sc = np.asarray(list(scores[sel if score_sel is None else score_sel]))
+    return pd.DataFrame(ranking), dict(zip(ranking, group_ids)), pd.DataFrame(sc)
+
+
+def _shares(distribution, labels, item_group_dict) -> np.ndarray:
+    """FRT's ``distribution[label]`` for the ranking's group ``labels`` as float64 ``[G]``, after the checks FRT
+    does not make (deviation 12f)."""
+    if isinstance(distribution, Mapping):
+        entries = list(distribution.items())
+    elif isinstance(distribution, (Sequence, np.ndarray)) and not isinstance(distribution, (str, bytes)):
+        entries = list(enumerate(distribution))  # FRT indexes it by the (integer) group label
+    else:
+        raise ValueError(f"`distribution` must be a dict group -> share (or a sequence indexed by integer group "
+                         f"labels); got {type(distribution).__name__}")
+    try:
+        vals = np.array([float(v) for _, v in entries], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError("`distribution` shares must be real numbers") from None
+    if not np.isfinite(vals).all() or (vals < 0).any() or (vals > 1).any():
+        raise ValueError(f"`distribution` shares must be finite and in [0, 1]; got {[v for _, v in entries]}")
+    if abs(vals.sum() - 1.0) > 1e-6:
+        raise ValueError(f"`distribution` shares must sum to 1; got {vals.sum():.6g}")
+    try:
+        known = set(item_group_dict.values())
+    except TypeError:
+        raise ValueError("`item_group_dict`'s group labels must be hashable") from None
+    mapping = isinstance(distribution, Mapping)
+    absent = [g for (g, v) in entries if (mapping or v > 0) and not _has_key(known, g)]
+    if absent:
+        raise ValueError(f"`distribution` names group {absent[0]!r}, which is no group of `item_group_dict`")
+    p = np.empty(len(labels), dtype=np.float64)
+    for i, lab in enumerate(labels):
+        try:
+            if not mapping and (isinstance(lab, (bool, np.bool_)) or not isinstance(lab, (int, np.integer))
+                                or not 0 <= lab < len(distribution)):
+                raise KeyError(lab)
+            p[i] = float(distribution[lab])
+        except (KeyError, IndexError, TypeError):
+            shown = lab.item() if isinstance(lab, np.generic) else lab
+            raise ValueError(f"`distribution` has no share for group {shown!r} of `current_ranking_df` (FRT raises "
+                             f"KeyError)") from None
+    return p
+
+
+def DETCONSTSORT(current_ranking_df, item_group_dict, current_ranking_scores_df, distribution, k):
+    r"""FairRankTune 0.0.7's ``Rankers.DETCONSTSORT`` (Geyik et al., KDD 2019, Algorithm 3), number for number.
+
+    ``current_ranking_df``: DataFrame whose column 0 holds the ranking (item ids, best first);
+    ``item_group_dict``: item -> group label; ``current_ranking_scores_df``: DataFrame whose column 0 holds the
+    items' scores, aligned by position; ``distribution``: group label -> target share (a sequence indexed by
+    integer labels works too, as in FRT); ``k``: the length of the returned ranking, ``1 <= k <= n``.
+
+    Returns FRT's triple: a one-column DataFrame of the ``k`` first re-ranked items, the dict item -> group of
+    those items (numpy scalar keys and values, as FRT), a one-column DataFrame of their scores.
+
+    Runs :mod:`torchfair.rerank.detconstsort`'s compiled walk with FRT's settings (deviation 12 of the module
+    docstring): deadline one position late, exact floor of ``k' p_g``, each group's items in the ranking's order,
+    scores compared with FRT's tie rules, every item of a step placed, ``k + 1`` items walked.  ``ValueError``
+    where FRT would loop forever (the groups with a positive share hold fewer than ``min(k + 1, n)`` items) and for
+    the bad inputs listed in 12f.
+
+    Example::
+
+        >>> import pandas as pd
+        >>> r = pd.DataFrame(["a", "b", "c", "d", "e", "f"])
+        >>> s = pd.DataFrame([6.0, 5.0, 4.0, 3.0, 2.0, 1.0])
+        >>> g = {"a": "X", "b": "X", "c": "X", "d": "Y", "e": "Y", "f": "Y"}
+        >>> ranking, groups, scores = DETCONSTSORT(r, g, s, {"X": 0.5, "Y": 0.5}, 4)
+        >>> list(ranking[0]), list(scores[0])
+        (['a', 'b', 'd', 'c'], [6.0, 5.0, 3.0, 4.0])
+    """
+    from ..rerank.detconstsort import _walk
+
+    items, groups, scores = _rerank_inputs(current_ranking_df, item_group_dict, current_ranking_scores_df)
+    n = len(items)
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
+        raise ValueError(f"`k` must be an int in [1, {n}] (the number of items of `current_ranking_df`; FRT raises "
+                         f"KeyError above it and returns empty frames below 1); got {k!r}")
+    k = int(k)
+    try:
+        labels, codes = np.unique(groups, return_inverse=True)  # FRT's group order: np.unique's
+        uniq, inv = np.unique(scores, return_inverse=True)
+    except TypeError:
+        raise ValueError("the group labels of `item_group_dict` and the scores of `current_ranking_scores_df` must "
+                         "each be mutually comparable (FRT sorts them)") from None
+    if bool((uniq != uniq).any()):
+        raise ValueError("`current_ranking_scores_df` holds NaN scores (FRT's comparisons with NaN are arbitrary)")
+    p = _shares(distribution, labels, item_group_dict)
+    counts = np.bincount(codes.reshape(-1), minlength=len(labels))
+    if int(counts[p > 0].sum()) < min(k + 1, n):
+        zero = [lab for lab, share in zip(labels.tolist(), p) if share == 0]
+        raise ValueError(f"`distribution` gives share 0 to group(s) {zero} and the other groups hold "
+                         f"{int(counts[p > 0].sum())} items: FRT 0.0.7 loops forever here (it fills positions from "
+                         f"groups with a positive share only, until it has placed min(k + 1, n) = {min(k + 1, n)})")
+    key = (len(uniq) - 1 - inv.reshape(-1)).astype(np.int64)  # lower = higher score, equal scores equal keys
+    sel = _walk(codes.reshape(1, -1).astype(np.int64), np.array([n], dtype=np.int64), p.reshape(1, -1), k + 1,
+                key=key.reshape(1, -1), deadline_slack=1, floor_eps=0.0, whole_batches=True)[0, :k]
+    return _rerank_result(items, groups, scores, sel)
+
+
+def EPSILONGREEDY(current_ranking_df, item_group_dict, current_ranking_scores_df, epsilon, seed):
+    r"""FairRankTune 0.0.7's ``Rankers.EPSILONGREEDY`` (Feng & Shah, AAAI 2022), number for number.
+
+    Walking down the ranking, at every position ``i`` but the last a uniform draw ``<= epsilon`` swaps the item
+    there with one drawn uniformly from positions ``i+1 .. n-1`` of the current ranking.  The draws come from
+    ``np.random.RandomState(seed)`` in FRT's order (``rand()`` per position, ``randint(i + 1, n)`` on a swap), so
+    the output is FRT's for the same seed; unlike FRT, numpy's global random state is left untouched
+    (deviation 13).  ``epsilon`` in [0, 1]; ``seed``: anything ``np.random.seed`` accepts (``None``: fresh
+    entropy).
+
+    Returns FRT's triple: a one-column DataFrame of all the re-ranked items, the dict item -> group, a one-column
+    DataFrame of their scores (each item's first score in the input, deviation 13).
+
+    Example::
+
+        >>> import pandas as pd
+        >>> r = pd.DataFrame(["a", "b", "c", "d"])
+        >>> s = pd.DataFrame([4.0, 3.0, 2.0, 1.0])
+        >>> ranking, groups, scores = EPSILONGREEDY(r, {"a": 0, "b": 0, "c": 1, "d": 1}, s, 0.0, 1)
+        >>> list(ranking[0])
+        ['a', 'b', 'c', 'd']
+    """
+    items, groups, scores = _rerank_inputs(current_ranking_df, item_group_dict, current_ranking_scores_df)
+    epsilon = check_number(epsilon, "epsilon", low=0.0, high=1.0)
+    try:
+        rs = np.random.RandomState(seed)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"`seed` must be a seed numpy's RandomState accepts (an int in [0, 2**32 - 1], an array "
+                         f"of them, or None); got {seed!r}: {e}") from None
+    n = len(items)
+    perm = list(range(n))
+    for i in range(n - 1):  # FRT's last draw (position n - 1) cannot swap and changes nothing after it
+        if rs.random_sample() <= epsilon:
+            j = int(rs.randint(i + 1, n))
+            perm[i], perm[j] = perm[j], perm[i]
+    sel = np.asarray(perm, dtype=np.int64)
+    # FRT looks every item's score up with list.index: a repeated item gets its first copy's score
+    first: Dict[Any, int] = {}
+    keys = list(items)
+    for q, it in enumerate(keys):
+        first.setdefault(it, q)
+    score_sel = None if len(first) == n else np.asarray([first[keys[q]] for q in perm], dtype=np.int64)
+    return _rerank_result(items, groups, scores, sel, score_sel)

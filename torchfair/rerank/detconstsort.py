@@ -35,9 +35,14 @@ __all__ = ["det_const_sort", "check_distribution"]
 DistributionLike = Union[Sequence[float], Mapping[int, float], Tensor]
 
 
-def _kernel_py(codes_sorted, n, p, k, out):
+def _kernel_py(codes_sorted, n, p, k, out, key, slack, floor_eps, whole_batches):
     """One list at a time: ``codes_sorted[b, q]`` the group of the item at start position q; writes into
-    ``out[b, :]`` the start positions in output order (all real ones, the unplaced after the prefix)."""
+    ``out[b, :]`` the start positions in output order (all real ones, the unplaced after the prefix).
+
+    ``key[b, q]``: the comparison key of the item at start position q (lower = better; :func:`_walk` passes ``q``
+    itself by default).  ``slack``: how many positions an item may sit past its deadline (0: the paper; 1:
+    FairRankTune's 0-based reading).  ``floor_eps``: added before the floor of ``k' p_g``.  ``whole_batches``: the
+    items of one step are all placed even past ``k`` (FairRankTune), else the walk stops at ``k``."""
     B, N = codes_sorted.shape
     G = p.shape[1]
     queue = np.empty((G, N), dtype=np.int64)
@@ -74,22 +79,22 @@ def _kernel_py(codes_sorted, n, p, k, out):
             kk += 1
             nc = 0
             for g in range(G):
-                want = int(math.floor(kk * p[b, g] + 1e-9))
+                want = int(math.floor(kk * p[b, g] + floor_eps))
                 if minc[g] < want and taken[g] < qlen[g]:
                     cand[nc] = g
                     nc += 1
                 if want > minc[g]:
                     minc[g] = want
-            # the changed groups in the order of their next items' scores (= start positions, ascending)
+            # the changed groups in the order of their next items' keys (default: start positions), stably
             for a in range(1, nc):
                 c = cand[a]
                 t = a
-                while t > 0 and queue[cand[t - 1], taken[cand[t - 1]]] > queue[c, taken[c]]:
+                while t > 0 and key[b, queue[cand[t - 1], taken[cand[t - 1]]]] > key[b, queue[c, taken[c]]]:
                     cand[t] = cand[t - 1]
                     t -= 1
                 cand[t] = c
             for a in range(nc):
-                if last >= limit:
+                if last >= limit and not whole_batches:
                     break
                 g = cand[a]
                 q = queue[g, taken[g]]
@@ -100,7 +105,9 @@ def _kernel_py(codes_sorted, n, p, k, out):
                 used[q] = True
                 start = last
                 # 1-based: the item at `start - 1` may move to 1-based position start + 1 if its deadline allows
-                while start > 0 and dead[start - 1] >= start + 1 and rank[start - 1] > rank[start]:
+                # (FairRankTune: ``slack`` positions more)
+                while (start > 0 and dead[start - 1] + slack >= start + 1
+                       and key[b, rank[start - 1]] > key[b, rank[start]]):
                     att[start - 1], att[start] = att[start], att[start - 1]
                     rank[start - 1], rank[start] = rank[start], rank[start - 1]
                     dead[start - 1], dead[start] = dead[start], dead[start - 1]
@@ -130,6 +137,22 @@ def _kernel():
         except Exception:  # pragma: no cover - numba missing or unable to compile
             _KERNEL = _kernel_py
     return _KERNEL
+
+
+def _walk(codes_sorted: np.ndarray, n: np.ndarray, p: np.ndarray, k: int, *, key: Optional[np.ndarray] = None,
+          deadline_slack: int = 0, floor_eps: float = 1e-9, whole_batches: bool = False) -> np.ndarray:
+    """Run the DetConstSort walk on host arrays: ``codes_sorted [B, N]`` int64 groups in start order (-1: none),
+    ``n [B]`` real items, ``p [B, G]`` float64 shares, prefix length ``k``.  Returns ``[B, N]`` int64: the start
+    positions in output order.  The keywords are the knobs :func:`torchfair.compat.fairranktune.DETCONSTSORT`
+    needs (``key [B, N]`` int64 comparison keys, lower = better, default the start positions; ``deadline_slack=1``;
+    ``floor_eps=0``; ``whole_batches=True``); the defaults are the paper's algorithm as :func:`det_const_sort` runs
+    it."""
+    B, N = codes_sorted.shape
+    if key is None:
+        key = np.ascontiguousarray(np.broadcast_to(np.arange(N, dtype=np.int64), (B, N)))
+    out = np.empty((B, N), dtype=np.int64)
+    _kernel()(codes_sorted, n, p, int(k), out, key, int(deadline_slack), float(floor_eps), bool(whole_batches))
+    return out
 
 
 def check_distribution(distribution: DistributionLike, G: int, B: int, name: str = "distribution") -> Tensor:
@@ -205,9 +228,8 @@ def det_const_sort(scores: Tensor, groups: Tensor, *, distribution: Optional[Dis
         p = check_distribution(distribution, G, B)
     order, _ = start_order(b)
     codes_sorted = codes.gather(-1, order)
-    out = np.empty((B, N), dtype=np.int64)
     n = b.mask.sum(-1)
-    _kernel()(codes_sorted.cpu().numpy().astype(np.int64), n.cpu().numpy().astype(np.int64), p.numpy(), int(K), out)
+    out = _walk(codes_sorted.cpu().numpy().astype(np.int64), n.cpu().numpy().astype(np.int64), p.numpy(), int(K))
     sel = torch.from_numpy(out).to(order.device)  # start positions in output order
     ranking = order.gather(-1, sel)
     # met: every prefix i <= min(K, n) holds min(floor(i p_g), |g|) items of g
