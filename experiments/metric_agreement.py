@@ -216,21 +216,9 @@ def tau_matrix(values: Dict[str, Sequence[float]], directions: Dict[str, int]) -
 
 # ------------------------------------------------------------------------------------------------ systems
 def _popularity_ranker(dm):
-    import numpy as np
-    import torch
-    from torch import nn
+    from torchfair.training import Popularity
 
-    counts = np.bincount(dm.splits.train["item"].to_numpy(), minlength=dm.num_items).astype("float32")
-
-    class Popularity(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.register_buffer("counts", torch.as_tensor(counts))
-
-        def forward(self, batch):
-            return self.counts[batch["items"]]
-
-    return Popularity()
+    return Popularity.from_datamodule(dm)
 
 
 def _random_ranker(dm, seed: int):

@@ -394,6 +394,23 @@ def test_listnet_matches_cao_et_al():
     assert math.isclose(listnet_loss(s, r, mask=m).item(), sum(per) / 4, rel_tol=1e-12)
 
 
+
+def test_listnet_relevance_temperature_divides_the_target_logits():
+    s, r, g, m = _batch_with_undefined()
+    for T in (0.5, 2.0, 4.0):
+        per = [ref.listnet(_rows(s, m, b), [x / T for x in _rows(r, m, b)]) for b in range(4)]
+        got = listnet_loss(s, r, mask=m, reduction="none", relevance_temperature=T)
+        torch.testing.assert_close(got, torch.tensor(per, dtype=F64), rtol=1e-12, atol=1e-12)
+    # T = 1 is Cao et al.'s loss, unchanged; another T changes the loss
+    torch.testing.assert_close(listnet_loss(s, r, mask=m, relevance_temperature=1.0), listnet_loss(s, r, mask=m))
+    assert not torch.isclose(listnet_loss(s, r, mask=m, relevance_temperature=2.0), listnet_loss(s, r, mask=m))
+    # the module form takes it as an option (and so a YAML config's init_args)
+    mod = ListNetLoss(relevance_temperature=2.0)
+    torch.testing.assert_close(mod(s, r, g, m), listnet_loss(s, r, mask=m, relevance_temperature=2.0))
+    for bad in (0.0, -1.0, float("nan"), float("inf"), True):
+        with pytest.raises(ValueError, match="relevance_temperature"):
+            listnet_loss(s, r, mask=m, relevance_temperature=bad)
+
 def test_listmle_matches_xia_et_al():
     s, r, g, m = _batch_with_undefined()  # relevance ties inside the lists: broken by list index
     per = [ref.listmle(_rows(s, m, b), _rows(r, m, b)) for b in range(4)]

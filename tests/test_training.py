@@ -351,3 +351,20 @@ def test_module_rerank_validates_the_reranked_scores():
     assert math.isclose(got, float(value), rel_tol=1e-5)
     raw = pl.Trainer(**kw).validate(plain, dm, verbose=False)[0]["val/ndcg@10"]
     assert not math.isclose(got, raw, rel_tol=1e-9)  # the re-ranker changed something
+
+
+# ------------------------------------------------------------------------------------------------ popularity
+def test_popularity_scores_are_the_training_rating_counts():
+    from torchfair.training import Popularity
+
+    dm = MovieLensDataModule("synthetic", n_test=3, n_val=2, num_negatives=5, batch_size=8)
+    pop = Popularity.from_datamodule(dm)
+    train = dm.splits.train
+    item = int(train["item"].value_counts().index[0])  # the most-rated training item
+    assert pop.counts[item] == (train["item"] == item).sum() == pop.counts.max()
+    assert pop.counts.sum() == len(train)  # validation and test ratings are not counted
+    batch = next(iter(dm.test_dataloader()))
+    torch.testing.assert_close(pop(batch), pop.counts[batch["items"]])
+    assert not list(pop.parameters())  # nothing to train
+    with pytest.raises(ValueError, match="counts"):
+        Popularity(torch.zeros(2, 3))

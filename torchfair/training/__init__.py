@@ -5,11 +5,11 @@ from __future__ import annotations
 import importlib
 from typing import Any, List
 
-__all__ = ["FairRankingModule", "DEFAULT_MEASURES", "MatrixFactorization", "TwoTower", "RANKERS", "build_ranker",
+__all__ = ["FairRankingModule", "DEFAULT_MEASURES", "MatrixFactorization", "TwoTower", "Popularity", "RANKERS", "build_ranker",
            "MovieLensDataModule", "FairLightningCLI"]
 
 _WHERE = {"FairRankingModule": "module", "DEFAULT_MEASURES": "module", "MatrixFactorization": "rankers",
-          "TwoTower": "rankers", "RANKERS": "rankers", "build_ranker": "rankers",
+          "TwoTower": "rankers", "Popularity": "rankers", "RANKERS": "rankers", "build_ranker": "rankers",
           "MovieLensDataModule": "datamodule", "FairLightningCLI": "cli"}
 
 

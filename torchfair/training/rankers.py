@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from .._validation import check_number
 
-__all__ = ["MatrixFactorization", "TwoTower", "RANKERS", "build_ranker"]
+__all__ = ["MatrixFactorization", "TwoTower", "Popularity", "RANKERS", "build_ranker"]
 
 
 def _check_batch(batch: Mapping[str, Tensor], keys: Sequence[str], who: str) -> None:
@@ -157,6 +157,45 @@ class TwoTower(nn.Module):
             s = s + self.item_bias(items).squeeze(-1)
         return s
 
+
+
+class Popularity(nn.Module):
+    """Popularity baseline: every user's list is ordered by the items' training rating counts.
+
+    Args:
+        counts: ``[num_items]`` score of each item (the number of its training ratings); stored as a buffer.
+
+    ``Popularity.from_datamodule(dm)`` counts the training ratings of a set-up
+    :class:`~torchfair.training.MovieLensDataModule` (its ``splits.train``): the items of the validation and test
+    ratings are not counted.  Tied counts keep the list order (the evaluator breaks ties by list index).
+
+    Example::
+
+        >>> pop = Popularity(torch.tensor([3., 0., 7.]))
+        >>> pop({"user": torch.tensor([0]), "items": torch.tensor([[1, 2, 0]])})
+        tensor([[0., 7., 3.]])
+    """
+
+    def __init__(self, counts):
+        super().__init__()
+        counts = torch.as_tensor(counts, dtype=torch.float32)
+        if counts.dim() != 1 or counts.numel() == 0 or not bool(torch.isfinite(counts).all()):
+            raise ValueError(f"`counts` must be a non-empty 1-D vector of finite scores; got shape "
+                             f"{tuple(counts.shape)}")
+        self.register_buffer("counts", counts)
+
+    @classmethod
+    def from_datamodule(cls, datamodule) -> "Popularity":
+        """The training rating counts of ``datamodule`` (set up, or set up here)."""
+        import numpy as np
+
+        datamodule.setup("fit")
+        items = datamodule.splits.train["item"].to_numpy()
+        return cls(np.bincount(items, minlength=datamodule.num_items).astype("float32"))
+
+    def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
+        _check_batch(batch, ("user", "items"), "Popularity")
+        return self.counts[batch["items"]]
 
 #: rankers by short name (``ranker: mf`` in a config); a dotted path ``package.module.Class`` works too
 RANKERS: Dict[str, type] = {"mf": MatrixFactorization, "two_tower": TwoTower}
