@@ -2,6 +2,7 @@
 the same formulas, and check that all three give the same numbers.
 
     python experiments/bench_frt.py [--rankings 1000] [--items 100] [--groups 3] [--rounds 7] [--threads 1]
+                                    [--rerank-lists 20] [--rerank-items 200]
                                     [--out experiments/results/bench_frt.md]
 
 Inputs: ``B`` random rankings of the same ``N`` items (``G`` groups, every group non-empty), relevance and ctr in
@@ -12,6 +13,12 @@ straightforward torch code written for this benchmark from FairRankTune's formul
 Everything in float64 on the CPU.  NDKL and IAA take a single ranking in FairRankTune (IAA evaluates only the
 first ranking), so FairRankTune is called once per ranking and torchfair once, batched (``NDKL`` over
 ``[B, N]``, ``IAA(per_ranking=True)``).
+
+Re-rankers (second table): FairRankTune's ``DETCONSTSORT`` / ``EPSILONGREEDY`` against
+``torchfair.compat.fairranktune``'s (identical outputs, checked) on ``--rerank-lists`` lists of ``--rerank-items``
+items, both called once per list (they take one DataFrame each), and torchfair's batched
+``torchfair.rerank.det_const_sort`` / ``epsilon_greedy`` on the same lists as one ``[L, N]`` tensor (the papers'
+versions: not FRT's numbers, see the module docstring of ``torchfair.compat.fairranktune``).
 
 Timing: the implementations are interleaved in one process, round after round (``--rounds``; FairRankTune once per
 round, the fast ones ``--inner`` calls per round, their mean); each ratio is the median over the rounds of the
@@ -169,6 +176,60 @@ def median_ratio(num, den):
     return statistics.median(a / b for a, b in zip(num, den))
 
 
+def bench_rerankers(L, N, G, rounds, seed, only=None):
+    """FairRankTune's re-rankers vs torchfair.compat.fairranktune's (per list) vs torchfair.rerank's (batched) on
+    ``L`` lists of ``N`` items, scores sorted descending.  Returns the Markdown lines of the second table."""
+    import pandas as pd
+    import FairRankTune as frt
+    from torchfair.rerank import det_const_sort, epsilon_greedy
+
+    g = torch.Generator().manual_seed(seed + 1)
+    scores = torch.rand(L, N, generator=g, dtype=torch.float64).sort(-1, descending=True).values
+    groups = torch.randint(0, G, (L, N), generator=g)
+    groups[:, :G] = torch.arange(G)
+    items = [[f"q{b}_i{i}" for i in range(N)] for b in range(L)]
+    grp = {it: int(groups[b, i]) for b in range(L) for i, it in enumerate(items[b])}
+    frames = [(pd.DataFrame(items[b]), pd.DataFrame(scores[b].numpy())) for b in range(L)]
+    dist = {gr: 1.0 / G for gr in range(G)}
+    k = N // 2
+
+    cases = {
+        "DETCONSTSORT": (lambda: [frt.DETCONSTSORT(R, grp, S, dist, k) for R, S in frames],
+                         lambda: [ft.DETCONSTSORT(R, grp, S, dist, k) for R, S in frames],
+                         lambda: det_const_sort(scores, groups, distribution=[1.0 / G] * G, k=k)),
+        "EPSILONGREEDY": (lambda: [frt.EPSILONGREEDY(R, grp, S, 0.3, b) for b, (R, S) in enumerate(frames)],
+                          lambda: [ft.EPSILONGREEDY(R, grp, S, 0.3, b) for b, (R, S) in enumerate(frames)],
+                          lambda: epsilon_greedy(scores, groups, epsilon=0.3, seed=0)),
+    }
+    if only:
+        cases = {k_: v for k_, v in cases.items() if k_ in only}
+    lines = []
+    state = np.random.get_state()
+    for name, (f_frt, f_compat, f_batched) in cases.items():
+        want, got = f_frt(), f_compat()
+        same = all(r1.equals(r2) and s1.equals(s2) and list(d1.items()) == list(d2.items())
+                   for (r1, d1, s1), (r2, d2, s2) in zip(want, got))
+        f_batched()  # compile / warm up
+        times = interleaved({"frt": (f_frt, 1), "compat": (f_compat, 1), "batched": (f_batched, 5)}, rounds)
+        med = {k_: statistics.median(v) for k_, v in times.items()}
+        lines.append(f"| {name} | {med['frt'] * 1e3:.1f} | {med['compat'] * 1e3:.1f} | "
+                     f"{median_ratio(times['frt'], times['compat']):.1f}x | {med['batched'] * 1e3:.2f} | "
+                     f"{median_ratio(times['frt'], times['batched']):.0f}x | {'yes' if same else 'NO'} |")
+        print(f"{name}: frt {med['frt'] * 1e3:.1f} ms, compat {med['compat'] * 1e3:.1f} ms, batched "
+              f"{med['batched'] * 1e3:.2f} ms, identical: {same}", file=sys.stderr)
+    np.random.set_state(state)  # FairRankTune's EPSILONGREEDY reseeds numpy's global state
+    if not lines:
+        return []
+    return ["", f"## Re-rankers: {L} lists x {N} items, {G} groups", "",
+            f"DETCONSTSORT: uniform target, k = {k}; EPSILONGREEDY: epsilon = 0.3, seed = list index. FairRankTune "
+            f"and compat: one call per list (DataFrames); batched: torchfair.rerank on one [{L}, {N}] tensor "
+            f"(the papers' versions, not FairRankTune's numbers). Identical: compat's frames and dicts equal "
+            f"FairRankTune's for every list.", "",
+            "| re-ranker | FairRankTune (ms) | compat (ms) | FairRankTune / compat | batched (ms) "
+            "| FairRankTune / batched | identical |",
+            "|---|---:|---:|---:|---:|---:|---|"] + lines
+
+
 # ------------------------------------------------------------------------------------------ main
 def main(argv=None):
     ap = argparse.ArgumentParser(description="torchfair.compat.fairranktune vs FairRankTune 0.0.7 vs direct code",
@@ -180,7 +241,9 @@ def main(argv=None):
     ap.add_argument("--inner", type=int, default=20, help="calls of the fast implementations per round")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (torch.set_num_threads)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random rankings and groups")
-    ap.add_argument("--only", default=None, help="comma-separated metrics to run (default: all)")
+    ap.add_argument("--only", default=None, help="comma-separated metrics / re-rankers to run (default: all)")
+    ap.add_argument("--rerank-lists", type=int, default=20, help="lists of the re-ranker table (0: skip it)")
+    ap.add_argument("--rerank-items", type=int, default=200, help="items per list of the re-ranker table")
     ap.add_argument("--out", default=None, help="also write the Markdown table to this file")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
@@ -232,6 +295,7 @@ def main(argv=None):
                               lambda: ft.IAA(rank_lists, rel_lists, per_ranking=True),
                               lambda: direct_iaa(ranks, rel)),
     }
+    keep = None
     if a.only:
         keep = {x.strip().upper() for x in a.only.split(",")}
         cases = {k: v for k, v in cases.items() if k.split()[0].upper() in keep}
@@ -265,6 +329,8 @@ def main(argv=None):
     for name, med, r_td, r_ft, d in rows:
         lines.append(f"| {name} | {med['frt'] * 1e3:.1f} | {med['tensors'] * 1e3:.2f} | {med['lists'] * 1e3:.1f} | "
                      f"{med['direct'] * 1e3:.2f} | {r_td:.2f}x | {r_ft:.0f}x | {d:.1e} |")
+    if a.rerank_lists > 0:
+        lines += bench_rerankers(a.rerank_lists, a.rerank_items, G, a.rounds, a.seed, keep)
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:

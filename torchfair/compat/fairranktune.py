@@ -88,6 +88,7 @@ position); the result is ``(ranking DataFrame, {item: group}, scores DataFrame)`
 keys and values numpy scalars (``np.str_``, ``np.int64``) as FRT's ``dict(zip(array, array))`` makes them (a
 repeated item keeps one entry).  torchfair's own :func:`torchfair.rerank.det_const_sort` and
 :func:`torchfair.rerank.epsilon_greedy` are the paper versions on batched tensors; the differences are listed here.
+Per list the compat functions take about half FairRankTune's time (``experiments/results/bench_frt.md``).
 
 12. DETCONSTSORT (Geyik et al. 2019, Algorithm 3).  Runs the compiled walk of :mod:`torchfair.rerank.detconstsort`
    with the settings below (its private ``_walk`` keywords); FRT differs from the paper and from
@@ -962,11 +963,11 @@ def _rerank_inputs(current_ranking_df, item_group_dict, current_ranking_scores_d
     if len(scores) != len(items):
         raise ValueError(f"`current_ranking_scores_df` must hold one score per item of `current_ranking_df` "
                          f"({len(items)}); got {len(scores)}")
-    labels = []
-    for it in items:
-        if not _has_key(item_group_dict, it):  # FRT: KeyError
-            raise ValueError(f"`item_group_dict` has no group for item {it!r} of `current_ranking_df`")
-        labels.append(item_group_dict[it])
+    try:
+        labels = [item_group_dict[it] for it in items]
+    except (KeyError, TypeError):  # FRT: KeyError
+        missing = next((it for it in items if not _has_key(item_group_dict, it)), None)
+        raise ValueError(f"`item_group_dict` has no group for item {missing!r} of `current_ranking_df`") from None
     return items, np.asarray(labels), scores
 
 
@@ -1008,12 +1009,16 @@ def _shares(distribution, labels, item_group_dict) -> np.ndarray:
         raise ValueError(f"`distribution` shares must be finite and in [0, 1]; got {[v for _, v in entries]}")
     if abs(vals.sum() - 1.0) > 1e-6:
         raise ValueError(f"`distribution` shares must sum to 1; got {vals.sum():.6g}")
-    try:
-        known = set(item_group_dict.values())
-    except TypeError:
-        raise ValueError("`item_group_dict`'s group labels must be hashable") from None
     mapping = isinstance(distribution, Mapping)
-    absent = [g for (g, v) in entries if (mapping or v > 0) and not _has_key(known, g)]
+    named = [g for (g, v) in entries if mapping or v > 0]
+    in_ranking = set(labels.tolist())
+    absent = [g for g in named if not _has_key(in_ranking, g)]
+    if absent:  # groups not in this ranking must still be groups of the dict (one pass over it, only then)
+        try:
+            known = set(item_group_dict.values())
+        except TypeError:
+            raise ValueError("`item_group_dict`'s group labels must be hashable") from None
+        absent = [g for g in absent if not _has_key(known, g)]
     if absent:
         raise ValueError(f"`distribution` names group {absent[0]!r}, which is no group of `item_group_dict`")
     p = np.empty(len(labels), dtype=np.float64)
@@ -1117,15 +1122,17 @@ def EPSILONGREEDY(current_ranking_df, item_group_dict, current_ranking_scores_df
                          f"of them, or None); got {seed!r}: {e}") from None
     n = len(items)
     perm = list(range(n))
+    draw, pick = rs.random_sample, rs.randint
     for i in range(n - 1):  # FRT's last draw (position n - 1) cannot swap and changes nothing after it
-        if rs.random_sample() <= epsilon:
-            j = int(rs.randint(i + 1, n))
+        if draw() <= epsilon:
+            j = int(pick(i + 1, n))
             perm[i], perm[j] = perm[j], perm[i]
     sel = np.asarray(perm, dtype=np.int64)
-    # FRT looks every item's score up with list.index: a repeated item gets its first copy's score
-    first: Dict[Any, int] = {}
     keys = list(items)
-    for q, it in enumerate(keys):
-        first.setdefault(it, q)
-    score_sel = None if len(first) == n else np.asarray([first[keys[q]] for q in perm], dtype=np.int64)
+    score_sel = None
+    if len(set(keys)) < n:  # FRT looks scores up with list.index: a repeated item gets its first copy's score
+        first: Dict[Any, int] = {}
+        for q, it in enumerate(keys):
+            first.setdefault(it, q)
+        score_sel = np.asarray([first[keys[q]] for q in perm], dtype=np.int64)
     return _rerank_result(items, groups, scores, sel, score_sel)
