@@ -1957,10 +1957,13 @@ def build_rows() -> List[Row]:
 EXEMPT: Dict[str, str] = {
     # issue 8's design layer: covered by tests/test_design.py (declarations, transformation, public surface)
     "metrics.MEASURES": "the declaration table (tests/test_design.py)",
-    "metrics.fair_test": "TODO contract row; FA*IR's ranked group fairness test (tests/test_rerank_core.py)",
-    "metrics.fair_mtable": "FA*IR's m-table from Python numbers (tests/test_rerank_core.py: by hand, the paper)",
-    "metrics.fair_adjusted_alpha": "a number from Python numbers (tests/test_rerank_core.py: exhaustive enumeration)",
-    "metrics.FairTest": "result type of fair_test",
+    "metrics.fair_test": "FA*IR's ranked group fairness test, a pass/fail per list (tests/test_rerank.py: against the "
+                         "exact binomial loop, every 0/1 sequence at CDF-valued alphas, FA*IR's outputs)",
+    "metrics.fair_mtable": "FA*IR's m-table from Python numbers (tests/test_rerank.py: the paper's table, the exact "
+                           "binomial quantile, scipy)",
+    "metrics.fair_adjusted_alpha": "a number from Python numbers (tests/test_rerank.py: enumeration of every 0/1 "
+                                   "sequence)",
+    "metrics.FairTest": "result type of fair_test (tests/test_rerank.py)",
     "metrics.Measure": "the declaration type (tests/test_design.py)",
     "metrics.get_declaration": "declaration lookup (tests/test_design.py)",
     "losses.measure_loss": "TODO contract row; every declared loss in tests/test_design.py",

@@ -280,14 +280,16 @@ import torchfair.browsing  # noqa: E402
 import torchfair.compat.expeval  # noqa: E402
 import torchfair.compat.fairranktune  # noqa: E402
 import torchfair.orderings  # noqa: E402
+import torchfair.rerank  # noqa: E402
 
 #: public callables whose **kwargs are documented options passed on (a measure's options, Metric kwargs)
-KWARGS_ALLOWED = {"measure_loss", "MeasureLoss", "FairnessMetric", "evaluate", "compute_columns", "metric_class"}
+KWARGS_ALLOWED = {"measure_loss", "MeasureLoss", "FairnessMetric", "evaluate", "compute_columns", "metric_class",
+                  "targeted_rerank"}
 
 
 def _public():
     mods = [torchfair.metrics, torchfair.losses, torchfair.orderings, torchfair.browsing, torchfair.evaluation,
-            torchfair.compat.fairranktune, torchfair.compat.expeval]
+            torchfair.compat.fairranktune, torchfair.compat.expeval, torchfair.rerank]
     for mod in mods:
         for name in getattr(mod, "__all__", []):
             obj = getattr(mod, name)

@@ -828,6 +828,12 @@ def fair_test(scores: Tensor, groups: Tensor, *, p: float, alpha: float = 0.1, p
     n = b.mask.sum(-1)
     inside = torch.arange(1, N + 1, device=x.device)[None, :] <= n.clamp(max=K)[:, None]
     pv = torch.where(inside, cdf, torch.ones_like(cdf)).amin(-1)
-    passed = pv > a
+    # passed: from the m-table itself (the same code as fair_mtable), not from ``pv > a``: at an alpha that equals
+    # a binomial CDF value (p = 1/2, alpha = 1/8 ...) the lgamma CDF can land on either side of it, and the test
+    # must agree with the table FA*IR builds on
+    L = min(K, N)
+    need = torch.zeros(N, dtype=x.dtype, device=x.device)
+    need[:L] = torch.tensor(_mtable(L, p, a), dtype=x.dtype, device=x.device)
+    passed = ((x.round() >= need[None, :]) | ~inside).all(-1)
     valid = n > 0
     return FairTest(b.out(passed), b.out(pv), a, b.out(valid))

@@ -200,8 +200,9 @@ def det_const_sort(scores: Tensor, groups: Tensor, *, distribution: Optional[Dis
     r"""DetConstSort re-ranking (Geyik et al., KDD 2019, Algorithm 3) to a target group distribution.
 
     Every prefix ``i <= k`` of the output holds at least ``min(floor(i p_g), |g|)`` items of every group ``g``
-    (``met`` flags lists where that holds at every prefix, which the algorithm guarantees); within those minimums
-    items are placed by score.
+    (``met`` flags lists where that holds at every prefix, which the algorithm guarantees for every list it
+    re-ranks; a one-group list is returned unchanged, and with items of unknown group its order may not hold
+    them); within those minimums items are placed by score.
 
     ``distribution``: the target shares ``p_g`` over the ``G`` groups (sequence, ``{id: share}``, tensor ``[G]`` or
     ``[B, G]``; must sum to 1 and name no id outside ``[0, G)``); default: each group's share of the whole batch's
@@ -232,6 +233,10 @@ def det_const_sort(scores: Tensor, groups: Tensor, *, distribution: Optional[Dis
     out = _walk(codes_sorted.cpu().numpy().astype(np.int64), n.cpu().numpy().astype(np.int64), p.numpy(), int(K))
     sel = torch.from_numpy(out).to(order.device)  # start positions in output order
     ranking = order.gather(-1, sel)
+    one_group = groups_present(b) < 2
+    # met is checked on what is returned: a one-group list keeps its start order (with items of unknown group,
+    # that order need not hold the group's minimum counts)
+    ranking = torch.where(one_group[:, None], order, ranking)
     # met: every prefix i <= min(K, n) holds min(floor(i p_g), |g|) items of g
     onehot = torch.nn.functional.one_hot(codes.gather(-1, ranking).clamp(min=0), G) * \
         (codes.gather(-1, ranking) >= 0)[..., None]
@@ -242,5 +247,4 @@ def det_const_sort(scores: Tensor, groups: Tensor, *, distribution: Optional[Dis
     need = torch.minimum(need, total.to(need.dtype))
     inside = (torch.arange(K, device=order.device)[None, :] < n[:, None])[..., None]
     met = ((cnt >= need) | ~inside).all(-1).all(-1)
-    one_group = groups_present(b) < 2
-    return finish_rerank(b, ranking, order, one_group, met | one_group)
+    return finish_rerank(b, ranking, order, one_group, met)

@@ -87,6 +87,7 @@ def fa_ir(scores: Tensor, groups: Tensor, *, protected: int = 1, p: float = 0.5,
     need = m[None, :].expand(B, K)
     inside = ar[None, :K] < n[:, None]
     met = ((cnt >= need) | ~inside).all(-1)
+    # a one-group list comes back unchanged (the closed form gives its start order anyway); its met is computed
+    # like any other's: a list without protected items fails every prefix that requires one
     one_group = ~(is_p.any(-1) & (~is_p & b.mask).any(-1))
-    met = met | one_group
     return finish_rerank(b, ranking, order, one_group, met)

@@ -111,6 +111,8 @@ class Reranker:
     options: Dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
+        if self.name not in RERANKERS:
+            raise ValueError(f"`name`: unknown re-ranker {self.name!r}; known: {', '.join(RERANKERS)}")
         fn = RERANKERS[self.name][0]
         params = inspect.signature(fn).parameters
         takes_any = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
