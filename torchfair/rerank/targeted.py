@@ -51,6 +51,7 @@ import torch
 from torch import Tensor
 
 from .._validation import Batch, check_int, check_number
+from ..metrics._common import precise_dtype
 from ..metrics.declarations import get_declaration
 from ..orderings.hard import Hard
 from ._common import Reranking, finish_rerank, groups_present, prepare_rerank, start_order
@@ -159,10 +160,17 @@ def targeted_rerank(scores: Tensor, groups: Tensor, relevance: RelevanceLike = "
     # candidates skip re-coding the groups; the prefix family takes integer ids only
     soft_ok = not decl.fn.__module__.endswith(".prefix")
     groups_b = b.membership if (soft_ok or not int_groups) else (groups.unsqueeze(0) if b.squeeze else groups)
+    # the objectives are compared with a margin of 1e-12: evaluate them in float64 (where the device has it), so
+    # that candidates with mathematically equal objectives tie (float32 rounding would pick among them by the
+    # items' order in the batch)
+    work = precise_dtype(b.scores.device, torch.float64)
+    soft_b = groups_b is b.membership
+    groups_w = groups_b.to(work) if soft_b else groups_b
+    rel_w = None if b.relevance is None else b.relevance.to(work)
 
     def objective(cand_scores: Tensor) -> Tensor:
-        return measure_loss(decl, cand_scores, b.relevance, groups_b, reducer=reducer, ordering=Hard(), mask=b.mask,
-                            num_groups=G if groups_b is not b.membership else None, protected=protected,
+        return measure_loss(decl, cand_scores, rel_w, groups_w, reducer=reducer, ordering=Hard(), mask=b.mask,
+                            num_groups=G if not soft_b else None, protected=protected,
                             reference=reference, reduction="none", validate_args=False, **measure_options).detach()
 
     order, _ = start_order(b)
@@ -189,8 +197,8 @@ def targeted_rerank(scores: Tensor, groups: Tensor, relevance: RelevanceLike = "
 
     def to_scores(perm: Tensor) -> Tensor:
         ranking = order.gather(-1, perm)
-        vals = (N - ar).to(b.scores.dtype).expand(B, N)
-        return torch.empty(B, N, dtype=b.scores.dtype, device=dev).scatter_(-1, ranking, vals)
+        vals = (N - ar).to(work).expand(B, N)
+        return torch.empty(B, N, dtype=work, device=dev).scatter_(-1, ranking, vals)
 
     best_perm = ident
     before = objective(to_scores(ident))
