@@ -468,21 +468,21 @@ def test_targeted_utility_bound_binds(mul):
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_targeted_ties_go_to_the_smallest_boost_then_the_lowest_group(dtype):
-    """Equally relevant items under uniform browsing: the objective depends on the group sequence only, so
-    candidates tie often; the first of least objective in the family's order wins (identity, then boosts
-    ascending, groups ascending), for float32 scores too (objectives compared in float64)."""
+    """Equally relevant items: the objective depends on the group sequence only, so candidates tie often; the
+    first of least objective in the family's order wins (identity, then boosts ascending, groups ascending), for
+    float32 scores too (objectives compared in float64).  Seeds 5, 10, 44, 45: two groups' boosts tie."""
     G, N = 3, 6
     tied = 0
-    for seed in range(8):
-        gen = torch.Generator().manual_seed(300 + seed)
+    for seed in (0, 1, 5, 10, 44, 45):
+        gen = torch.Generator().manual_seed(seed)
         s = torch.randn(N, generator=gen).double().to(dtype)
         g = torch.tensor([0, 1, 2, 0, 1, 2])[torch.randperm(N, generator=gen)]
-        out = targeted_rerank(s, g, measure="exposure_misallocation", browsing="uniform", num_groups=G)
-        obj = _objective("exposure_misallocation", [0.0] * N, g.tolist(), G, browsing="uniform")
+        out = targeted_rerank(s, g, measure="exposure_misallocation", browsing="rbp:0.5", num_groups=G)
+        obj = _objective("exposure_misallocation", [0.0] * N, g.tolist(), G, browsing="rbp:0.5")
         best, best_v, rows = R.argmin_candidate(s.double().tolist(), g.tolist(), G, DEFAULT_BOOSTS, 0, obj)
         assert out.ranking.tolist() == best, (seed, rows)
         tied += any(abs(r[2] - best_v) < 1e-9 and r[1] != best for r in rows)
-    assert tied >= 2  # the rule was exercised: another ranking had the same least objective
+    assert tied >= 4  # the rule was exercised: another ranking had the same least objective
 
 
 @pytest.mark.parametrize("case", [0, 1, 3, 5, 6])
@@ -517,6 +517,17 @@ def test_targeted_worked_example_and_zero_objective_is_kept():
     assert _objective("dips", [0.0] * 4, g2.tolist(), 2, browsing="uniform")([0, 1, 2, 3]) == 0
     out2 = targeted_rerank(s2, g2, browsing="uniform")
     assert out2.ranking.tolist() == [0, 1, 2, 3] and float(out2.objective[1]) == 0.0
+
+
+def test_targeted_soft_membership_one_hot_is_integer_ids():
+    gen = torch.Generator().manual_seed(3)
+    s, g = torch.randn(4, 9, generator=gen), torch.randint(0, 3, (4, 9), generator=gen)
+    mask = torch.rand(4, 9, generator=gen) < 0.9
+    mask[:, :2] = True
+    for measure in ("dips", "exposure_misallocation", "awrf"):
+        a = targeted_rerank(s, g, measure=measure, mask=mask, num_groups=3, keep=1)
+        b = targeted_rerank(s, torch.nn.functional.one_hot(g, 3).double(), measure=measure, mask=mask, keep=1)
+        assert torch.equal(a.ranking, b.ranking) and torch.allclose(a.objective, b.objective)
 
 
 def test_estimate_relevance():

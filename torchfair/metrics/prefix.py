@@ -800,7 +800,10 @@ def fair_test(scores: Tensor, groups: Tensor, *, p: float, alpha: float = 0.1, p
 
     with ``tau_p(i)`` the protected count of the top ``i`` and ``alpha_c`` = :func:`fair_adjusted_alpha` ``(K, p,
     alpha)`` for ``K = k`` (default: the padded list length ``N``) with ``adjust=True``, ``alpha`` otherwise.
-    The CDF is the one :func:`fair` averages (same code).  Items of unknown group (-1) count as non-protected.
+    The CDF is the one :func:`fair` averages (same code); ``passed`` is decided on the m-table of
+    :func:`fair_mtable` (every prefix holds at least ``m(i)`` protected items, the same comparison in integers), so
+    the test and FA*IR agree even at an ``alpha`` equal to a CDF value.  Items of unknown group (-1) count as
+    non-protected.
     Returns :class:`FairTest` (``[B]`` fields; scalars for 1-D input); ``p_value`` is the smallest prefix CDF.
     Hard orderings only (the scores' stable descending sort).  Always valid for a list with a real item.
 
