@@ -1,8 +1,8 @@
 """Loss, re-rank, or both? Re-rankers and loss + re-rank on ML-100K, judged by the same exact measures.
 
 The protocol of the headline table (``experiments/headline_tradeoff.py``): ML-100K, leave-last-10-out, the
-full-catalogue test lists of all 943 users, for each seed a ListNet MF start (``configs/ml100k_listnet.yaml``,
-``--epochs``), two item groupings (popularity head / tail; Drama vs the rest).  For each seed and grouping:
+full-catalogue test lists of all 943 users, for each seed the tuned MF + ListNet start (``--config``, default
+``configs/ml100k_tuned.yaml``: it beats popularity, see ``experiments/results/tune_ranker.md``), two item groupings (popularity head / tail; Drama vs the rest).  For each seed and grouping:
 
 * rows "re-rank": the start's test scores re-ranked by every ``--rerank`` spec (:mod:`torchfair.rerank`; the
   re-rankers see scores and groups only, never the test relevance), each paired with the start on the same users;
@@ -41,17 +41,20 @@ COLUMNS = [("ndcg@10", "NDCG@10"), ("dips_gap", "DIPS gap"), ("exposure_misalloc
 GROUPINGS = {"popularity": "data:\n  groups: popularity\n",
              "drama": "data:\n  groups: genre\n  genre: Drama\n"}
 DEFAULT_RERANK = ["fair:p=0.5,k=100", "detconstsort:k=100", "epsgreedy:epsilon=0.05,seed=0",
-                  "targeted:measure=dips,keep=10", "targeted:measure=dips,max_utility_loss=0.02",
-                  "targeted:measure=exposure_misallocation,keep=10,relevance=top:10"]
+                  "targeted:measure=dips,keep=10", "targeted:measure=dips,keep=9", "targeted:measure=dips,keep=8",
+                  "targeted:measure=dips,max_utility_loss=0.02",
+                  "targeted:measure=exposure_misallocation,keep=10,relevance=top:10",
+                  "epsgreedy:epsilon=1,seed=0"]  # the last: (nearly) random order, a reference row
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds")
-    p.add_argument("--epochs", type=int, default=20, help="ListNet epochs of each seed's start")
+    p.add_argument("--config", default=str(ROOT / "configs" / "ml100k_tuned.yaml"), help="the start's fit config")
+    p.add_argument("--epochs", type=int, default=None, help="epochs of each seed's start (default: the config's)")
     p.add_argument("--finetune-epochs", type=int, default=3, help="epochs of ListNet + lam * DIPS from the start")
-    p.add_argument("--lams", type=float, nargs="*", default=[3.0], help="DIPS loss weights of the 'loss' rows")
+    p.add_argument("--lams", type=float, nargs="*", default=[0.03], help="DIPS loss weights of the 'loss' rows")
     p.add_argument("--rerank", nargs="+", default=DEFAULT_RERANK, help="re-ranker specs (torchfair.rerank)")
     p.add_argument("--groupings", nargs="+", default=list(GROUPINGS), choices=list(GROUPINGS),
                    help="item groupings")
@@ -63,17 +66,18 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _fit(out: Path, seed: int, epochs: int, threads: int, fast: bool, extra: Sequence[str] = ()) -> Path:
-    """``torchfair fit configs/ml100k_listnet.yaml`` (+ ``extra``) into ``out``; returns its last checkpoint."""
+def _fit(out: Path, seed: int, epochs: Optional[int], threads: int, fast: bool, extra: Sequence[str] = (),
+         config: str = str(ROOT / "configs" / "ml100k_tuned.yaml")) -> Path:
+    """``torchfair fit --config config`` (+ ``extra``) into ``out``; returns its last checkpoint."""
     from headline_tradeoff import FAST
 
-    dest = out.with_suffix(".ckpt")
+    dest = out.parent / (out.name + ".ckpt")  # not with_suffix: "dips0.3_..." has a dot
     if dest.is_file():
         return dest
     logger = {"class_path": "pytorch_lightning.loggers.CSVLogger",
               "init_args": {"save_dir": str(out), "name": "logs", "version": ""}}
-    cmd = [sys.executable, "-m", "torchfair.cli", "fit", "--config", str(ROOT / "configs" / "ml100k_listnet.yaml"),
-           "--seed_everything", str(seed), "--trainer.max_epochs", str(epochs),
+    cmd = [sys.executable, "-m", "torchfair.cli", "fit", "--config", config, "--seed_everything", str(seed),
+           *(["--trainer.max_epochs", str(epochs)] if epochs is not None else []),
            "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
            "--trainer.default_root_dir", str(out), "--trainer.logger", json.dumps(logger), *extra]
     for k, v in (FAST.items() if fast else ()):
@@ -114,7 +118,7 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
     base: Dict[str, Dict[str, List[float]]] = {}  # grouping -> column -> per-seed start value
     t0 = time.time()
     for seed in args.seeds:
-        start = _fit(out / "ckpt" / f"start{seed}", seed, args.epochs, args.threads, args.fast)
+        start = _fit(out / "ckpt" / f"start{seed}", seed, args.epochs, args.threads, args.fast, config=args.config)
         print(f"[seed {seed}] start trained ({time.time() - t0:.0f} s)", flush=True)
         models = {"start": start}
         for lam in args.lams:
@@ -128,7 +132,7 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
                          "--config", str(cfg)]
                 models[f"DIPS loss lam={lam:g} [{gname}]"] = _fit(out / "ckpt" / f"dips{lam:g}_{gname}_{seed}", seed,
                                                                   args.finetune_epochs, args.threads, args.fast,
-                                                                  extra)
+                                                                  extra, config=args.config)
         for gname in args.groupings:
             cfg = out / f"{gname}.yaml"
             cfg.write_text(GROUPINGS[gname] if not args.fast else GROUPINGS[gname].replace("Drama", "Drama"))
@@ -257,7 +261,7 @@ def figure(res: Dict[str, Any], path: str) -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     if args.fast:
-        args.epochs, args.finetune_epochs, args.bootstrap = min(args.epochs, 2), 1, min(args.bootstrap, 20)
+        args.epochs, args.finetune_epochs, args.bootstrap = min(args.epochs or 2, 2), 1, min(args.bootstrap, 20)
         args.groupings = ["popularity"]
     res = run(args)
     command = "python experiments/rerank_tradeoff.py " + " ".join(argv if argv is not None else sys.argv[1:])

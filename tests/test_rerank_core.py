@@ -154,6 +154,31 @@ def test_targeted_is_the_argmin_over_its_family_and_never_worse_than_all_permuta
     assert opt - 1e-9 <= got <= before + 1e-9
 
 
+def test_targeted_single_boost_is_group_first_within_each_group_in_score_order():
+    # boosts=inf (one number, as in the spec "targeted:boosts=inf"): 1 + G candidates, each "group c first"
+    gen = torch.Generator().manual_seed(3)
+    s, g = torch.randn(4, 12, generator=gen), (torch.rand(4, 12, generator=gen) < 0.4).long()
+    g[:, 0], g[:, 1] = 0, 1
+    out = targeted_rerank(s, g, keep=2, boosts=math.inf, browsing="uniform")
+    via_spec = get_reranker("targeted:keep=2,boosts=inf,browsing=uniform")(s, None, g)
+    assert torch.equal(out.ranking, via_spec.ranking)
+    for b in range(4):
+        order = sorted(range(12), key=lambda i: (-float(s[b, i]), i))
+        cands = [order]
+        for c in (0, 1):
+            rest = [i for i in order[2:] if int(g[b, i]) == c] + [i for i in order[2:] if int(g[b, i]) != c]
+            cands.append(order[:2] + rest)
+        vals = []
+        for cand in cands:
+            sc = torch.zeros(12)
+            for pos, i in enumerate(cand):
+                sc[i] = 12 - pos
+            vals.append(_dips_gap(sc, torch.zeros(12), g[b], browsing="uniform"))
+        best = min(range(3), key=lambda k: (vals[k] - 1e-9 * (k == 0), k))  # ties keep the input
+        assert out.ranking[b].tolist() == cands[best] or math.isclose(
+            _dips_gap(out.scores[b], torch.zeros(12), g[b], browsing="uniform"), vals[best], abs_tol=1e-9)
+
+
 def test_targeted_utility_bound_holds():
     gen = torch.Generator().manual_seed(0)
     s, g = torch.randn(8, 40, generator=gen) * 3, (torch.rand(8, 40, generator=gen) < 0.3).long()

@@ -120,7 +120,8 @@ def targeted_rerank(scores: Tensor, groups: Tensor, relevance: RelevanceLike = "
     Constraints: ``keep`` (the top ``keep`` positions fixed; ``0 <= keep <= N``) and ``max_utility_loss`` (the
     largest estimated relative loss of DCG@``utility_k`` with gains ``softmax(scores)``; ``None``: no bound).
     ``relevance``: what the measure takes as relevance (``"zeros"``, ``"scores"``, ``"top:m"`` or a tensor; see the
-    module docstring).  ``boosts``: positive boosts in score standard deviations (``inf`` allowed).
+    module docstring).  ``boosts``: positive boosts in score standard deviations (``inf`` allowed; one number for
+    one boost: ``boosts=inf`` costs ``1 + G`` evaluations, the cheapest member of the family).
 
     Returns :class:`~torchfair.rerank.Reranking` with ``objective`` ``[2, B]``: the objective before and after.
 
@@ -148,6 +149,8 @@ def targeted_rerank(scores: Tensor, groups: Tensor, relevance: RelevanceLike = "
     utility_k = check_int(utility_k, "utility_k", low=1)
     if max_utility_loss is not None:
         max_utility_loss = check_number(max_utility_loss, "max_utility_loss", low=0.0)
+    if isinstance(boosts, (int, float)):  # one boost ("boosts=inf" in a spec)
+        boosts = (boosts,)
     try:
         bl = sorted(set(float(x) for x in boosts))
     except (TypeError, ValueError):
