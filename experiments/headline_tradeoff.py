@@ -323,6 +323,79 @@ def report(res, out_md: Path, fig_dir: Path, command: str, wall: Optional[float]
     return text
 
 
+# --------------------------------------------------------------------------------------------- loss, re-rank, both
+RERANK_BEGIN, RERANK_END = "<!-- rerank section: begin -->", "<!-- rerank section: end -->"
+
+
+def rerank_section(res: Dict) -> List[str]:
+    """The headline's "loss, re-rank, or both?" rows from ``experiments/rerank_tradeoff.py``'s results (its json):
+    per grouping, the best row of each kind within 1 % and 2 % of NDCG@10 (means over seeds of the shares removed,
+    paired with the same seed's tuned start), and popularity as a row."""
+    sys.path.insert(0, str(ROOT / "experiments"))
+    from rerank_tradeoff import COLUMNS, shares
+
+    lines = [RERANK_BEGIN, "## Loss, re-rank, or both? (tuned start, 3 seeds)", "",
+             f"From `python experiments/rerank_tradeoff.py --results` (seeds {res['seeds']}; full table and figure: "
+             "[rerank_tradeoff.md](rerank_tradeoff.md)).  The start is the tuned MF + ListNet "
+             "(`configs/ml100k_tuned.yaml`, which beats popularity); 'loss' fine-tunes it 3 epochs with ListNet + "
+             f"lam * DIPS loss (SoftRank(0.1), lam {', '.join(f'{x:g}' for x in res['lams'])}); 're-rank' applies a "
+             "`torchfair.rerank` spec to the test scores (scores and groups only); 'both' re-ranks the fine-tuned "
+             "model.  Shares of |unfairness| removed and the NDCG@10 change are relative to the same seed's start, "
+             "means over seeds.", ""]
+    for gname, rows in res["rows"].items():
+        key = "dips_gap" if gname == "popularity" else "exposure_misallocation_l1"
+        lines += [f"### {gname} groups (target: {dict(COLUMNS)[key]})", "",
+                  "| kind | budget | best row | NDCG@10 | " + " | ".join(lab + " removed" for _, lab in COLUMNS[1:])
+                  + " |", "|---|---|---|---:|" + "---:|" * (len(COLUMNS) - 1)]
+
+        def kind(r: str) -> str:
+            if r == "popularity":
+                return "popularity"
+            if r.startswith("start + "):
+                return "re-rank"
+            return "both" if " + " in r else "loss"
+
+        for k in ("loss", "re-rank", "both"):
+            for budget in (0.01, 0.02):
+                cands = [r for r in rows if kind(r) == k and shares(res, gname, r)["ndcg_rel"] >= -budget]
+                if not cands:
+                    lines.append(f"| {k} | {100 * budget:.0f} % | none within the budget | | "
+                                 + " | " * (len(COLUMNS) - 2) + " |")
+                    continue
+                best = max(cands, key=lambda r: shares(res, gname, r)[key])
+                sh = shares(res, gname, best)
+                lines.append(f"| {k} | {100 * budget:.0f} % | {best} | {100 * sh['ndcg_rel']:+.1f} % | "
+                             + " | ".join(f"{100 * sh[c]:.0f} %" for c, _ in COLUMNS[1:]) + " |")
+        if "popularity" in rows:
+            sh = shares(res, gname, "popularity")
+            lines.append(f"| popularity (a ranker) | | items by training count | {100 * sh['ndcg_rel']:+.1f} % | "
+                         + " | ".join(f"{100 * sh[c]:.0f} %" for c, _ in COLUMNS[1:]) + " |")
+        lines.append("")
+    lines.append(RERANK_END)
+    return lines
+
+
+def _rerank_results(out: Path) -> Optional[Dict]:
+    for path in (out / "rerank" / "rerank_tradeoff.json", ROOT / "experiments" / "results" / "rerank_tradeoff.json"):
+        if path.is_file():
+            return json.loads(path.read_text())
+    return None
+
+
+def insert_rerank_section(md: Path, res: Dict) -> str:
+    """Replace (or append) the "loss, re-rank, or both?" section of an existing headline report ``md``."""
+    text = md.read_text() if md.is_file() else ""
+    section = "\n".join(rerank_section(res))
+    if RERANK_BEGIN in text and RERANK_END in text:
+        head, _, rest = text.partition(RERANK_BEGIN)
+        _, _, tail = rest.partition(RERANK_END)
+        text = head + section + tail
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    md.write_text(text)
+    return text
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -337,12 +410,30 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--report-only", action="store_true", help="only rebuild the report from OUT/sweep")
     p.add_argument("--fast", action="store_true",
                    help="synthetic data, one seed, 3 losses x 2 lams, 2 epochs: the pipeline in about a minute")
+    p.add_argument("--rerank", action="store_true",
+                   help="also run experiments/rerank_tradeoff.py (re-rankers, loss + re-rank, popularity; same seeds) "
+                        "into OUT/rerank and add its rows")
+    p.add_argument("--rerank-section-only", action="store_true",
+                   help="only (re)write the 'loss, re-rank, or both?' section of RESULTS/headline_tradeoff.md from "
+                        "OUT/rerank or experiments/results/rerank_tradeoff.json")
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = Path(args.results) if args.results else (out if args.fast else ROOT / "experiments" / "results")
     results.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
+    if args.rerank_section_only:
+        rr = _rerank_results(out)
+        if rr is None:
+            p.error("no rerank_tradeoff.json: run experiments/rerank_tradeoff.py --results (or --rerank) first")
+        print(insert_rerank_section(results / "headline_tradeoff.md", rr))
+        return 0
+    if args.rerank and not args.report_only:
+        sys.path.insert(0, str(ROOT / "experiments"))
+        import rerank_tradeoff
+
+        rerank_tradeoff.main(["--out", str(out / "rerank"), "--seeds", *map(str, args.seeds),
+                              "--threads", str(args.threads)] + (["--fast"] if args.fast else []))
     if not args.report_only:
         seeds = args.seeds[:1] if args.fast else args.seeds
         starts = pretrain(out / "pretrain", seeds, 2 if args.fast else args.pretrain_epochs, args.threads,
@@ -354,6 +445,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     cmd = "python experiments/headline_tradeoff.py" + (" --fast" if args.fast else "")
     text = report(res, results / "headline_tradeoff.md", results, cmd, None if args.report_only else time.time() - t0,
                   "synthetic MovieLens stand-in (--fast)" if args.fast else "ML-100K")
+    rr = _rerank_results(out) if (args.rerank or args.report_only) else None
+    if rr is not None:
+        text = insert_rerank_section(results / "headline_tradeoff.md", rr)
     print(text)
     return 0
 

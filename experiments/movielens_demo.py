@@ -1,25 +1,22 @@
-"""The README's main job (``make demo``): MovieLens-100K, MF trained with ListNet and with ListNet + lambda * DIPS.
+"""The README's main job (``make demo``): MovieLens-100K, a ranker worth making fair, and the cheapest way to make it
+fairer -- a loss, a re-rank, or both -- judged by the same exact measures on the same test lists.
 
 What it does, on a fresh machine:
 
 1. fetches ML-100K (GroupLens archive, or the RecBole 1.2.1 wheel from the package index) into the cache;
 2. splits every user's ratings leave-last-n-out (the last 10 by time are test, the 5 before validation), so all
-   943 users have full-catalogue test lists and the intervals are tight (the global temporal split of Korevaar et
-   al. leaves only ~110 users with both training and test ratings on ML-100K);
+   943 users have full-catalogue test lists;
 3. groups items by popularity (head = the most-rated items holding half of the training ratings, tail = the rest);
-4. for each seed trains biased MF with ListNet for ``--epochs`` epochs (the shared start), then trains two models
-   from it for ``--finetune-epochs`` more epochs each: ListNet alone, and ListNet + lambda * DIPS loss (DIPS,
-   Fabris et al., WSDM 2023, eq. 11, on ``SoftRank(0.1)``).  Fine-tuning from a trained start keeps lambda's
-   meaning fixed (SoftRank's temperature follows the score spread, and a fresh model's bunched scores make the DIPS
-   gradient ~5x larger in the first epochs: experiments/lambda_temperature.py) and costs a fraction of training
-   with the pairwise loss from scratch.  lambda is picked on the *validation* lists of the first seed among
-   ``--lams``: the one that removes most of the exact DIPS gap while losing at most ``--max-ndcg-loss``
-   (relative) NDCG@10 against the ListNet model;
-5. evaluates both checkpoints of every seed with ``torchfair evaluate`` (exact measures on the test lists, paired
-   bootstrap) and prints the comparison table over seeds.
+4. for each seed trains the tuned ranker (``configs/ml100k_tuned.yaml``, ``experiments/tune_ranker.py``: biased
+   MF, every unrated item in each training list, ListNet with a flatter target; it beats popularity on NDCG@10),
+   then fine-tunes it for ``--finetune-epochs`` with ListNet + ``--lam`` * DIPS loss (DIPS, Fabris et al., WSDM
+   2023, eq. 11, on ``SoftRank(0.1)``);
+5. evaluates with ``torchfair evaluate`` (exact measures, paired bootstrap over users): the ranker, the ranker
+   re-ranked by ``--rerank`` (the best recipe of ``experiments/rerank_tradeoff.py``: the measure-targeted
+   re-ranker, which sees the scores and groups only), the loss, the loss + re-rank, and popularity as a row.
 
 Outputs under ``--out``: ``seed<S>/`` (checkpoints, the report files of ``torchfair evaluate``), ``summary.md``,
-``summary.json`` and ``tradeoff.png`` (validation NDCG@10 against the exact DIPS gap for every lambda tried).
+``summary.json`` and ``tradeoff.png`` (test NDCG@10 against the exact DIPS gap of every row, means over seeds).
 
 Runs unchanged on a GPU (``--accelerator auto`` picks it).  ``python experiments/movielens_demo.py --help``.
 """
@@ -35,19 +32,18 @@ import warnings
 from typing import Any, Dict, List, Optional
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-#: the test-report columns of the summary table: (column, label, how the change is read)
+#: the test-report columns of the summary table: (column, label, read as |value| for "removed")
 SUMMARY_COLUMNS = [
-    ("ndcg@10", "NDCG@10", "higher is better"),
-    ("dips_gap", "DIPS gap, tie weight 0.5 (AB - BA)", "closer to 0 is fairer"),
-    ("dips_t0_gap", "DIPS gap, tie weight 0 (AB - BA)", "closer to 0 is fairer"),
-    ("dips_AB", "DIPS M_AB (head dissatisfied by tail)", ""),
-    ("dips_BA", "DIPS M_BA (tail dissatisfied by head)", ""),
-    ("exposure_misallocation_l1", "exposure misallocation ||delta||_1", "lower is fairer"),
-    ("pairwise_accuracy_inter", "inter-group pairwise accuracy gap", "closer to 0 is fairer"),
-    ("exposure_share_B", "tail's share of exposure (RBP 0.9)", ""),
+    ("ndcg@10", "NDCG@10", False),
+    ("dips_gap", "DIPS gap (tie weight 0.5)", True),
+    ("exposure_misallocation_l1", "||delta||_1", True),
+    ("pairwise_accuracy_inter", "pairwise acc. gap", True),
+    ("exposure_share_B", "tail exposure share", False),
 ]
-VAL_MEASURES = ["ndcg@10", "dips", "dips:tie_weight=0,label=dips_t0"]
+#: the best recipe within 2 % NDCG@10 of experiments/results/rerank_tradeoff.md (popularity groups)
+BEST_RERANK = "targeted:measure=dips,keep=8"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -55,19 +51,12 @@ def _parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--variant", default="ml-100k", help="MovieLens variant (see torchfair.data.load_movielens)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds (data split too)")
-    p.add_argument("--lams", type=float, nargs="+", default=[0.03, 0.1, 0.3, 1.0, 3.0],
-                   help="candidate weights of the DIPS loss, chosen by validation on the first seed")
-    p.add_argument("--max-ndcg-loss", type=float, default=0.02,
-                   help="largest relative loss of validation NDCG@10 a lambda may cost to be chosen")
-    p.add_argument("--epochs", type=int, default=20, help="ListNet epochs of the shared starting model")
-    p.add_argument("--finetune-epochs", type=int, default=5,
-                   help="epochs each compared model trains from the shared start: ListNet alone, or ListNet + "
-                        "lambda * DIPS")
-    p.add_argument("--lr", type=float, default=0.01, help="Adam learning rate")
-    p.add_argument("--dim", type=int, default=32, help="MF latent dimension")
+    p.add_argument("--epochs", type=int, default=None, help="epochs of the tuned ranker (default: the recipe's, 60)")
+    p.add_argument("--lam", type=float, default=0.03, help="weight of the DIPS loss in the fine-tune (0: no loss rows)")
+    p.add_argument("--finetune-epochs", type=int, default=1, help="epochs of ListNet + lam * DIPS from the ranker")
     p.add_argument("--temperature", type=float, default=0.1,
                    help="SoftRank temperature of the DIPS loss (relative to each list's score spread)")
-    p.add_argument("--num-negatives", type=int, default=100, help="unrated items per training list")
+    p.add_argument("--rerank", default=BEST_RERANK, help="re-ranker spec (torchfair.rerank; 'none': no re-rank rows)")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates of the test report")
     p.add_argument("--accelerator", default="auto", help="Lightning accelerator: auto, cpu, gpu")
     p.add_argument("--threads", type=int, default=1,
@@ -78,55 +67,40 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _trainer(args, epochs: int, log_dir: str, name: str):
-    import pytorch_lightning as pl
+def _trainer_kwargs(args, epochs: int, log_dir: str, name: str) -> Dict[str, Any]:
     from pytorch_lightning.loggers import CSVLogger
 
-    return pl.Trainer(max_epochs=epochs, accelerator=args.accelerator, devices=1, deterministic=True,
-                      logger=CSVLogger(log_dir, name=name), enable_checkpointing=False,
-                      enable_progress_bar=not args.quiet, enable_model_summary=False, num_sanity_val_steps=0,
-                      check_val_every_n_epoch=epochs, log_every_n_steps=5)
+    return dict(max_epochs=epochs, accelerator=args.accelerator, logger=CSVLogger(log_dir, name=name),
+                enable_checkpointing=False, enable_progress_bar=not args.quiet, enable_model_summary=False,
+                check_val_every_n_epoch=max(epochs, 1), log_every_n_steps=5)
 
 
-def train_one(args, seed: int, lam: float, epochs: int, out: str, tag: str,
-              init: Optional[str] = None) -> Dict[str, Any]:
-    """Train MF with ListNet (+ lam * DIPS) for ``epochs`` epochs, from scratch or from the ranker weights of the
-    checkpoint ``init``, validate once at the end and save the checkpoint; returns the validation measures, the
-    checkpoint path and the time taken."""
-    import pytorch_lightning as pl
-    import torch
+def train_seed(args, seed: int, out: str) -> Dict[str, Any]:
+    """The tuned ranker of ``seed`` and (``--lam`` > 0) its fine-tune with ListNet + lam * DIPS; checkpoints."""
+    from tune_ranker import TUNED_RECIPE, build_tuned
 
-    from torchfair.losses import DIPSLoss, ListNetLoss
+    from torchfair.losses import DIPSLoss
     from torchfair.orderings import SoftRank
-    from torchfair.training import FairRankingModule, MovieLensDataModule
+    from torchfair.training import FairRankingModule
 
-    pl.seed_everything(seed, workers=True, verbose=False)
-    dm = MovieLensDataModule(args.variant, seed=seed, num_negatives=args.num_negatives)
-    dm.setup("fit")
-    fair = DIPSLoss(num_groups=2, ordering=SoftRank(args.temperature)) if lam > 0 else None
-    model = FairRankingModule("mf", {"dim": args.dim}, utility_loss=ListNetLoss(), fairness_loss=fair, lam=lam,
-                              lr=args.lr, measures=VAL_MEASURES, data_info=dm.info)
-    if init is not None:
-        state = torch.load(init, map_location="cpu", weights_only=False)["state_dict"]
-        model.ranker.load_state_dict({k[len("ranker."):]: v for k, v in state.items() if k.startswith("ranker.")})
-    trainer = _trainer(args, epochs, out, tag)
+    epochs = args.epochs if args.epochs is not None else TUNED_RECIPE.epochs
+    model, dm, trainer = build_tuned(args.variant, seed, **_trainer_kwargs(args, epochs, out, "ranker"))
     t0 = time.time()
     trainer.fit(model, dm)
-    seconds = time.time() - t0
-    ckpt = os.path.join(out, f"{tag}.ckpt")
-    trainer.save_checkpoint(ckpt)
-    val = {k[4:]: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
-    return {"seed": seed, "lam": lam, "ckpt": ckpt, "val": val, "seconds": seconds}
-
-
-def choose_lambda(plain: Dict[str, Any], fair: List[Dict[str, Any]], max_loss: float) -> Dict[str, Any]:
-    """The candidate with the smallest validation |DIPS gap| among those within ``max_loss`` relative NDCG@10 of
-    the plain model; if none is, the one with the smallest NDCG@10 loss."""
-    base = plain["val"]["ndcg@10"]
-    ok = [f for f in fair if f["val"]["ndcg@10"] >= (1 - max_loss) * base]
-    if ok:
-        return min(ok, key=lambda f: abs(f["val"]["dips_gap"]))
-    return max(fair, key=lambda f: f["val"]["ndcg@10"])
+    ckpts = {"ranker": os.path.join(out, "ranker.ckpt")}
+    trainer.save_checkpoint(ckpts["ranker"])
+    seconds = {"ranker": time.time() - t0}
+    if args.lam > 0:
+        _, dm, trainer = build_tuned(args.variant, seed, **_trainer_kwargs(args, args.finetune_epochs, out, "loss"))
+        fair = FairRankingModule(**TUNED_RECIPE.model_args(), lam=args.lam, data_info=dm.info,
+                                 fairness_loss=DIPSLoss(num_groups=2, ordering=SoftRank(args.temperature)),
+                                 init_from=ckpts["ranker"])
+        t0 = time.time()
+        trainer.fit(fair, dm)
+        ckpts["loss"] = os.path.join(out, "loss.ckpt")
+        trainer.save_checkpoint(ckpts["loss"])
+        seconds["loss"] = time.time() - t0
+    return {"ckpts": ckpts, "seconds": seconds}
 
 
 def _mean_sd(xs: List[float]):
@@ -138,63 +112,77 @@ def _mean_sd(xs: List[float]):
     return m, sd
 
 
-def summarise(reports: Dict[int, Dict[str, Any]], names: List[str], lam: float) -> Dict[str, Any]:
-    """Per column: each model's mean over seeds (sd across seeds), the paired difference pooled over seeds, and
-    per seed the share of the plain model's gap the fairness model removes."""
-    plain, fair = names
+def summarise(reports: Dict[int, Dict[str, Any]]) -> Dict[str, Any]:
+    """Per row (run of the reports) and column: mean ± sd over seeds of the value, of the relative NDCG@10 change
+    and of the share of the ranker's |unfairness| removed; per seed the paired NDCG@10 interval against the ranker
+    (for runs paired with it)."""
+    first = next(iter(reports.values()))
+    names = list(first["order"])
+    ref = names[0]
     rows = []
-    for col, label, reading in SUMMARY_COLUMNS:
-        a = [r["models"][plain]["measures"].get(col, {}).get("mean") for r in reports.values()]
-        b = [r["models"][fair]["measures"].get(col, {}).get("mean") for r in reports.values()]
-        d = [r["differences"][fair]["columns"].get(col, {}) for r in reports.values()]
-        rows.append({"column": col, "label": label, "reading": reading, "plain": _mean_sd(a), "fair": _mean_sd(b),
-                     "diff": _mean_sd([x.get("mean") for x in d]),
-                     "diff_ci_per_seed": [(x.get("ci_low"), x.get("ci_high")) for x in d],
-                     "plain_per_seed": a, "fair_per_seed": b})
-    by = {r["column"]: r for r in rows}
-    removed = [1 - abs(f) / abs(p) if p else float("nan")
-               for p, f in zip(by["dips_gap"]["plain_per_seed"], by["dips_gap"]["fair_per_seed"])]
-    removed0 = [1 - abs(f) / abs(p) if p else float("nan")
-                for p, f in zip(by["dips_t0_gap"]["plain_per_seed"], by["dips_t0_gap"]["fair_per_seed"])]
-    ndcg_rel = [f / p - 1 for p, f in zip(by["ndcg@10"]["plain_per_seed"], by["ndcg@10"]["fair_per_seed"])]
-    return {"lambda": lam, "rows": rows, "gap_removed_per_seed": removed, "gap_t0_removed_per_seed": removed0,
-            "ndcg_relative_change_per_seed": ndcg_rel, "seeds": list(reports)}
+    for n in names:
+        row = {"name": n, "columns": {}}
+        for col, _, absolute in SUMMARY_COLUMNS:
+            vals = [r["models"][n]["measures"].get(col, {}).get("mean") for r in reports.values()]
+            base = [r["models"][ref]["measures"].get(col, {}).get("mean") for r in reports.values()]
+            if col == "ndcg@10":
+                change = [v / b - 1 for v, b in zip(vals, base)]
+            elif absolute:
+                change = [1 - abs(v) / abs(b) if b else float("nan") for v, b in zip(vals, base)]
+            else:
+                change = [v - b for v, b in zip(vals, base)]
+            row["columns"][col] = {"value": _mean_sd(vals), "change": _mean_sd(change), "per_seed": vals}
+        d = [r["differences"].get(n) for r in reports.values()]
+        row["ndcg_ci_per_seed"] = [None if x is None or not x.get("paired") else
+                                   (x["columns"]["ndcg@10"]["ci_low"], x["columns"]["ndcg@10"]["ci_high"],
+                                    x["reference"]) for x in d]
+        rows.append(row)
+    return {"rows": rows, "seeds": list(reports), "reference": ref}
 
 
-def summary_markdown(summary: Dict[str, Any], names: List[str], n_users: int) -> str:
-    plain, fair = names
-    lines = [f"| test lists ({n_users} users x {len(summary['seeds'])} seeds) | {plain} | {fair} | "
-             f"paired difference |", "|---|---|---|---|"]
+def summary_markdown(summary: Dict[str, Any], n_users: int) -> str:
+    lines = [f"| test lists ({n_users} users x {len(summary['seeds'])} seeds) | "
+             + " | ".join(lab + (" (removed)" if a else " (change)") for _, lab, a in SUMMARY_COLUMNS) + " |",
+             "|---|" + "---:|" * len(SUMMARY_COLUMNS)]
     for r in summary["rows"]:
-        (pm, ps), (fm, fs), (dm, ds) = r["plain"], r["fair"], r["diff"]
-        lines.append(f"| {r['label']} | {pm:.4f} ± {ps:.4f} | {fm:.4f} ± {fs:.4f} | {dm:+.4f} ± {ds:.4f} |")
-    rm, rs = _mean_sd(summary["gap_removed_per_seed"])
-    r0m, r0s = _mean_sd(summary["gap_t0_removed_per_seed"])
-    nm, ns = _mean_sd(summary["ndcg_relative_change_per_seed"])
-    lines += ["", f"lambda = {summary['lambda']} (chosen on validation). Share of the plain model's exact DIPS gap "
-                  f"removed: {100 * rm:.1f}% ± {100 * rs:.1f}% (tie weight 0.5), {100 * r0m:.1f}% ± {100 * r0s:.1f}% "
-                  f"(tie weight 0); NDCG@10 change {100 * nm:+.2f}% ± {100 * ns:.2f}% (relative). "
-                  "± is the standard deviation over seeds."]
+        cells = []
+        for col, _, absolute in SUMMARY_COLUMNS:
+            c = r["columns"][col]
+            (vm, vs), (cm, cs) = c["value"], c["change"]
+            if r["name"] == summary["reference"]:
+                cells.append(f"{vm:.4f} ± {vs:.4f}")
+            elif col == "ndcg@10" or absolute:
+                cells.append(f"{vm:.4f} ({100 * cm:+.1f} %)" if col == "ndcg@10" else f"{vm:+.4f} ({100 * cm:.0f} %)")
+            else:
+                cells.append(f"{vm:.4f} ({cm:+.4f})")
+        lines.append(f"| {r['name']} | " + " | ".join(cells) + " |")
+    lines += ["", "± is the standard deviation over seeds; (…) relative NDCG@10 change, share of the ranker's "
+              "|unfairness| removed, or change, against the tuned ranker of the same seed (means over seeds).  "
+              "Paired 95 % bootstrap intervals of the NDCG@10 difference (per seed, against the row named):"]
+    for r in summary["rows"][1:]:
+        cis = [c for c in r["ndcg_ci_per_seed"] if c is not None]
+        if cis:
+            lines.append(f"- {r['name']} - {cis[0][2]}: " + ", ".join(f"[{lo:+.4f}, {hi:+.4f}]" for lo, hi, _ in cis))
     return "\n".join(lines)
 
 
-def plot_tradeoff(points: List[Dict[str, Any]], path: str) -> None:
+def plot_tradeoff(summary: Dict[str, Any], path: str) -> None:
+    """Test NDCG@10 against |DIPS gap| of every row (means over seeds)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    for ax, col, title in ((axes[0], "dips_gap", "tie weight 0.5"), (axes[1], "dips_t0_gap", "tie weight 0")):
-        xs = [abs(p["val"][col]) for p in points]
-        ys = [p["val"]["ndcg@10"] for p in points]
-        ax.plot(xs, ys, "o")
-        for p, x, y in zip(points, xs, ys):
-            ax.annotate(f"λ={p['lam']:g}", (x, y), fontsize=8, xytext=(3, 3), textcoords="offset points")
-        ax.set_xlabel(f"|exact DIPS gap| ({title}), validation")
-        ax.set_ylabel("NDCG@10, validation")
-        ax.grid(alpha=0.3)
-    fig.suptitle("ListNet + λ·DIPS on ML-100K (first seed)")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for r in summary["rows"]:
+        x = abs(r["columns"]["dips_gap"]["value"][0])
+        y = r["columns"]["ndcg@10"]["value"][0]
+        ax.plot(x, y, "o")
+        ax.annotate(r["name"][:40], (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_xlabel("|exact DIPS gap| (tie weight 0.5), test")
+    ax.set_ylabel("NDCG@10, test")
+    ax.grid(alpha=0.3)
+    ax.set_title(f"ML-100K, popularity groups, means over {len(summary['seeds'])} seeds", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -209,60 +197,40 @@ def main(argv: Optional[List[str]] = None) -> int:
     logging.getLogger("pytorch_lightning").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")
+    import torch
+
+    from torchfair.rerank import get_reranker
     from torchfair.training.module import DEFAULT_MEASURES
     from torchfair.training.report import evaluate_checkpoints, markdown_table
 
-    import torch
-
+    rerank = [] if args.rerank.strip().lower() == "none" else [get_reranker(args.rerank).spec]  # fail early
     torch.set_num_threads(args.threads)
     t_start = time.time()
     os.makedirs(args.out, exist_ok=True)
-    names = ["ListNet", "ListNet + λ·DIPS"]
-    runs: Dict[int, Dict[str, Any]] = {}
-    tried: List[Dict[str, Any]] = []
-    lam = None
 
     def say(msg: str) -> None:
         print(f"[{time.time() - t_start:5.0f}s] {msg}", flush=True)
-    E, F = args.epochs, args.finetune_epochs
-    for i, seed in enumerate(args.seeds):
+
+    reports: Dict[int, Dict[str, Any]] = {}
+    loss_name = f"ListNet + {args.lam:g}·DIPS ({args.finetune_epochs} ep)"
+    for seed in args.seeds:
         out = os.path.join(args.out, f"seed{seed}")
-        say(f"seed {seed}: training MF with ListNet ({E} epochs)")
-        base = train_one(args, seed, 0.0, E, out, "base")
-        say(f"seed {seed}: {F} more epochs of ListNet ({names[0]})")
-        plain = train_one(args, seed, 0.0, F, out, "listnet", init=base["ckpt"])
-        if i == 0:
-            tried.append(plain)
-            cands = []
-            for cand in args.lams:
-                say(f"seed {seed}: {F} epochs of ListNet + {cand:g}·DIPS from the same start (lambda candidate)")
-                cands.append(train_one(args, seed, cand, F, out, f"dips_lam{cand:g}", init=base["ckpt"]))
-            tried += cands
-            best = choose_lambda(plain, cands, args.max_ndcg_loss)
-            lam = best["lam"]
-            say("validation: " + "; ".join(
-                f"λ={c['lam']:g}: NDCG@10 {c['val']['ndcg@10']:.4f}, DIPS gap {c['val']['dips_gap']:+.4f}"
-                for c in tried) + f"  ->  λ = {lam:g}")
-            fair = best
-        else:
-            say(f"seed {seed}: {F} epochs of ListNet + {lam:g}·DIPS")
-            fair = train_one(args, seed, lam, F, out, f"dips_lam{lam:g}", init=base["ckpt"])
-        runs[seed] = {"plain": plain, "fair": fair}
-    names[1] = f"ListNet + {lam:g}·DIPS"
-    reports = {}
-    for seed, r in runs.items():
-        say(f"seed {seed}: torchfair evaluate (exact measures, test lists)")
-        reports[seed] = evaluate_checkpoints([r["plain"]["ckpt"], r["fair"]["ckpt"]],
-                                             os.path.join(args.out, f"seed{seed}", "report"), names=names,
-                                             bootstrap=args.bootstrap, seed=seed, measures=DEFAULT_MEASURES)
+        say(f"seed {seed}: training the tuned ranker (MF + ListNet, every unrated item per list)"
+            + (f", then {args.finetune_epochs} epoch(s) of ListNet + {args.lam:g}·DIPS" if args.lam > 0 else ""))
+        tr = train_seed(args, seed, out)
+        names = ["ranker"] + (["loss"] if "loss" in tr["ckpts"] else [])
+        say(f"seed {seed}: torchfair evaluate (exact measures, test lists; re-rank {rerank or 'none'}, popularity)")
+        rep = evaluate_checkpoints([tr["ckpts"][n] for n in names], os.path.join(out, "report"),
+                                   names=["ListNet (tuned)", loss_name][:len(names)], rerank=rerank,
+                                   popularity=True, bootstrap=args.bootstrap, seed=seed, measures=DEFAULT_MEASURES)
+        reports[seed] = rep
     first = reports[args.seeds[0]]
-    n_users = first["models"][names[0]]["n_lists"]
-    summary = summarise(reports, names, lam)
-    summary["validation"] = [{"lam": t["lam"], **t["val"]} for t in tried]
+    n_users = first["models"][first["order"][0]]["n_lists"]
+    summary = summarise(reports)
     summary["seconds"] = time.time() - t_start
     summary["args"] = vars(args)
-    table = summary_markdown(summary, names, n_users)
-    plot_tradeoff(tried, os.path.join(args.out, "tradeoff.png"))
+    table = summary_markdown(summary, n_users)
+    plot_tradeoff(summary, os.path.join(args.out, "tradeoff.png"))
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2, default=str)
     with open(os.path.join(args.out, "summary.md"), "w") as f:
@@ -270,9 +238,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 + markdown_table(first) + "\n")
     print()
     print(table)
-    print(f"\nper seed: gap removed {['%.1f%%' % (100 * x) for x in summary['gap_removed_per_seed']]}, NDCG@10 "
-          f"change {['%+.2f%%' % (100 * x) for x in summary['ndcg_relative_change_per_seed']]}")
-    print(f"reports: {args.out}/seed*/report/ (report.md, report.json, exposure_by_position.png); "
+    print(f"\nreports: {args.out}/seed*/report/ (report.md, report.json, exposure_by_position.png); "
           f"{args.out}/summary.md; {args.out}/tradeoff.png")
     print(f"total time {summary['seconds']:.0f} s")
     return 0

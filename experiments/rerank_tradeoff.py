@@ -13,8 +13,9 @@ full-catalogue test lists of all 943 users, for each seed the tuned MF + ListNet
 Every row reports NDCG@10, the exact DIPS gap (tie weight 0.5, RBP 0.9), ||delta||_1 (EE target) and the
 inter-group pairwise accuracy gap, as means over the seeds of the paired change against the same seed's start
 (and its spread over seeds); the share of each unfairness removed; and which rows stay within 2 % of NDCG@10.
-Writes ``<out>/rerank_tradeoff.md``/``.json`` and ``experiments/results/rerank_tradeoff.md``/``.png`` (with
-``--results``).  ``--fast`` runs the pipeline on the synthetic stand-in in well under a minute (what the test does).
+Writes ``<out>/rerank_tradeoff.md``/``.json``/``.png`` and, with ``--results``, the same in
+``experiments/results/`` (the headline's "loss, re-rank, or both?" section reads that json:
+``python experiments/headline_tradeoff.py --rerank-section-only``).  ``--fast`` runs the pipeline on the synthetic stand-in in well under a minute (what the test does).
 """
 from __future__ import annotations
 
@@ -273,6 +274,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.results and not args.fast:
         res_dir = ROOT / "experiments" / "results"
         (res_dir / "rerank_tradeoff.md").write_text(md)
+        (res_dir / "rerank_tradeoff.json").write_text(json.dumps(res, indent=1, default=float))
         shutil.copyfile(out / "rerank_tradeoff.png", res_dir / "rerank_tradeoff.png")
     print(md)
     return 0

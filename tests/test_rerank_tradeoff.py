@@ -6,6 +6,7 @@ import pytest
 from experiment_loader import experiment_fixture
 
 mod = experiment_fixture("rerank_tradeoff")
+head = experiment_fixture("headline_tradeoff")
 
 
 def _res():
@@ -46,3 +47,32 @@ def test_fast_pipeline(mod, tmp_path):
     assert abs(res["base"]["popularity"]["dips_gap"][0] + rows["start + targeted:measure=dips,keep=2"]["dips_gap"][0]) \
         < base
     assert (out / "rerank_tradeoff.md").is_file() and (out / "rerank_tradeoff.png").is_file()
+
+
+def _res_kinds():
+    """Rows of every kind: re-rank (free), loss (-3 %), both (-1.5 %), popularity; one seed."""
+    base = {"ndcg@10": [0.10], "dips_gap": [-0.4], "exposure_misallocation_l1": [0.5], "pairwise_accuracy_inter": [0.2]}
+
+    def row(dn, dd):
+        return {"ndcg@10": [dn], "dips_gap": [dd], "exposure_misallocation_l1": [0.0], "pairwise_accuracy_inter": [0.0]}
+
+    rows = {"start + a": row(0.0, 0.1), "start + b": row(-0.0015, 0.2), "DIPS loss lam=1": row(-0.003, 0.3),
+            "DIPS loss lam=1 + a": row(-0.0015, 0.3), "popularity": row(0.002, -0.4)}
+    return {"base": {"popularity": base}, "rows": {"popularity": rows}, "seeds": [0], "rerank": ["a", "b"],
+            "lams": [1.0], "wall_s": 1.0, "fast": False}
+
+
+def test_headline_section_picks_the_best_row_of_each_kind_per_budget(head, tmp_path):
+    lines = head.rerank_section(_res_kinds())
+    rows = {tuple(c.strip() for c in line.split("|")[1:4]): line for line in lines if line.startswith("| ")}
+    assert "start + a" in rows[("re-rank", "1 %", "start + a")]  # b costs 1.5 %: out of the 1 % budget
+    assert "| 50 % |" in rows[("re-rank", "2 %", "start + b")]  # 0.2 of 0.4 removed
+    assert ("loss", "1 %", "none within the budget") in rows  # the loss costs 3 %
+    assert ("both", "2 %", "DIPS loss lam=1 + a") in rows and "| 75 % |" in rows[("both", "2 %", "DIPS loss lam=1 + a")]
+    assert any(k[0] == "popularity (a ranker)" and "| -100 % |" in v for k, v in rows.items())  # 1 - |-0.8| / |-0.4|
+    # the section is replaced, not appended twice
+    md = tmp_path / "headline.md"
+    md.write_text("# head\n\ntext\n")
+    head.insert_rerank_section(md, _res_kinds())
+    text = head.insert_rerank_section(md, _res_kinds())
+    assert text.count(head.RERANK_BEGIN) == 1 and text.startswith("# head")

@@ -303,6 +303,31 @@ def test_evaluate_rerank_columns_are_the_measures_of_the_reranked_lists(tiny_che
         assert rep["models"][f"m + {spec}"]["meta"]["rerank"] == r.spec
 
 
+def test_evaluate_popularity_run_ranks_by_training_counts(tiny_checkpoints, tmp_path):
+    """--popularity: a run on the first checkpoint's lists ordered by training rating counts, paired with it; its
+    NDCG@10 equals ndcg of the counts computed by hand from the training split."""
+    from torchfair.metrics import ndcg
+    from torchfair.training.report import evaluate_checkpoints, load_checkpoint, score_lists
+
+    run = load_checkpoint(str(tiny_checkpoints[0]))
+    dm = run.datamodule
+    dm.setup("fit")
+    counts = np.bincount(dm.splits.train["item"].to_numpy(), minlength=dm.num_items)
+    vals = [float(ndcg(torch.as_tensor(counts[x["items"].numpy()], dtype=torch.float32), x["relevance"], k=10))
+            for x in score_lists(run.model, dm, "test") if x["relevance"].max() > 0]
+    rep = evaluate_checkpoints([str(tiny_checkpoints[0])], str(tmp_path / "rep"), names=["m"], bootstrap=10,
+                               popularity=True)
+    assert rep["order"] == ["m", "popularity"]
+    assert math.isclose(rep["models"]["popularity"]["measures"]["ndcg@10"]["mean"], float(np.mean(vals)),
+                        rel_tol=1e-6)
+    assert rep["differences"]["popularity"]["reference"] == "m" and rep["differences"]["popularity"]["paired"]
+    assert "popularity (training rating counts)" in (tmp_path / "rep" / "report.md").read_text()
+    assert cli_main(["evaluate", "--ckpt", str(tiny_checkpoints[0]), "--out", str(tmp_path / "r2"),
+                     "--bootstrap", "5", "--popularity"]) == 0
+    with pytest.raises(ValueError, match="`names`"):
+        evaluate_checkpoints([str(tiny_checkpoints[0])], None, names=["popularity"], bootstrap=0, popularity=True)
+
+
 def test_evaluate_cli_rerank_and_list_rerankers(tiny_checkpoints, tmp_path, capsys):
     assert cli_main(["evaluate", "--list-rerankers"]) == 0
     listed = capsys.readouterr().out

@@ -228,6 +228,8 @@ def _add_evaluate(sub) -> None:
                    help="a re-ranker applied to every checkpoint's test scores, reported as its own column with the "
                         "paired difference from no re-ranking (repeatable), e.g. 'fair:p=0.3', "
                         "'targeted:measure=dips,keep=10'; see --list-rerankers")
+    p.add_argument("--popularity", action="store_true",
+                   help="add a 'popularity' run: the first checkpoint's lists ranked by training rating counts")
     p.add_argument("--list-rerankers", action="store_true", help="list the re-rankers and their options, then exit")
     p.add_argument("--name", action="append", metavar="NAME", help="a name per checkpoint (default: file names)")
     p.add_argument("--config", help="a `torchfair fit` YAML whose data: / model.measures override the checkpoint's")
@@ -261,7 +263,7 @@ def _run_evaluate(args) -> int:
     report = evaluate_checkpoints(args.ckpt, args.out, config=args.config, names=args.name, rerank=args.rerank,
                                   bootstrap=args.bootstrap, seed=args.seed, confidence=args.confidence,
                                   device=args.device, mpc_group=None if args.mpc_group < 0 else args.mpc_group,
-                                  split=args.split,
+                                  split=args.split, popularity=args.popularity,
                                   measures=split_measures(args.measures) if args.measures else None)
     print(markdown_table(report))
     print(f"\nwrote {os.path.join(args.out, 'report.json')}, report.md, exposure_by_position.png")

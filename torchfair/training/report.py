@@ -165,7 +165,7 @@ def evaluate_checkpoints(ckpts: Sequence[str], out: Optional[str] = None, *, con
                          names: Optional[Sequence[str]] = None, bootstrap: int = 1000, seed: int = 0,
                          confidence: float = 0.95, device: str = "cpu", mpc_group: Optional[int] = 1,
                          top: int = 50, split: str = "test", measures: Optional[Sequence[str]] = None,
-                         rerank: Sequence[str] = ()) -> Dict[str, Any]:
+                         rerank: Sequence[str] = (), popularity: bool = False) -> Dict[str, Any]:
     """Evaluate checkpoints on their test lists and (with ``out``) write ``report.json``, ``report.md`` and
     ``exposure_by_position.png`` there; returns the report dict.
 
@@ -174,7 +174,9 @@ def evaluate_checkpoints(ckpts: Sequence[str], out: Optional[str] = None, *, con
     skips MPC; ``top`` is the depth of the position plot.  ``rerank``: re-ranker specs
     (:func:`torchfair.rerank.get_reranker`); each adds, for every checkpoint, a run ``"<name> + <spec>"`` on the
     re-ranked test lists, paired with the same checkpoint without re-ranking (the re-ranker sees the scores and
-    groups, never the test relevance).  The report layer is :mod:`torchfair.evaluation.report`.
+    groups, never the test relevance).  ``popularity=True`` adds a run ``"popularity"``: the first checkpoint's
+    lists ranked by the items' training rating counts (:class:`~torchfair.training.Popularity`), paired with that
+    checkpoint (the baseline a recommender must beat).  The report layer is :mod:`torchfair.evaluation.report`.
 
     Example::
 
@@ -220,6 +222,26 @@ def evaluate_checkpoints(ckpts: Sequence[str], out: Optional[str] = None, *, con
         if name != names[0]:
             reference[name] = names[0]
             same[name] = _same_lists(lists_of[names[0]], lists)
+    if popularity:
+        from .rankers import Popularity
+
+        if "popularity" in tables:
+            raise ValueError("`names`: 'popularity' is the name of the popularity run; call a checkpoint otherwise")
+        run = runs[0]
+        G = int(run.meta["data_info"].get("num_groups") or 2)
+        plists = score_lists(Popularity.from_datamodule(run.datamodule), run.datamodule, split, device)
+        first = extra[names[0]]
+        tables["popularity"] = evaluate(plists, list(run.meta["measures"]) +
+                                        [f"exposure_share:browsing={REPORT_BROWSING}"], bootstrap=bootstrap,
+                                        seed=seed, confidence=confidence, num_groups=G, batch_size=1024,
+                                        max_batch_elements=2 ** 21, validate_args=False,
+                                        group_names=first["group_names"])
+        extra["popularity"] = {
+            "meta": {"checkpoint": "(none)", "epoch": "-", "ranker": "popularity (training rating counts)",
+                     "fairness_loss": None, "lam": None, "rerank": None, "measures": run.meta["measures"]},
+            "group_names": first["group_names"], "position_share": _position_shares(plists, G, top).tolist(),
+            "mpc": _mpc(plists, G, mpc_group) if mpc_group is not None and mpc_group < G else {"defined": False}}
+        reference["popularity"], same["popularity"] = names[0], True
     report = compare(tables, reference=reference, same_lists=same, bootstrap=bootstrap, seed=seed,
                      confidence=confidence, extra=extra)
     report.update(split=split, browsing_of_added_columns=REPORT_BROWSING)
