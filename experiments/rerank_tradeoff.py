@@ -155,6 +155,11 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
                     ch = {c: d["columns"][c]["mean"] for c, _ in COLUMNS}
                 for c, _ in COLUMNS:
                     g_rows.setdefault(label, {}).setdefault(c, []).append(ch[c])
+                # the paired 95 % intervals of this seed, against the row's own reference (the start, or the
+                # fine-tuned model for "loss + re-rank")
+                g_rows[label].setdefault("_ci", []).append(
+                    {"reference": "start" if ref == "start" else ref.replace(f" [{gname}]", ""),
+                     **{c: [d["columns"][c]["ci_low"], d["columns"][c]["ci_high"]] for c, _ in COLUMNS}})
             pop, _ = popularity_table(start, str(cfg), measures, args.bootstrap)
             from torchfair.evaluation import evaluate as _ev  # noqa: F401  (pairing needs the start's table too)
             start_tab = _start_table(start, str(cfg), measures, args.bootstrap)
@@ -223,6 +228,17 @@ def report(res: Dict[str, Any], command: str) -> str:
                     and shares(res, gname, r)["dips_gap" if gname == "popularity" else "exposure_misallocation_l1"] > 0),
                    key=lambda r: shares(res, gname, r)["dips_gap" if gname == "popularity"
                                                         else "exposure_misallocation_l1"], default=None)
+        target = "dips_gap" if gname == "popularity" else "exposure_misallocation_l1"
+        cis = [(r, g_rows[r]["_ci"]) for r in g_rows if g_rows[r].get("_ci")
+               and shares(res, gname, r)["ndcg_rel"] >= -0.02 and not r.endswith("seed=0") and
+               shares(res, gname, r)[target] >= 0.3]
+        if cis:
+            md += ["", f"Paired 95 % bootstrap intervals per seed (NDCG@10; {dict(COLUMNS)[target]}) of the rows "
+                       "within 2 % removing at least 30 %, against each row's reference:", ""]
+            for r, ci in cis:
+                md.append(f"- {r} - {ci[0]['reference']}: NDCG@10 " +
+                          ", ".join(f"[{x['ndcg@10'][0]:+.4f}, {x['ndcg@10'][1]:+.4f}]" for x in ci) + "; " +
+                          ", ".join(f"[{x[target][0]:+.4f}, {x[target][1]:+.4f}]" for x in ci))
         if best:
             sh = shares(res, gname, best)
             md += ["", f"Best within 2 % of NDCG@10 on the {'DIPS gap' if gname == 'popularity' else '||delta||_1'}: "

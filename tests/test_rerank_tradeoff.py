@@ -46,6 +46,11 @@ def test_fast_pipeline(mod, tmp_path):
     base = abs(res["base"]["popularity"]["dips_gap"][0])
     assert abs(res["base"]["popularity"]["dips_gap"][0] + rows["start + targeted:measure=dips,keep=2"]["dips_gap"][0]) \
         < base
+    # per-seed paired intervals, against each row's own reference, bracket the paired mean
+    ci = rows["start + fair:p=0.5"]["_ci"][0]
+    assert ci["reference"] == "start"
+    assert ci["ndcg@10"][0] - 1e-12 <= rows["start + fair:p=0.5"]["ndcg@10"][0] <= ci["ndcg@10"][1] + 1e-12
+    assert rows["DIPS loss lam=3 + fair:p=0.5"]["_ci"][0]["reference"] == "DIPS loss lam=3"
     assert (out / "rerank_tradeoff.md").is_file() and (out / "rerank_tradeoff.png").is_file()
 
 
