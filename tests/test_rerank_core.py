@@ -246,3 +246,26 @@ def test_registry_round_trip_and_listing():
         assert get_reranker(get_reranker(spec).spec).spec == get_reranker(spec).spec
     assert parse_spec("targeted:relevance=top:10,keep=3") == ("targeted", {"relevance": "top:10", "keep": 3})
     assert [x[0] for x in list_rerankers()] == list(RERANKERS)
+
+
+def test_det_const_sort_identity_when_the_start_order_meets_every_prefix_minimum():
+    """A ranking whose every prefix k already holds floor(p_c k) items of each group c is returned unchanged."""
+    gen = torch.Generator().manual_seed(7)
+    seen = 0
+    for _ in range(300):
+        N = int(torch.randint(2, 15, (), generator=gen))
+        s = torch.randn(N, generator=gen)
+        q = float(torch.rand((), generator=gen)) * 0.6 + 0.2
+        order = torch.argsort(s, descending=True, stable=True)
+        seq = []
+        for k in range(1, N + 1):  # a group sequence that meets the minimums, free choices at random
+            need = [c for c in range(2) if seq.count(c) < math.floor((q, 1 - q)[c] * k)]
+            seq.append(need[0] if need else int(torch.randint(0, 2, (), generator=gen)))
+        if len(set(seq)) < 2:
+            continue
+        g = torch.empty(N, dtype=torch.long)
+        g[order] = torch.tensor(seq)
+        out = det_const_sort(s, g, distribution=torch.tensor([q, 1 - q]), num_groups=2)
+        assert out.ranking.tolist() == order.tolist() and bool(out.met)
+        seen += 1
+    assert seen > 200
