@@ -11,11 +11,15 @@ Subcommands (one ``argparse`` subparser each, registered in :data:`SUBCOMMANDS`;
   training configs, resumable, with results.csv, Pareto fronts and report.md (:mod:`torchfair.sweep`);
 * ``torchfair metrics``: fairness and utility measures of rankings read from a TREC run + qrels (+ group file) or a
   CSV/Parquet table; prints the aggregate table (mean over valid lists, bootstrap interval, number of valid lists).
+  Several ``--run`` files are compared side by side through :mod:`torchfair.evaluation.report` (each later run's
+  paired difference from the first, over the queries both rank).
 
 Examples::
 
     torchfair metrics --run run.txt --qrels qrels.txt --groups groups.txt --measures dips igi ndcg@10 \\
         --browsing rbp:0.9 --bootstrap 1000 --out-json results.json --out-csv results.csv
+    torchfair metrics --run bm25.txt --run fair.txt --name bm25 --name fair --qrels qrels.txt \\
+        --groups groups.txt --measures dips ndcg@10
     torchfair metrics --table items.csv --measures "dips:tie_weight=0,browsing=uniform" kendall_tau
     torchfair metrics --list-measures
 
@@ -78,7 +82,12 @@ def _add_metrics(sub) -> None:
                "Group ids 0, 1, ... are named A, B, ... in the column names.",
         formatter_class=HelpFormatter)
     src = p.add_argument_group("input")
-    src.add_argument("--run", help="TREC run file")
+    src.add_argument("--run", action="append",
+                     help="TREC run file; repeat it to compare runs side by side (the first is the reference of "
+                          "the paired differences)")
+    src.add_argument("--name", action="append",
+                     help="a name for each --run, in the same order (repeat it; default: the file name without "
+                          "its extension)")
     src.add_argument("--qrels", help="TREC qrels file (4 columns, or 5 with the group label last)")
     src.add_argument("--groups", help="group file: 'docid group' or 'qid docid group' per line")
     src.add_argument("--qrels-groups", choices=("auto", "column", "iter", "none"), default="auto",
@@ -109,11 +118,14 @@ def _add_metrics(sub) -> None:
     a.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates (0: no interval)")
     a.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     a.add_argument("--confidence", type=float, default=0.95, help="interval level")
-    a.add_argument("--out-json", help="write the full table (per list + aggregate) as JSON")
-    a.add_argument("--out-csv", help="write the full table (per list + aggregate) as CSV")
-    a.add_argument("--per-list", action="store_true", help="also print the per-list table")
+    a.add_argument("--out-json", help="write the full table (per list + aggregate) as JSON; with several --run, "
+                                      "the comparison report (with each run's per-list values)")
+    a.add_argument("--out-csv", help="write the full table (per list + aggregate) as CSV; with several --run, one "
+                                     "row per run and measure (mean, interval, paired difference)")
+    a.add_argument("--per-list", action="store_true", help="also print the per-list table (of each run)")
     a.add_argument("--format", choices=("markdown", "csv", "json"), default="markdown",
-                   help="what to print on stdout (markdown: the aggregate table)")
+                   help="what to print on stdout (markdown: the aggregate table; with several --run, the runs side "
+                        "by side with each run's paired difference from the first)")
     a.add_argument("--quiet", action="store_true", help="print nothing on stdout")
     p.set_defaults(func=_run_metrics)
 
@@ -121,13 +133,14 @@ def _add_metrics(sub) -> None:
 def _check_files(args: argparse.Namespace, options: Sequence[str]) -> None:
     """Every file option that is given names an existing file (the message names the option)."""
     for opt in options:
-        path = getattr(args, opt.replace("-", "_"))
-        if path is None:
-            continue
-        if not os.path.exists(path):
-            raise ValueError(f"--{opt}: no such file: {path}")
-        if not os.path.isfile(path):
-            raise ValueError(f"--{opt}: not a file: {path}")
+        value = getattr(args, opt.replace("-", "_"))
+        for path in value if isinstance(value, list) else [value]:
+            if path is None:
+                continue
+            if not os.path.exists(path):
+                raise ValueError(f"--{opt}: no such file: {path}")
+            if not os.path.isfile(path):
+                raise ValueError(f"--{opt}: not a file: {path}")
 
 
 def _print_measures(out=None) -> None:
@@ -142,34 +155,20 @@ def _print_measures(out=None) -> None:
         out.write(textwrap.fill(desc, width=width, initial_indent=head, subsequent_indent=" " * 25) + "\n")
 
 
-def _run_metrics(args: argparse.Namespace) -> int:
+def _read_input(args: argparse.Namespace, run: Optional[str]):
+    """The lists of ``--table`` or of one ``--run`` with ``--qrels`` / ``--groups``."""
     from .evaluation.io import read_table, read_trec
-    from .evaluation.registry import get_measure, parse_request
-    from .evaluation.table import evaluate
 
-    if args.list_measures:
-        _print_measures()
-        return 0
-    if args.table and (args.run or args.qrels or args.groups):
-        raise ValueError("give either --table or --run/--qrels/--groups, not both")
-    if not args.table and not args.run:
-        if args.qrels or args.groups:
-            raise ValueError("--qrels and --groups need a --run to score")
-        raise ValueError("no input: give --run RUN --qrels QRELS [--groups FILE], or --table FILE")
-    _check_files(args, ("table", "run", "qrels", "groups"))
     lenient = dict(missing_groups=args.missing_groups, negative_grades=args.negative_grades)
     if args.table:
-        data = read_table(args.table, **lenient)
-    else:
-        data = read_trec(args.run, args.qrels, args.groups, qrels_groups=args.qrels_groups, use_rank=args.use_rank,
-                         **lenient)
-    for note in data.notes:
-        print(f"torchfair metrics: note: {note}", file=sys.stderr)
-    for warning in data.warnings:
-        print(f"torchfair metrics: warning: {warning}", file=sys.stderr)
-    measures = split_measures(args.measures)
-    if not measures:
-        raise ValueError("--measures is empty")
+        return read_table(args.table, **lenient)
+    return read_trec(run, args.qrels, args.groups, qrels_groups=args.qrels_groups, use_rank=args.use_rank, **lenient)
+
+
+def _check_measures(measures: Sequence[str], data) -> None:
+    """Each measure finds the group labels / relevance it needs in ``data``."""
+    from .evaluation.registry import get_measure, parse_request
+
     for mname in measures:
         spec = get_measure(parse_request(mname).name)
         if spec.needs_groups and not data.has_groups:
@@ -178,7 +177,10 @@ def _run_metrics(args: argparse.Namespace) -> int:
         if spec.needs_relevance and any(d.get("relevance") is None for d in data.lists):
             raise ValueError(f"measure {spec.name!r} needs relevance: give --qrels with --run, or a 'relevance' "
                              f"column with --table")
-    options = {}
+
+
+def _measure_options(args: argparse.Namespace) -> Dict[str, object]:
+    options: Dict[str, object] = {}
     if args.browsing is not None:
         options["browsing"] = args.browsing
     if args.k is not None:
@@ -187,18 +189,114 @@ def _run_metrics(args: argparse.Namespace) -> int:
         options["tie_weight"] = args.tie_weight
     if args.ties is not None:
         options["ordering"] = args.ties
+    return options
+
+
+def _print_groups(group_names: Optional[Sequence[str]]) -> None:
+    if group_names:
+        names = ", ".join(f"{chr(65 + i) if len(group_names) <= 26 else f'g{i}'}={n}"
+                          for i, n in enumerate(group_names))
+        print(f"groups: {names}")
+
+
+def _print_input_notes(data, prefix: str = "") -> None:
+    for note in data.notes:
+        print(f"torchfair metrics: note: {prefix}{note}", file=sys.stderr)
+    for warning in data.warnings:
+        print(f"torchfair metrics: warning: {prefix}{warning}", file=sys.stderr)
+
+
+def _run_names(args: argparse.Namespace) -> List[str]:
+    """One name per ``--run`` (``--name``, or the file name without its extension); all different."""
+    runs = args.run or []
+    if args.name is not None:
+        if not runs:
+            raise ValueError("--name names the --run files; it does not apply to --table")
+        if len(args.name) != len(runs):
+            raise ValueError(f"--name: {len(args.name)} name(s) for {len(runs)} --run file(s); give one --name per "
+                             f"--run, in the same order")
+    names = list(args.name) if args.name is not None else \
+        [os.path.splitext(os.path.basename(r))[0] or r for r in runs]
+    seen: Dict[str, str] = {}
+    for n, r in zip(names, runs):
+        if n in seen:
+            if args.name is not None:
+                raise ValueError(f"--name: two runs are named {n!r} ({seen[n]} and {r}); give each --run its own "
+                                 f"--name")
+            raise ValueError(f"--name: the runs {seen[n]} and {r} have the same file name {n!r}; name them with "
+                             f"--name (one per --run)")
+        seen[n] = r
+    return names
+
+
+def _align_groups(datas) -> Optional[List[str]]:
+    """Group ids of several runs read against the same group labels: a run numbers the labels of the documents
+    it ranks, so runs ranking other documents can number them differently.  Renumbers every run's ``groups``
+    on the union of the labels (numbered as one run alone would be) and returns the group names."""
+    import torch
+
+    named = [d.group_names for d in datas if d.group_names is not None]
+    if not named:
+        return None
+    if all(n == named[0] for n in named):
+        return list(named[0])
+    labels = set().union(*named)
+    try:
+        ints = [int(x) for x in labels]
+        union = [str(g) for g in range(max(ints) + 1)] if min(ints) >= 0 else sorted(labels)
+    except ValueError:
+        union = sorted(labels)
+    where = {lab: i for i, lab in enumerate(union)}
+    for d in datas:
+        if d.group_names is None or list(d.group_names) == union:
+            continue
+        new_id = torch.tensor([where[lab] for lab in d.group_names], dtype=torch.long)
+        for lst in d.lists:
+            g = lst.get("groups")
+            if g is None:
+                continue
+            if g.is_floating_point():  # [n, G] shares
+                m = torch.zeros(g.shape[0], len(union), dtype=g.dtype)
+                m[:, new_id] = g[:, :len(new_id)]
+                lst["groups"] = m
+            else:
+                lst["groups"] = torch.where(g >= 0, new_id[g.clamp(min=0)], g)
+        d.group_names = list(union)
+    return union
+
+
+def _run_metrics(args: argparse.Namespace) -> int:
+    from .evaluation.table import evaluate
+
+    if args.list_measures:
+        _print_measures()
+        return 0
+    runs = args.run or []
+    if args.table and (runs or args.qrels or args.groups):
+        raise ValueError("give either --table or --run/--qrels/--groups, not both")
+    if not args.table and not runs:
+        if args.qrels or args.groups:
+            raise ValueError("--qrels and --groups need a --run to score")
+        raise ValueError("no input: give --run RUN --qrels QRELS [--groups FILE], or --table FILE")
+    names = _run_names(args)
+    _check_files(args, ("table", "run", "qrels", "groups"))
+    if len(runs) > 1:
+        return _run_metrics_compare(args, names)
+    data = _read_input(args, runs[0] if runs else None)
+    _print_input_notes(data)
+    measures = split_measures(args.measures)
+    if not measures:
+        raise ValueError("--measures is empty")
+    _check_measures(measures, data)
     table = evaluate(data.lists, measures, bootstrap=args.bootstrap, seed=args.seed, confidence=args.confidence,
-                     num_groups=args.num_groups, group_names=data.group_names, **options)
+                     num_groups=args.num_groups, group_names=data.group_names, **_measure_options(args))
     if args.out_json:
         table.to_json(args.out_json)
     if args.out_csv:
         table.to_csv(args.out_csv)
     if not args.quiet:
         if args.format == "markdown":
-            if data.group_names:
-                names = ", ".join(f"{chr(65 + i) if len(data.group_names) <= 26 else f'g{i}'}={n}"
-                                  for i, n in enumerate(data.group_names))
-                print(f"groups: {names}")
+            _print_groups(data.group_names)
             print(f"lists: {len(table)}")
             print(table.to_markdown())
             if args.per_list:
@@ -208,6 +306,78 @@ def _run_metrics(args: argparse.Namespace) -> int:
             sys.stdout.write(table.to_csv(per_list=args.per_list))
         else:
             print(table.to_json())
+    return 0
+
+
+def _run_metrics_compare(args: argparse.Namespace, names: List[str]) -> int:
+    """Several ``--run`` files against the same qrels / groups: each evaluated alone with the same options, then
+    side by side through the report layer (:func:`torchfair.evaluation.report.compare`): every run after the first
+    gets its paired difference from the first, over the queries both rank (paired by query id)."""
+    import json
+
+    from .evaluation.report import compare, jsonable, long_csv, markdown_table
+    from .evaluation.table import evaluate
+
+    runs = list(args.run)
+    if args.per_list and args.format == "csv" and not args.quiet:
+        raise ValueError("--per-list with several --run prints no CSV (one table per run): use --format markdown or "
+                         "json, or --out-json (each run's per-list values)")
+    measures = split_measures(args.measures)
+    if not measures:
+        raise ValueError("--measures is empty")
+    datas = []
+    for name, run in zip(names, runs):
+        data = _read_input(args, run)
+        _print_input_notes(data, prefix=f"{name}: ")
+        _check_measures(measures, data)
+        datas.append(data)
+    group_names = _align_groups(datas)
+    num_groups = args.num_groups if args.num_groups is not None else (len(group_names) if group_names else None)
+    options = _measure_options(args)
+    tables = {name: evaluate(data.lists, measures, bootstrap=args.bootstrap, seed=args.seed,
+                             confidence=args.confidence, num_groups=num_groups, group_names=group_names, **options)
+              for name, data in zip(names, datas)}
+    ref_ids = set(tables[names[0]].list_ids)
+    for name, run in zip(names[1:], runs[1:]):
+        if not ref_ids & set(tables[name].list_ids):
+            raise ValueError(f"--run: {run} ({name}) and {runs[0]} ({names[0]}) have no query in common: the "
+                             f"paired difference needs queries that both runs rank")
+    report = compare(tables, bootstrap=args.bootstrap, seed=args.seed, confidence=args.confidence, pair_by="id",
+                     extra={name: {"file": run} for name, run in zip(names, runs)})
+    report.update(measures=measures, options=options, group_names=group_names, num_groups=num_groups)
+    full = dict(report, models={
+        n: dict(m, columns=list(tables[n].columns),
+                lists=[{"list_id": lid, "values": row} for lid, row in zip(tables[n].list_ids, tables[n].values)])
+        for n, m in report["models"].items()})
+    if args.out_json:
+        with open(args.out_json, "w") as f:
+            f.write(json.dumps(jsonable(full), indent=2) + "\n")
+    if args.out_csv:
+        with open(args.out_csv, "w", newline="") as f:
+            f.write(long_csv(report))
+    if args.quiet:
+        return 0
+    if args.format == "markdown":
+        _print_groups(group_names)
+        print("lists: " + ", ".join(f"{n} {len(tables[n])}" for n in names))
+        for n in names[1:]:
+            k = report["differences"][n]["n_lists"]
+            if k != len(tables[n]) or k != len(tables[names[0]]):
+                print(f"{n} - {names[0]}: paired over the {k} queries both runs rank")
+        print(markdown_table(report))
+        level = int(round(args.confidence * 100))
+        print(f"cells: mean over the lists where the measure is defined [{level}% bootstrap interval]; "
+              f"'X - {names[0]}': mean per-query difference over the queries both rank [paired {level}% interval, "
+              f"the same resamples for every measure]")
+        if args.per_list:
+            for n in names:
+                print()
+                print(f"per list: {n}")
+                print(tables[n].to_markdown(per_list=True))
+    elif args.format == "csv":
+        sys.stdout.write(long_csv(report))
+    else:
+        print(json.dumps(jsonable(full if args.per_list else report), indent=2))
     return 0
 
 

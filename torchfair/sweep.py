@@ -742,6 +742,8 @@ def write_sweep_report(out: os.PathLike, split: str = "test") -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from .evaluation.report import markdown_rows
+
     out = Path(out)
     if not (out / "trials").is_dir():
         raise ValueError(f"`out`: {out} holds no sweep (no trials/ directory)")
@@ -778,13 +780,11 @@ def write_sweep_report(out: os.PathLike, split: str = "test") -> Path:
             fig.tight_layout()
             fig.savefig(out / f"pareto_{short}.png", dpi=120)
             plt.close(fig)
+            rows = [[r["trial_id"]] + [r[p] for p in params] + [f"{r[col]:.4f}", f"{r[ucol]:.4f}"]
+                    for _, r in front.iterrows()]
             lines += [f"## Pareto front: {col} against {ucol}", "", f"![front](pareto_{short}.png)", "",
-                      "| trial | " + " | ".join(p[6:] for p in params) + f" | {col} | {ucol} |",
-                      "|---|" + "---|" * len(params) + "---:|---:|"]
-            for _, r in front.iterrows():
-                lines.append(f"| {r['trial_id']} | " + " | ".join(str(r[p]) for p in params) +
-                             f" | {r[col]:.4f} | {r[ucol]:.4f} |")
-            lines.append("")
+                      markdown_rows(["trial"] + [p[6:] for p in params] + [col, ucol], rows,
+                                    align="l" * (1 + len(params)) + "rr"), ""]
     failed = df[df["status"] == "failed"] if len(df) else df
     if len(failed):
         lines += ["## Failed trials", ""] + [f"- {r['trial_id']}: {r.get('error')}" for _, r in failed.iterrows()]

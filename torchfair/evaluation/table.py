@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ._format import jsonable, markdown_rows
 from .registry import MeasureRequest, compute_columns, get_measure, normalise_options, parse_request
 
 __all__ = ["EvaluationTable", "evaluate", "as_lists", "bootstrap_interval", "AGGREGATE_ROWS"]
@@ -92,7 +93,7 @@ class EvaluationTable:
                          for lid, row in zip(self.list_ids, self.values)],
                "aggregate": {c: {k: (v if k == "n_valid" else _num(v)) for k, v in a.items()}
                              for c, a in self.aggregate().items()},
-               "meta": _jsonable(self.meta)}
+               "meta": jsonable(self.meta)}
         text = json.dumps(doc, indent=indent)
         if path is not None:
             with open(path, "w") as f:
@@ -165,18 +166,15 @@ class EvaluationTable:
         ``per_list=True`` the per-list table (lists as rows, ``-`` = invalid)."""
         fmt = lambda x: "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"  # noqa
         if per_list:
-            lines = ["| list_id | " + " | ".join(self.columns) + " |",
-                     "|---|" + "---:|" * len(self.columns)]
-            for lid, row in zip(self.list_ids, self.values):
-                lines.append(f"| {lid} | " + " | ".join(fmt(v) for v in row) + " |")
-            return "\n".join(lines)
+            rows = [[lid] + [fmt(v) for v in row] for lid, row in zip(self.list_ids, self.values)]
+            return markdown_rows(["list_id"] + list(self.columns), rows, align="l" + "r" * len(self.columns))
         level = self.meta.get("confidence", 0.95)
-        lines = [f"| measure | mean | {int(round(level * 100))}% CI | n_valid |", "|---|---:|---:|---:|"]
+        rows = []
         for c in self.columns:
             lo, hi = self.ci_low[c], self.ci_high[c]
             ci = "-" if (lo is None or math.isnan(lo)) else f"[{fmt(lo)}, {fmt(hi)}]"
-            lines.append(f"| {c} | {fmt(self.mean[c])} | {ci} | {self.n_valid[c]} |")
-        return "\n".join(lines)
+            rows.append([c, fmt(self.mean[c]), ci, self.n_valid[c]])
+        return markdown_rows(["measure", "mean", f"{int(round(level * 100))}% CI", "n_valid"], rows, align="lrrr")
 
     def __str__(self) -> str:
         return self.to_markdown()
@@ -199,18 +197,6 @@ def _read_source(source, marker: str) -> str:
         with open(source) as f:
             return f.read()
     return str(source)
-
-
-def _jsonable(x):
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, (str, int, float, bool)) or x is None:
-        return x
-    if isinstance(x, Tensor):
-        return x.tolist()
-    return repr(x)
 
 
 # --------------------------------------------------------------------------------------------- inputs
