@@ -249,26 +249,41 @@ def report(res: Dict[str, Any], command: str) -> str:
     return "\n".join(md)
 
 
-def figure(res: Dict[str, Any], path: str) -> None:
+def _short(row: str) -> str:
+    """A plot label: 'start + ' dropped, 'targeted:measure=' -> 't:', 'DIPS loss lam=' -> 'L'."""
+    return (row.replace("start + ", "").replace("targeted:measure=", "t:").replace("DIPS loss lam=", "L")
+            .replace("exposure_misallocation", "misalloc").replace(",seed=0", "").replace("relevance=", ""))
+
+
+def figure(res: Dict[str, Any], path: str, xmin: float = -35.0) -> None:
+    """Share removed against the NDCG@10 change, one panel per grouping; rows cheaper than ``xmin`` % are drawn
+    at the left edge (open marker) with their cost in the label."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     gs = list(res["rows"])
-    fig, axes = plt.subplots(1, len(gs), figsize=(6 * len(gs), 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, len(gs), figsize=(6.5 * len(gs), 5), squeeze=False)
     for ax, gname in zip(axes[0], gs):
         key = "dips_gap" if gname == "popularity" else "exposure_misallocation_l1"
         for row in res["rows"][gname]:
             sh = shares(res, gname, row)
-            mk = "s" if row.startswith("DIPS loss") and "+" not in row else ("^" if "+" in row and "loss" in row
-                                                                            else "o")
-            ax.scatter(100 * sh["ndcg_rel"], 100 * sh[key], marker=mk)
-            ax.annotate(row.replace("targeted:", "t:")[:38], (100 * sh["ndcg_rel"], 100 * sh[key]), fontsize=6)
+            x, y = 100 * sh["ndcg_rel"], 100 * sh[key]
+            loss = row.startswith("DIPS loss")
+            mk = "^" if loss and " + " in row else ("s" if loss else ("D" if row == "popularity" else "o"))
+            label = _short(row)
+            if x < xmin:
+                label += f" ({x:.0f} %)"
+                x = xmin
+            ax.scatter(x, y, marker=mk, facecolors="none" if x == xmin else None)
+            ax.annotate(label[:40], (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
         ax.axvline(-2, color="grey", ls="--", lw=0.8)
         ax.axhline(50, color="grey", ls=":", lw=0.8)
-        ax.set_xlabel("NDCG@10 change vs the ListNet start (%)")
+        ax.set_xlim(xmin - 2, 4)
+        ax.set_xlabel("NDCG@10 change vs the tuned start (%)")
         ax.set_ylabel(f"share of the {'DIPS gap' if key == 'dips_gap' else '||delta||_1'} removed (%)")
-        ax.set_title(f"{gname} groups")
+        ax.set_title(f"{gname} groups (o re-rank, s loss, ^ loss + re-rank, D popularity; "
+                     f"{len(res['seeds'])} seeds)", fontsize=9)
         ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
