@@ -12,7 +12,7 @@ install-run:
 install: install-run
 	@$(PYTHON) -m pip install -q -e ".[dev]"
 
-# the main job: ML-100K, MF with ListNet and with ListNet + lambda * DIPS, 3 seeds, exact test report
+# the main job: ML-100K, the tuned ranker, a re-rank, a DIPS loss, both, and popularity; 3 seeds, exact test report
 demo: install-run
 	$(PYTHON) experiments/movielens_demo.py
 
