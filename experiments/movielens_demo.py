@@ -178,7 +178,8 @@ def plot_tradeoff(summary: Dict[str, Any], path: str) -> None:
         x = abs(r["columns"]["dips_gap"]["value"][0])
         y = r["columns"]["ndcg@10"]["value"][0]
         ax.plot(x, y, "o")
-        ax.annotate(r["name"][:40], (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.annotate(r["name"].replace("targeted:measure=", "t:")[:48], (x, y), fontsize=7, xytext=(3, 3),
+                    textcoords="offset points")
     ax.set_xlabel("|exact DIPS gap| (tie weight 0.5), test")
     ax.set_ylabel("NDCG@10, test")
     ax.grid(alpha=0.3)
