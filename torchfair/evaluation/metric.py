@@ -18,13 +18,15 @@ Example::
 """
 from __future__ import annotations
 
+import inspect
+import typing
 from typing import Any, Dict, List, Optional, Union
 
 import torch
 from torch import Tensor
 from torchmetrics import Metric
 
-from .registry import MeasureRequest, get_measure, parse_request
+from .registry import _DATA_ARGS, MeasureRequest, get_measure, parse_request
 
 __all__ = ["FairnessMetric", "DIPS", "IGI", "REE", "PairwiseAccuracy", "RankParity", "KendallTau", "metric_class",
            "NDCG", "DCG", "Precision", "Recall", "MRR", "RBP", "ERR", "ExposureShare", "AWRF", "IAA", "ExpectedExposure",
@@ -53,9 +55,7 @@ class FairnessMetric(Metric):
 
     def __init__(self, measure: Union[str, MeasureRequest] = "dips", *, num_groups: Optional[int] = None,
                  column: Optional[str] = None, validate_args: bool = True, **options: Any):
-        metric_kwargs = {k: options.pop(k) for k in list(options)
-                         if k in ("compute_on_cpu", "dist_sync_on_step", "process_group", "dist_sync_fn",
-                                  "distributed_available_fn", "sync_on_compute", "compute_with_cache")}
+        metric_kwargs = {k: options.pop(k) for k in list(options) if k in _METRIC_KWARGS}
         super().__init__(**metric_kwargs)
         req = parse_request(measure)
         self.request = MeasureRequest(req.name, {**req.options, **options}, req.label)
@@ -117,22 +117,76 @@ class FairnessMetric(Metric):
         return f"measure={self.request.name!r}, num_groups={self.num_groups}, options={self.request.options}"
 
 
+#: torchmetrics' own keyword arguments, accepted by every metric class
+_METRIC_KWARGS = ("compute_on_cpu", "dist_sync_on_step", "process_group", "dist_sync_fn", "distributed_available_fn",
+                  "sync_on_compute", "compute_with_cache")
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return a is b or (type(a) is type(b) and bool(a == b))
+    except Exception:  # noqa: BLE001 - tensors, objects without a boolean ==
+        return False
+
+
+def _option_parameters(spec) -> List[inspect.Parameter]:
+    """The measure's options as keyword-only parameters (defaults from the function or the registration, types
+    from its annotations): what the generated class's signature shows to IDEs, ``help()`` and LightningCLI."""
+    try:
+        hints = typing.get_type_hints(spec.fn)
+    except Exception:  # noqa: BLE001 - an unresolvable annotation: no type, the parameter still shows
+        hints = {}
+    out = []
+    for name, prm in spec._params.items():
+        if name in _DATA_ARGS or prm.kind in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL) \
+                or name in ("column", "label"):
+            continue
+        default = spec.defaults.get(name, prm.default)
+        if default is inspect.Parameter.empty:
+            default = None
+        out.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                     annotation=hints.get(name, inspect.Parameter.empty)))
+    return out
+
+
 def metric_class(measure: str, class_name: Optional[str] = None,
                  higher_is_better: Optional[bool] = None) -> type:
     """A named subclass of :class:`FairnessMetric` bound to ``measure`` (``NDCG = metric_class("ndcg")``).
 
-    ``higher_is_better`` defaults to the measure's declaration (:data:`torchfair.metrics.MEASURES`)."""
+    Its ``__init__`` has the measure's real signature: ``num_groups``, ``column``, ``validate_args`` and every
+    option of the measure function as a keyword (defaults and types from the function), so IDEs, ``help()`` and
+    LightningCLI see them; an unknown keyword is a ``ValueError`` naming it.  ``higher_is_better`` defaults to the
+    measure's declaration (:data:`torchfair.metrics.MEASURES`)."""
     spec = get_measure(measure)
     hib = spec.higher_is_better if higher_is_better is None else higher_is_better
     name = class_name or measure.upper()
+    options = _option_parameters(spec)
+    known = {p.name for p in options}
 
-    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, **options: Any):
-        FairnessMetric.__init__(self, measure, num_groups=num_groups, column=column, **options)
+    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None,
+                 validate_args: bool = True, **kwargs: Any):
+        bad = sorted(k for k in kwargs if k not in known and k not in _METRIC_KWARGS)
+        if bad:
+            raise ValueError(f"{name}: unknown option(s) {bad}; the measure {measure!r} takes {sorted(known)}")
+        sig_defaults = {p.name: p.default for p in options}
+        # only the options that differ from their defaults (LightningCLI passes every default explicitly): the
+        # request, its columns and its label stay what they are without them
+        given = {k: v for k, v in kwargs.items() if k in known and not _same(v, sig_defaults.get(k))}
+        FairnessMetric.__init__(self, measure, num_groups=num_groups, column=column, validate_args=validate_args,
+                                **given, **{k: v for k, v in kwargs.items() if k in _METRIC_KWARGS})
 
+    self_p = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    kw = inspect.Parameter.KEYWORD_ONLY
+    __init__.__signature__ = inspect.Signature(
+        [self_p, inspect.Parameter("num_groups", kw, default=None, annotation=Optional[int]),
+         inspect.Parameter("column", kw, default=None, annotation=Optional[str]),
+         inspect.Parameter("validate_args", kw, default=True, annotation=bool)] + options)
+    __init__.__qualname__ = f"{name}.__init__"
     doc = (f"Corpus-level mean of the ``{measure}`` columns (see :class:`FairnessMetric`): "
-           f"{spec.description}.")
+           f"{spec.description}.\n\nOptions (keywords): "
+           + (", ".join(f"``{p.name}={p.default!r}``" for p in options) or "none") + ".")
     return type(name, (FairnessMetric,), {"__init__": __init__, "higher_is_better": hib, "__doc__": doc,
-                                          "__module__": __name__})
+                                          "__module__": __name__, "measure": measure})
 
 
 DIPS = metric_class("dips", "DIPS")
