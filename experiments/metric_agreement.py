@@ -16,7 +16,7 @@ stack and exact evaluator:
   accuracy gap) -- plus the DIPS gap and the exposure misallocation ||delta||_1, and NDCG@10 as utility; every
   value comes from :func:`torchfair.evaluation.evaluate` (the evaluator of ``torchfair evaluate``) per list, and the
   system's value is the mean over lists (of ``|value|`` for the signed gaps, of ``|log ratio|`` for the ratios);
-* agreement: :func:`kendall_tau` (tau-b, a plain count over pairs of systems) between the oriented values of every
+* agreement: :func:`kendall_tau` (tau-b, ``scipy.stats.kendalltau``) between the oriented values of every
   pair of metrics.
 
 ``--fast`` runs the same pipeline on the synthetic MovieLens variant (60 users, 80 items) for 2 epochs in a few
@@ -149,7 +149,8 @@ def default_systems(lams: Sequence[float], dim: int) -> List[SystemSpec]:
 
 # ------------------------------------------------------------------------------------------------ Kendall's tau
 def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
-    """Kendall's tau-b between two score vectors, by counting pairs (Kendall 1945).
+    """Kendall's tau-b between two score vectors: ``scipy.stats.kendalltau`` (variant ``"b"``, Kendall 1945),
+    after checking the input.
 
     ``tau_b = (C - D) / sqrt((n0 - n1) (n0 - n2))`` with ``C``/``D`` the concordant / discordant pairs, ``n0 =
     n(n-1)/2``, ``n1``/``n2`` the pairs tied in ``x`` / ``y``.  Without ties it equals tau-a and Raj & Ekstrand's
@@ -161,6 +162,8 @@ def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
         >>> kendall_tau([1, 2, 3], [1, 3, 2])
         0.3333333333333333
     """
+    from scipy.stats import kendalltau
+
     xs = [float(v) for v in x]
     ys = [float(v) for v in y]
     if len(xs) != len(ys):
@@ -169,23 +172,9 @@ def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
         raise ValueError(f"`x` needs at least 2 values; got {len(xs)}")
     if not all(math.isfinite(v) for v in xs + ys):
         raise ValueError("`x` and `y` must be finite")
-    n = len(xs)
-    conc = disc = tie_x = tie_y = 0
-    for i in range(n):
-        for j in range(i + 1, n):
-            dx = (xs[i] > xs[j]) - (xs[i] < xs[j])
-            dy = (ys[i] > ys[j]) - (ys[i] < ys[j])
-            if dx == 0:
-                tie_x += 1
-            if dy == 0:
-                tie_y += 1
-            if dx * dy > 0:
-                conc += 1
-            elif dx * dy < 0:
-                disc += 1
-    n0 = n * (n - 1) // 2
-    den = math.sqrt((n0 - tie_x) * (n0 - tie_y))
-    return (conc - disc) / den if den > 0 else float("nan")
+    if len(set(xs)) < 2 or len(set(ys)) < 2:
+        return float("nan")
+    return float(kendalltau(xs, ys, variant="b").statistic)
 
 
 def tau_matrix(values: Dict[str, Sequence[float]], directions: Dict[str, int]) -> Tuple[List[str], List[List[float]]]:
@@ -486,7 +475,7 @@ Every value is computed per list by `torchfair.evaluation.evaluate` (the evaluat
 transformed (`abs` for signed gaps, `abslog` = |log ratio| for the ratio metrics, whose parity is 1) and averaged
 over the lists where it is defined (the count is shown in brackets when some lists are undefined).  The tau matrix
 orients every metric by its direction (↑ larger is fairer/better, ↓ smaller is), so τ > 0 means two metrics agree
-on which systems are fairer.  τ is tau-b counted over the pairs of systems (`kendall_tau`; with no ties, as here,
+on which systems are fairer.  τ is tau-b over the pairs of systems (`kendall_tau`: `scipy.stats.kendalltau`; with no ties, as here,
 it equals Raj & Ekstrand's tau-c).  PreF and FAIR are given each list's top {PREFIX_K} only (Raj & Ekstrand score
 top-N lists; on whole lists FAIR's memory is O(N²) and PreF's exact normaliser slow) and target the catalogue's
 composition (the whole list's composition is the catalogue minus the user's ~100 rated items); all other metrics
