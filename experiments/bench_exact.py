@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -75,9 +74,8 @@ class Case:
 CASES = [Case(m, B, N) for m in MEASURES for (B, N) in ((1000, 100), (1000, 1000), (1, 100_000))]
 
 
-def _maxrss_bytes() -> int:
-    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return r if sys.platform == "darwin" else r * 1024  # Linux reports KiB
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _bench import maxrss_bytes as _maxrss_bytes  # noqa: E402  (the shared harness)
 
 
 def run_case(case: Case, repeats: int, threads: int, seed: int = 0) -> dict:

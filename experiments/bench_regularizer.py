@@ -9,12 +9,15 @@ by round, and reported as the median over rounds of the ratio to a plain ListNet
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
+import os
+import sys
 
 import torch
 
 from torchfair.losses import DIPSLoss, FairnessRegularizer, ListNetLoss
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _bench import interleaved, ratio, table  # noqa: E402  (the shared harness)
 
 
 def main(argv=None) -> None:
@@ -49,28 +52,16 @@ def main(argv=None) -> None:
     losses = {k: make() for k, make in policies.items()}
     steps = 10
 
-    def run(loss) -> float:
-        t0 = time.perf_counter()
+    def run(loss) -> None:
         for _ in range(steps):
             s = scores0.clone().requires_grad_()
             loss(s, relevance, groups, None).backward()
-        return (time.perf_counter() - t0) / steps
 
-    for loss in losses.values():  # warm up
-        run(loss)
-    ratios = {k: [] for k in losses}
-    base_times = []
-    for _ in range(args.rounds):
-        base = run(losses["listnet only"])
-        base_times.append(base)
-        for k, loss in losses.items():
-            ratios[k].append(run(loss) / base)
-    print(f"B = {B}, N = {N}, {args.threads} threads; ListNet step {statistics.median(base_times) * 1e3:.2f} ms")
-    print("| policy | step time / ListNet step (median over rounds) |")
-    print("|---|---:|")
-    for k, r in ratios.items():
-        print(f"| {k} | {statistics.median(r):.2f} |")
-
+    fns = {k: (lambda loss=loss: run(loss)) for k, loss in losses.items()}
+    med, times = interleaved(fns, rounds=args.rounds)
+    print(f"B = {B}, N = {N}, {args.threads} threads; ListNet step {med['listnet only'] * 1e3:.2f} ms")
+    print(table(["policy", "step time / ListNet step (median over rounds)"],
+                [[k, ratio(times, k, "listnet only")] for k in losses]))
 
 if __name__ == "__main__":
     main()

@@ -44,42 +44,9 @@ SECTIONS = ("exact", "exact_memory", "load", "losses", "import", "pl", "fastsoft
 
 
 # --------------------------------------------------------------------------------------------- timing helpers
-def interleaved(fns: Dict[str, Callable[[], object]], rounds: int, min_time: float = 0.0) -> Dict[str, float]:
-    """Median seconds per implementation, timed in alternation (one warm-up call each first)."""
-    for f in fns.values():
-        f()
-    times: Dict[str, List[float]] = {k: [] for k in fns}
-    for _ in range(rounds):
-        for k, f in fns.items():
-            reps, t0 = 0, time.perf_counter()
-            while True:
-                f()
-                reps += 1
-                el = time.perf_counter() - t0
-                if el >= min_time:
-                    break
-            times[k].append(el / reps)
-    return {k: statistics.median(v) for k, v in times.items()}, times
-
-
-def ratio(times: Dict[str, List[float]], a: str, b: str) -> float:
-    """Median over rounds of ``time[a] / time[b]``."""
-    return statistics.median(x / y for x, y in zip(times[a], times[b]))
-
-
-def table(header: Sequence[str], rows: List[Sequence[object]]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|"]
-    for r in rows:
-        out.append("| " + " | ".join(_fmt(x) for x in r) + " |")
-    return "\n".join(out)
-
-
-def _fmt(x) -> str:
-    if isinstance(x, float):
-        if x == 0 or not math.isfinite(x):
-            return str(x)
-        return f"{x:.3g}" if abs(x) < 1000 else f"{x:,.0f}"
-    return str(x)
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+from _bench import fmt as _fmt, interleaved, ratio, table  # noqa: E402  (the shared harness)
 
 
 # --------------------------------------------------------------------------------------------- exact
