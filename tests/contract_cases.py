@@ -1941,8 +1941,9 @@ def build_rows() -> List[Row]:
         obj = getattr(tev, name)
         if inspect.isclass(obj) and issubclass(obj, tev.FairnessMetric) and obj is not tev.FairnessMetric:
             kw = {"eps": 0.5} if name == "MPC" else {}
+            # the class's signature is the measure's: PreF's default delta="kl" leaves `protected` unused
             add(Row(f"evaluation.{name}", obj, Ev, call=_metric_call(obj, kw), out=_metric_out, grad="never",
-                    expect=_metric_expect(obj),
+                    expect=_metric_expect(obj), unused=(lambda o: {"protected"}) if name == "PreF" else None,
                     orderings=("none",), soft=soft_ok.get(name, True), args=("scores", "relevance", "groups"),
                     code=f"metric = {name}(num_groups={{G}}{', eps=0.5' if kw else ''})\nmetric.update(s, r, g, m)\n"
                          f"out = metric.compute()"))

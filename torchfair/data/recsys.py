@@ -41,6 +41,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .._validation import check_int
+
 __all__ = ["Encoded", "encode", "Split", "split_ratings", "SPLIT_METHODS", "ItemGroups", "item_groups",
            "GROUP_KINDS", "FeatureTables", "build_features", "age_bucket", "AGE_BUCKETS", "RankingLists",
            "training_lists", "evaluation_lists", "collate_lists", "TrainingListDataset", "EvaluationListDataset"]
@@ -51,12 +53,6 @@ GROUP_KINDS = ("popularity", "genre", "genres", "decade")
 #: code 0 is unknown, bucket k has code k + 1
 AGE_BUCKETS = ("<18", "18-24", "25-34", "35-44", "45-49", "50-55", "56+")
 _AGE_EDGES = np.array([18, 25, 35, 45, 50, 56])
-
-
-def _check_int(value, name: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"`{name}` must be an int >= {low}; got {value!r}")
-    return int(value)
 
 
 def _check_fraction(value, name: str, low_open: bool = True, allow_zero: bool = False) -> float:
@@ -196,8 +192,8 @@ def split_ratings(ratings: pd.DataFrame, method: str = "leave_last_n", *, n_test
         raise ValueError(f"`method` must be one of {', '.join(repr(m) for m in SPLIT_METHODS)}; got {method!r}")
     _check_frame(ratings, "ratings", ("timestamp",))
     ucol = _user_column(ratings, "ratings")
-    n_test, n_val = _check_int(n_test, "n_test", 1), _check_int(n_val, "n_val", 0)
-    min_train, seed = _check_int(min_train, "min_train", 0), _check_int(seed, "seed", 0)
+    n_test, n_val = check_int(n_test, "n_test", 1), check_int(n_val, "n_val", 0)
+    min_train, seed = check_int(min_train, "min_train", 0), check_int(seed, "seed", 0)
     test_fraction = _check_fraction(test_fraction, "test_fraction")
     val_fraction = _check_fraction(val_fraction, "val_fraction", allow_zero=True)
     n = len(ratings)
@@ -513,18 +509,18 @@ class TrainingListDataset(torch.utils.data.Dataset):
 
     def __init__(self, train: pd.DataFrame, num_users: int, num_items: int, *, num_negatives: int = 100,
                  seed: int = 0, epoch: int = 0):
-        self.num_users = _check_int(num_users, "num_users", 1)
-        self.num_items = _check_int(num_items, "num_items", 1)
-        self.num_negatives = _check_int(num_negatives, "num_negatives", 0)
-        self.seed = _check_int(seed, "seed", 0)
-        self.epoch = _check_int(epoch, "epoch", 0)
+        self.num_users = check_int(num_users, "num_users", 1)
+        self.num_items = check_int(num_items, "num_items", 1)
+        self.num_negatives = check_int(num_negatives, "num_negatives", 0)
+        self.seed = check_int(seed, "seed", 0)
+        self.epoch = check_int(epoch, "epoch", 0)
         self.by_user = _ByUser(train, self.num_users, "train")
         if len(self.by_user.items) and self.by_user.items.max() >= self.num_items:
             raise ValueError(f"`train` has item indices outside [0, {self.num_items})")
         self.users = self.by_user.users_with_rows()
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = _check_int(epoch, "epoch", 0)
+        self.epoch = check_int(epoch, "epoch", 0)
 
     def lengths(self) -> np.ndarray:
         """``[len]`` length of every list: the user's training items plus the negatives they can get."""
@@ -550,14 +546,14 @@ class EvaluationListDataset(torch.utils.data.Dataset):
 
     def __init__(self, train: pd.DataFrame, target: pd.DataFrame, num_items: int, *,
                  exclude: Optional[pd.DataFrame] = None, num_users: Optional[int] = None):
-        self.num_items = _check_int(num_items, "num_items", 1)
+        self.num_items = check_int(num_items, "num_items", 1)
         frames = [f for f in (train, target, exclude) if f is not None and len(f)]
         for f, name in ((train, "train"), (target, "target"), (exclude, "exclude")):
             if f is not None:
                 _check_frame(f, name, ("user", "item"))
         if num_users is None:
             num_users = 1 + max((int(f["user"].max()) for f in frames), default=0)
-        self.num_users = _check_int(num_users, "num_users", 1)
+        self.num_users = check_int(num_users, "num_users", 1)
         self.seen = _ByUser(train, self.num_users, "train")
         self.target = _ByUser(target, self.num_users, "target")
         self.exclude = _ByUser(exclude, self.num_users, "exclude")

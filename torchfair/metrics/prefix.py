@@ -63,8 +63,8 @@ import torch
 from torch import Tensor
 
 from .. import _linalg
-from .._validation import (Batch, check_choice, check_group_id, check_number, check_reduction, pad_groups, prepare,
-                           require)
+from .._validation import (Batch, check_choice, check_group_id, check_int, check_number, check_reduction, pad_groups,
+                           prepare, require)
 from ..orderings.base import OrderingLike
 from ..orderings import OrderedBatch
 from ._common import (check_bool, check_k, check_target_string, clamp_rounding, finish, order, precise_dtype,
@@ -113,12 +113,6 @@ def prefix_mass(ordered: OrderedBatch, membership: Tensor) -> Tensor:
         raise ValueError(f"`membership` must be a tensor [B, N, G] with [B, N] = {tuple(ordered.mask.shape)}")
     R = ordered.position_matrix().to(membership.dtype)
     return torch.cumsum(_linalg.bmm(R, membership), dim=1)
-
-
-def _check_int(x, name: str, minimum: int = 1) -> int:
-    if isinstance(x, float):
-        raise ValueError(f"`{name}` must be an int >= {minimum}; got {x!r}")
-    return check_number(x, name, low=minimum, integer=True)
 
 
 def _cutoff_discount(lengths: Tensor) -> Tensor:
@@ -414,7 +408,7 @@ def pref(scores: Tensor, groups: Tensor, *, delta: str = "kl", protected: int = 
         tensor(0.)
     """
     check_choice(delta, "delta", _DELTAS)
-    step = _check_int(step, "step")
+    step = check_int(step, "step", low=1)
     k = check_k(k)
     check_bool(normalize, "normalize")
     check_reduction(reduction)
@@ -515,7 +509,7 @@ def rkl(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, k
         >>> rkl(torch.tensor([4., 2., 3., 1.]), g, step=2)   # a fair one: P_2 = Q
         tensor(0.)
     """
-    step = _check_int(step, "step")
+    step = check_int(step, "step", low=1)
     k = check_k(k)
     check_bool(normalize, "normalize")
     check_reduction(reduction)
@@ -547,7 +541,7 @@ def skew(scores: Tensor, groups: Tensor, *, k: int = 10, target: TargetLike = No
         >>> skew(torch.tensor([4., 3., 2., 1.]), torch.tensor([0, 1, 1, 1]), k=2)   # ln((1/2)/(1/4)), ln((1/2)/(3/4))
         tensor([ 0.6931, -0.4055])
     """
-    k = _check_int(k, "k")
+    k = check_int(k, "k", low=1)
     check_reduction(reduction)
     check_target_string(target, _TARGET_STRINGS)
     b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
@@ -693,7 +687,7 @@ class FairTest(NamedTuple):
 
 
 def _check_fair_args(k, p, alpha) -> Tuple[int, float, float]:
-    k = _check_int(k, "k")
+    k = check_int(k, "k", low=1)
     p = check_number(p, "p", low=0.0, high=1.0)
     if not 0.0 < p < 1.0:
         raise ValueError(f"`p` must lie in the open interval (0, 1); got {p!r}")

@@ -36,6 +36,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, DistributedSampler, Sampler
 
+from .._validation import check_int
 from ..data import movielens as _ml
 from ..data import recsys as _rs
 
@@ -99,12 +100,6 @@ class _EvalShard(DistributedSampler):
         return len(range(self.rank, len(self.dataset), self.num_replicas))
 
 
-def _check_int(value, name: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"`{name}` must be an int >= {low}; got {value!r}")
-    return value
-
-
 def _check_open_unit(value, name: str, allow_zero: bool = False) -> float:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or not ((0 <= value < 1) if allow_zero else (0 < value < 1)):
@@ -154,18 +149,18 @@ class MovieLensDataModule(pl.LightningDataModule):
             raise ValueError(f"`genre` must name a genre when groups='genre'; got {genre!r}")
         if groups != "genre" and genre is not None:
             raise ValueError(f"`genre` is only used with groups='genre'; got genre={genre!r} with groups={groups!r}")
-        _check_int(n_test, "n_test", 1)
-        _check_int(n_val, "n_val", 0)
+        check_int(n_test, "n_test", 1)
+        check_int(n_val, "n_val", 0)
         _check_open_unit(test_fraction, "test_fraction")
         _check_open_unit(val_fraction, "val_fraction", allow_zero=True)
         if split == "random" and test_fraction + val_fraction >= 1:
             raise ValueError(f"`test_fraction + val_fraction` must be < 1; got {test_fraction + val_fraction}")
         _check_open_unit(head_share, "head_share")
-        _check_int(num_negatives, "num_negatives", 0)
-        _check_int(batch_size, "batch_size", 1)
-        _check_int(eval_batch_size, "eval_batch_size", 1)
-        _check_int(num_workers, "num_workers", 0)
-        _check_int(seed, "seed", 0)
+        check_int(num_negatives, "num_negatives", 0)
+        check_int(batch_size, "batch_size", 1)
+        check_int(eval_batch_size, "eval_batch_size", 1)
+        check_int(num_workers, "num_workers", 0)
+        check_int(seed, "seed", 0)
         if not isinstance(download, bool):
             raise ValueError(f"`download` must be a bool; got {download!r}")
         if not isinstance(bucket_by_length, bool):
@@ -244,7 +239,7 @@ class MovieLensDataModule(pl.LightningDataModule):
     # ------------------------------------------------------------------------------------------- epochs
     def set_epoch(self, epoch: int) -> None:
         """Use the training negatives of ``epoch`` (and its shuffle) from now on."""
-        self._epoch = _check_int(epoch, "epoch", 0)
+        self._epoch = check_int(epoch, "epoch", 0)
         if self._ready:
             self.train_dataset.set_epoch(epoch)
         if self._train_sampler is not None:
