@@ -2,7 +2,8 @@
 
 * :func:`two_group_relevance`: ``N_A`` items of group A (id 0) with relevance ``U(0.5, 1)`` and ``N_B`` items of
   group B (id 1) with relevance ``U(0.2, 0.7)`` (``000`` §6.1: N = 1000, N_A = N_B = 500);
-* :func:`ideal_ranking`: the ranking by decreasing relevance, ``sigma* = argsort(-r)``;
+* :func:`ideal_ranking`: the ranking by decreasing relevance, ``sigma* = argsort(-r)`` (re-exported from
+  :func:`torchfair.metrics.ideal_ranking`);
 * :func:`promote`: experimental condition 1 (``000`` §6.1.1), the ``count`` most relevant items of a group moved
   to positions ``k .. k + count - 1`` while every other item keeps its relative order;
 * :func:`tie_breaking_rankings`: experimental condition 2 (``000`` §6.1.2), rankings of maximum utility for tied
@@ -28,6 +29,8 @@ from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
+
+from ..metrics.utility import ideal_ranking  # the one ideal ranking (stable sort by decreasing relevance)
 
 __all__ = ["two_group_relevance", "ideal_ranking", "promote", "tie_breaking_rankings"]
 
@@ -60,13 +63,6 @@ def two_group_relevance(n_a: int = 500, n_b: int = 500, *, range_a: Tuple[float,
     rel = (lo + (hi - lo) * u).to(dtype)
     groups = torch.cat([torch.zeros(n_a, dtype=torch.long), torch.ones(n_b, dtype=torch.long)])
     return rel, groups
-
-
-def ideal_ranking(relevance: Tensor) -> Tensor:
-    """``argsort(-relevance)`` along the last dimension, ties by item index (stable): the ideal ranking."""
-    if not isinstance(relevance, Tensor) or relevance.dim() not in (1, 2):
-        raise ValueError("`relevance` must be a tensor [N] or [B, N]")
-    return torch.sort(relevance, dim=-1, descending=True, stable=True).indices
 
 
 def promote(ranking: Tensor, groups: Tensor, *, group: int = 1, count: int = 20, k: int = 0) -> Tensor:
