@@ -35,7 +35,7 @@ def contract_profile(request) -> str:
     return "fast"
 
 
-#: contract violations still open after issue 8 (each listed in the closing note with its cause): reported as
+#: contract violations still open (each with its cause): reported as
 #: xfail so that the rest of the harness guards against regressions; remove an entry once it passes
 KNOWN_CONTRACT_VIOLATIONS = {
     # the harness and the library disagree on an explicit num_groups below a default protected id (log_dp under

@@ -1,10 +1,10 @@
-"""The contract of issue 8 as data: input cases, orderings, dtype modes, one adapter row per public function, and
+"""The contract as data: input cases, orderings, dtype modes, one adapter row per public function, and
 the checks.  ``tests/test_contract.py`` turns it into tests; ``python tests/contract_cases.py probe [ROW ...]``
 runs a catalogue of degenerate inputs over every row x ordering x dtype and ``python tests/contract_cases.py
 explore N [ROW ...]`` N random examples, each printing every distinct violation once with a reproduction (see
 :func:`main`).  Run them from the repository root: they import this checkout's torchfair.
 
-The contract (issue 8, section 1), for every public function and every ordering, on CPU in fp32 and fp64, with
+The contract, for every public function and every ordering, on CPU in fp32 and fp64, with
 fp16 / bf16 inputs and under ``torch.autocast("cpu", ...)``:
 
 * valid input (anything the README allows, degenerate lists included) gives finite values; entries flagged
@@ -205,7 +205,7 @@ def _list_case(scores, relevance, groups, mask=None, G=2, soft=False, pass_num_g
 
 
 def catalogue() -> List[Case]:
-    """Degenerate inputs, one failure class each (README conventions and issue 8's list)."""
+    """Degenerate inputs, one failure class each (README conventions and the robustness list)."""
     T, F = True, False
     cs = [
         _list_case([[0.0, 0.0, 0.0, 0.0]], [[2.0, 0.0, 1.0, 3.0]], [[0, 1, 0, 1]], label="tied-zeros"),
@@ -1956,7 +1956,7 @@ def build_rows() -> List[Row]:
 
 #: public names deliberately without a row, with the reason (the coverage test requires one or the other)
 EXEMPT: Dict[str, str] = {
-    # issue 8's design layer: covered by tests/test_design.py (declarations, transformation, public surface)
+    # the design layer: covered by tests/test_design.py (declarations, transformation, public surface)
     "metrics.MEASURES": "the declaration table (tests/test_design.py)",
     "metrics.fair_test": "FA*IR's ranked group fairness test, a pass/fail per list (tests/test_rerank.py: against the "
                          "exact binomial loop, every 0/1 sequence at CDF-valued alphas, FA*IR's outputs)",
@@ -2372,7 +2372,7 @@ def scale_invariance(ordering: str, scale: float, N: int = 6) -> None:
                         f"print({ordering}(1e-3)(s, torch.ones_like(s, dtype=torch.bool)).expected_positions())")
 
 
-#: gradients of "ordinary size" for tied scores (issue 8: ~1e6 in fp32 today)
+#: gradients of "ordinary size" for tied scores (~1e6 in fp32 today)
 TIED_GRAD_BOUND = 1e3
 
 

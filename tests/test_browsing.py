@@ -168,7 +168,7 @@ def test_get_browsing_names_and_default():
     (lambda: TopK("rbp", k=3), "base"),
     (lambda: Custom([]), "weights"), (lambda: Custom([1.0, -0.5]), "weights"),
     (lambda: Custom([1.0, float("nan")]), "weights"), (lambda: Custom([float("inf")]), "weights"),
-    # NaN, inf and bools are refused everywhere (issue 8: `Cascade(max_grade=nan)` used to be accepted)
+    # NaN, inf and bools are refused everywhere (`Cascade(max_grade=nan)` used to be accepted)
     (lambda: Cascade(0.9, max_grade=float("nan")), "max_grade"), (lambda: Cascade(0.9, max_grade=float("inf")),
                                                                    "max_grade"),
     (lambda: Cascade(0.9, max_grade=True), "max_grade"), (lambda: Cascade(True), "gamma"),
@@ -190,7 +190,7 @@ def test_models_on_device_dtype_follow_input():
         assert isinstance(m, BrowsingModel)
 
 
-# --------------------------------------------------------------------------------- issue 8: robustness, interface
+# --------------------------------------------------------------------------------- robustness, interface
 def _erra_phi_exact(r: float, max_grade: float) -> float:
     """ERR's stop probability in exact (big-number) arithmetic, clipped to [0, 1]."""
     from fractions import Fraction
@@ -202,7 +202,7 @@ def _erra_phi_exact(r: float, max_grade: float) -> float:
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
 def test_cascade_large_grades_finite_gradient(dtype):
-    """Regression (issue 8): grades >= 128 overflowed ``2**r`` in float32 and made the gradient of the cascade
+    """Regression: grades >= 128 overflowed ``2**r`` in float32 and made the gradient of the cascade
     exposure NaN.  Values match ERR's formula in exact arithmetic (clipped to probability 1 above max_grade),
     gradients are finite, and 0 for the clipped grades."""
     m = Cascade(0.9, max_grade=4.0)

@@ -1,4 +1,4 @@
-"""The robustness contract of issue 8, as property tests over every public function x ordering x dtype.
+"""The robustness contract, as property tests over every public function x ordering x dtype.
 
 For every public function and every ordering, on CPU in fp32 and fp64, with fp16 / bf16 inputs and under
 ``torch.autocast("cpu", dtype=...)`` (and under ``torch.set_default_dtype(torch.float64)``):
@@ -29,7 +29,7 @@ Tests
 * ``test_invalid[row]`` / ``test_invalid_construction[case]``: bad arguments (``contract_cases.INVALID``, applied
   to every row with that parameter or data argument) must raise ``ValueError`` naming them.
 * ``test_mixture_is_expectation[row]``: for measures that are expectations over rankings, the value under
-  ``Sampled(rankings)`` equals the mean of the values on each ranking (issue 8: ``mrr`` under ``Sampled``).
+  ``Sampled(rankings)`` equals the mean of the values on each ranking (``mrr`` under ``Sampled``).
 * ``test_temperature_scale_invariance``: ``scale="std"`` soft orderings mean the same at any score magnitude.
 * ``test_tied_scores_gradient_size``: all-tied scores (a zero-initialised model) get finite gradients of ordinary
   size (``<= TIED_GRAD_BOUND``) through the losses and relaxed measures.

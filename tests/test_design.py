@@ -1,4 +1,4 @@
-"""The design of issue 8: one declaration per measure, losses as one transformation of measures, the regulariser.
+"""The design: one declaration per measure, losses as one transformation of measures, the regulariser.
 
 References here are written independently of the code under test: the loss of a measure is recomputed from the
 measure's own value with the reduction written out as a loop over the lists.

@@ -506,7 +506,7 @@ def test_awrf_kl_undefined_when_target_misses_a_group():
     assert bool(ok) and float(v) == 0.0
 
 
-# ------------------------------------------------------------------------------------------ issue 8
+# ------------------------------------------------------------------------------------------ robustness
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_ratios_with_tiny_relevance(dtype):
     """RUR gave NaN for relevance 1e-30 (the products underflowed); EUR and RUR do not change when the utility is

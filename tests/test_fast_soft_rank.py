@@ -335,7 +335,7 @@ def test_empty_and_single_item_lists():
     assert torch.equal(s.grad, torch.zeros(2, 2))
 
 
-# ------------------------------------------------------------------------------- issue 8: large and tied scores
+# ------------------------------------------------------------------------------- large and tied scores
 def exact_positions(theta, eps):
     """Prop. 3 in exact rational arithmetic (no rounding anywhere): the reference for extreme magnitudes."""
     from fractions import Fraction
@@ -373,7 +373,7 @@ LARGE_LISTS = [
 @pytest.mark.parametrize("eps", [1e-3, 1.0, 1e3])
 @pytest.mark.parametrize("values", LARGE_LISTS, ids=range(len(LARGE_LISTS)))
 def test_large_and_tied_scores_match_exact_projection(backend, eps, values):
-    """Regression (issue 8): tied large scores gave soft positions far outside [0, n - 1].  Positions now match
+    """Regression: tied large scores gave soft positions far outside [0, n - 1].  Positions now match
     the projection computed in exact rational arithmetic, lie in [0, n - 1] and sum to n (n - 1) / 2."""
     theta = torch.tensor([values], dtype=torch.float32)
     n = len(values)

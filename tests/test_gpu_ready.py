@@ -1,4 +1,4 @@
-"""GPU readiness (issue 10): no host synchronisation in the losses' forward and backward nor in the torchmetrics
+"""GPU readiness: no host synchronisation in the losses' forward and backward nor in the torchmetrics
 updates, and the fairness losses under ``torch.compile(fullgraph=True)``.
 
 The ``meta`` device holds shapes but no data, so every host synchronisation raises there: ``.item()``,

@@ -1,4 +1,4 @@
-"""The robustness contract of every public function of torchfair.metrics, as property tests (issue 8, section 1).
+"""The robustness contract of every public function of torchfair.metrics, as property tests.
 
 For valid input (what the README allows, degenerate lists included: all-tied scores, one group, one item, fully
 padded lists, grades up to 1000, relevance 1e-30, soft membership summing to less than 1, float16 / bfloat16 /
@@ -53,7 +53,7 @@ def run_contract(sc, oname):
                 continue  # documented: nothing to test without an item of known group
         grad = case.differentiable and oname in ("softrank", "pl")
         # Plackett-Luce gradients with logits spanning more than ~88 overflow inside the ordering (exp): the
-        # ordering's (issue 8, section 1), not the measures'.  Half-precision gradients beyond the float16 range
+        # ordering's, not the measures'.  Half-precision gradients beyond the float16 range
         # (SoftRank's tie temperature, unnormalised DCG of grade 100) are told apart in check_case.
         if oname == "pl" and sc["score_kind"] == "large":
             grad = False

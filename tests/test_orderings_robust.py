@@ -1,4 +1,4 @@
-"""The robustness contract of every ordering and browsing model (issue 8), as property tests.
+"""The robustness contract of every ordering and browsing model, as property tests.
 
 For every ordering (Hard, the soft relaxations, Plackett-Luce with each estimator, Sampled, DoublyStochastic),
 every browsing model (position-based and Cascade) and every input dtype (float32, float64, float16, bfloat16),
@@ -262,7 +262,7 @@ def test_cascade_exposure_finite_with_any_grades(gamma, max_grade, dtype, seed, 
 # ------------------------------------------------------------------------------------------- scores_from_ranking
 @pytest.mark.parametrize("default", [torch.float32, torch.float64])
 def test_scores_from_ranking_any_default_dtype(default):
-    """Regression (issue 8): ``scores_from_ranking`` crashed under ``torch.set_default_dtype(torch.float64)``.
+    """Regression: ``scores_from_ranking`` crashed under ``torch.set_default_dtype(torch.float64)``.
     It returns float32 unless ``dtype=`` says otherwise, whatever the default dtype."""
     old = torch.get_default_dtype()
     torch.set_default_dtype(default)

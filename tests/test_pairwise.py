@@ -586,7 +586,7 @@ def test_padded_soft_membership_may_hold_anything(junk):
     torch.testing.assert_close(rank_parity(s, g, mask=m).per_group, torch.tensor([0.0, 1.0]))
 
 
-# ------------------------------------------------------------------------------------------ issue 8
+# ------------------------------------------------------------------------------------------ robustness
 def _batch8(seed=0, B=3, N=6, G=2):
     g = torch.Generator().manual_seed(seed)
     return (torch.randn(B, N, generator=g, dtype=torch.float64),

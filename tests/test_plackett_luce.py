@@ -758,12 +758,12 @@ def test_argument_validation():
     (lambda: top1_probability(torch.zeros(3), temperature=0.0), "temperature"),
 ])
 def test_argument_validation_names_the_argument(make, name):
-    """Issue 8: every argument checked (NaN, inf, bools, wrong types) with a ValueError naming it."""
+    """Every argument checked (NaN, inf, bools, wrong types) with a ValueError naming it."""
     with pytest.raises(ValueError, match=name):
         make()
 
 
-# ================================================================================ 8. issue 8: large logits, fp16
+# ================================================================================ 8. large logits, fp16
 
 
 SPAN_S = [0.3, -0.5, 1.0, 300.0, -300.0]  # a list whose logits span 600: item 3 always first, item 4 always last
@@ -772,7 +772,7 @@ SPAN_W = [1.0, -0.5, 0.8, 0.3, 0.2]
 
 @pytest.mark.parametrize("estimator", ["pl_rank", "score_function"])
 def test_large_logit_span_gradient_unbiased_float32(estimator):
-    """Regression (issue 8): with logits spanning more than ~88 in one list, ``e^{m_d}`` and ``1 / Z_k`` overflowed
+    """Regression: with logits spanning more than ~88 in one list, ``e^{m_d}`` and ``1 / Z_k`` overflowed
     in float32 and the PL-Rank gradient was NaN.  Now: finite, and unbiased against the plain-Python enumeration
     (span 600, float32)."""
     R = 3000
@@ -799,7 +799,7 @@ def test_large_logit_span_pair_gradient_unbiased_float32():
 @pytest.mark.parametrize("estimator", ["pl_rank", "score_function", "relaxed", "exact"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
 def test_logits_spanning_1e4_finite_every_path(estimator, dtype):
-    """Issue 8: every PL path (sampling, log-probabilities, score function, PL-Rank, relaxed, exact) gives finite
+    """Every PL path (sampling, log-probabilities, score function, PL-Rank, relaxed, exact) gives finite
     values and gradients for logits spanning 1e4, in every dtype, with padding (NaN there) getting zero gradient."""
     s, mask, rel, ids = batch_tensors()
     s = (s / s[mask].abs().max() * 5e3).to(dtype)
@@ -837,7 +837,7 @@ def _ndcg_uniform_policy(rel):
 @pytest.mark.parametrize("value", [0.0, 1e4, 1e6, 3e7])
 @pytest.mark.parametrize("n", [4, 6, 7])
 def test_exact_large_equal_scores_against_enumeration(value, n):
-    """Regression (issue 8): ``PlackettLuce(exact=True)`` was wrong for large equal scores (each log-probability
+    """Regression: ``PlackettLuce(exact=True)`` was wrong for large equal scores (each log-probability
     rounded separately: the weights summed to 0.24 at 3e7, NDCG off).  Probabilities are now normalised per list
     in log space: the weights sum to 1 and NDCG equals the brute-force average over the n! rankings."""
     from torchfair.metrics import ndcg
@@ -869,7 +869,7 @@ def test_exact_weights_normalised_with_padding_and_gradients():
 
 def test_position_matrix_does_not_swap_weights():
     """PL-Rank orderings give the position matrix the score-function gradient by passing those weights, not by
-    replacing their own weights for the call (issue 8: no swapping of state in and out)."""
+    replacing their own weights for the call (no swapping of state in and out)."""
     s, mask, rel, ids = batch_tensors()
     x = s.clone().requires_grad_()
     ob = PlackettLuce(samples=8, generator=gen(2))(x, mask)
@@ -881,7 +881,7 @@ def test_position_matrix_does_not_swap_weights():
     assert torch.isfinite(g).all() and g.abs().sum() > 0 and (g[~mask] == 0).all()
 
 
-# ================================================================================ 9. fast paths (issue 10)
+# ================================================================================ 9. fast paths
 # The fast paths (int32-keyed sort, prefix sums of 1 / Z_k in float32 / float64 with a log-space fallback for wide
 # lists, the level sweep for pair contractions and its PL-Rank backward) against independent references: a dense
 # [N, N] double-precision evaluation of pi_k(d), the generic pair blocks and the dense PL-Rank pair backward.

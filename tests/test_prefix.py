@@ -382,7 +382,7 @@ def test_normaliser_state_limit(monkeypatch):
     assert torch.isfinite(pref(s, g, step=2, normalize=False))
 
 
-# ------------------------------------------------------------------ issue 8: robustness and the functional API
+# ------------------------------------------------------------------ robustness and the functional API
 def test_kl_measures_have_finite_gradients_when_a_group_share_is_zero():
     """0 log 0 = 0 must have a finite (zero) gradient: before, torch.xlogy's gradient made every score NaN."""
     from torchfair.orderings import SoftRank

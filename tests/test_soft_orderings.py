@@ -433,7 +433,7 @@ def test_differentiable_flag_and_repr():
         assert Ord.__name__ in repr(Ord())
 
 
-# ------------------------------------------------------------------------------- issue 8: temperature, large scores
+# ------------------------------------------------------------------------------- temperature, large scores
 from torchfair.orderings import FastSoftRank, PlackettLuce  # noqa: E402
 from torchfair.orderings import fast_soft_rank as _fsr  # noqa: E402
 from torchfair.orderings import soft as _soft  # noqa: E402
@@ -454,7 +454,7 @@ def _std_ref(values):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("scale", [1e-30, 1.0, 1e19, 1e30, 1e37])
 def test_list_scale_no_overflow(dtype, scale):
-    """Regression (issue 8): the per-list std overflowed in float32 from |s| ~ 1e19 on (tau = inf, every position
+    """Regression: the per-list std overflowed in float32 from |s| ~ 1e19 on (tau = inf, every position
     (n - 1) / 2).  ``list_scale`` matches the exact std at every magnitude (and the floor below it)."""
     rows = [[3.0, -1.0, 2.0, 0.5, -2.5], [1.0, 1.0, 1.0, 1.0, 1.0], [7.0, -7.0, 0.0, 0.0, 0.0]]
     s = torch.tensor(rows, dtype=torch.float64).mul(scale).to(dtype)
@@ -487,7 +487,7 @@ def test_list_scale_floors():
 @pytest.mark.parametrize("Ord", ALL_SOFT)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
 def test_large_scores_do_not_collapse(Ord, dtype):
-    """Regression (issue 8): with |scores| >= 1e19 every soft ordering returned (n - 1) / 2 for every item.
+    """Regression: with |scores| >= 1e19 every soft ordering returned (n - 1) / 2 for every item.
     Scaled copies of a well separated list give the same, nearly hard positions at any magnitude."""
     base = torch.tensor([[1.0, -1.0, 3.0, 0.0, 2.0]], dtype=torch.float64)
     mask = torch.ones(1, 5, dtype=torch.bool)
@@ -514,7 +514,7 @@ def _dips_grad_norm(s0, r, g, ordering=None, dtype=torch.float32):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_tied_scores_give_gradients_of_ordinary_size(dtype):
-    """Regression (issue 8): on tied scores (a freshly initialised model) the temperature collapsed to its floor
+    """Regression: on tied scores (a freshly initialised model) the temperature collapsed to its floor
     1e-6 and the DIPS loss gradient reached ~1e5 (inf in float16).  With the floor ``min_scale`` its norm on
     all-zero and on all-equal (5.0) scores is within 20x of its norm on N(0, 1) scores (measured ~10x)."""
     gen = torch.Generator().manual_seed(0)

@@ -213,7 +213,7 @@ def test_list_shape():
     assert math.isclose(float(Sampled(torch.tensor([[0, 1], [1, 0]])).weights.sum()), 1.0)
 
 
-# ------------------------------------------------------------------------------------------------- issue 8
+# ------------------------------------------------------------------------------------------------- robustness
 @pytest.mark.parametrize("make,name", [
     (lambda: DoublyStochastic(torch.eye(3), atol=float("nan")), "atol"),
     (lambda: DoublyStochastic(torch.eye(3), atol=-1.0), "atol"),
@@ -244,7 +244,7 @@ def test_half_precision_placeholders_computed_in_float32(dtype):
 
 
 def test_sampled_level_sweep_matches_generic_blocks():
-    """contract() with a LevelPairWeight sweeps down every ranking (issue 10); the same weight as a plain callable
+    """contract() with a LevelPairWeight sweeps down every ranking; the same weight as a plain callable
     takes the generic pair blocks: equal values, with weighted samples and padded items anywhere."""
     from torchfair.orderings.base import LevelPairWeight
     g = torch.Generator().manual_seed(12)

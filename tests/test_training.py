@@ -123,7 +123,7 @@ def test_every_config_runs_under_fast_dev_run(config, tmp_path, monkeypatch):
     assert cli_main(["fit", "--config", str(config), "--trainer.fast_dev_run", "true"] + SYNTH) == 0
 
 
-def test_there_are_the_five_configs_of_the_issue():
+def test_there_are_the_five_shipped_training_configs():
     assert {c.stem for c in CONFIGS} >= {"ml100k_listnet", "ml100k_dips", "ml100k_misallocation",
                                          "ml100k_pairwise_gap", "ml100k_pl_dips"}
 

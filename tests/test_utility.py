@@ -284,7 +284,7 @@ def test_value_errors(call, match):
         call(s, r)
 
 
-# ------------------------------------------------------------------------------------------ issue 8
+# ------------------------------------------------------------------------------------------ robustness
 def _exact_ndcg(scores, rel, k=None):
     """NDCG with exact integer gains 2**r - 1 (Python ints), as a float."""
     from fractions import Fraction

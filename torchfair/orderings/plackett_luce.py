@@ -43,7 +43,7 @@ any span), and so is everything on non-CPU devices (no host synchronisation to c
 normalises its probabilities per list with ``logsumexp``.  Half-precision scores are computed in float32.  Values
 and gradients are finite for logits spanning ``1e4`` and more.
 
-Speed (issue 10; ``experiments/bench_pl.py`` compares with plain Gumbel-sort code computing the same numbers).
+Speed (``experiments/bench_pl.py`` compares with plain Gumbel-sort code computing the same numbers).
 Sampling sorts the Gumbel keys once, as int32 keys with the same order (a faster sort than float32); the ordered
 batch works from the sampled rankings directly (no second sort); exposure is one scatter of the position exposures
 per sample; PL-Rank and the score-function gradient are computed in position order with one prefix sum per
