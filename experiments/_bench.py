@@ -17,15 +17,20 @@ from typing import Callable, Dict, List, Sequence, Tuple
 __all__ = ["interleaved", "ratio", "table", "fmt", "maxrss_bytes"]
 
 
-def interleaved(fns: Dict[str, Callable[[], object]], rounds: int, min_time: float = 0.0
+def interleaved(fns: Dict[str, Callable[[], object]], rounds: int, min_time: float = 0.0, *,
+                alternate: bool = False, warmup: bool = True
                 ) -> Tuple[Dict[str, float], Dict[str, List[float]]]:
     """``(median seconds per implementation, per-round seconds)``, timed in alternation after one warm-up call
-    each; a round repeats a call until ``min_time`` seconds have passed and reports the time per call."""
-    for f in fns.values():
-        f()
+    each (``warmup=False``: the caller has warmed up); a round repeats a call until ``min_time`` seconds have passed
+    and reports the time per call.  ``alternate``: odd rounds run the implementations in reverse order, so neither
+    always goes first."""
+    if warmup:
+        for f in fns.values():
+            f()
     times: Dict[str, List[float]] = {k: [] for k in fns}
-    for _ in range(rounds):
-        for k, f in fns.items():
+    items = list(fns.items())
+    for r in range(rounds):
+        for k, f in (items[::-1] if alternate and r % 2 else items):
             reps, t0 = 0, time.perf_counter()
             while True:
                 f()

@@ -38,6 +38,8 @@ from typing import Callable, List, Optional
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _bench import interleaved, ratio  # noqa: E402  (the shared harness)
 
 GAMMA = 0.9
 
@@ -303,16 +305,10 @@ def time_case(case: Case, rounds: int):
     check = check_equal(case, plain(), tf())  # also the warm-up
     if time.perf_counter() - t0 > 4.0:  # slow plain code (dense pairs): fewer rounds
         rounds = min(rounds, 3)
-    tp, tt, ratios = [], [], []
-    for r in range(rounds):
-        order = [(plain, tp), (tf, tt)] if r % 2 == 0 else [(tf, tt), (plain, tp)]
-        for fn, acc in order:
-            t0 = time.perf_counter()
-            fn()
-            acc.append(time.perf_counter() - t0)
-        ratios.append(tt[-1] / tp[-1])
-    return {"case": case, "plain_s": statistics.median(tp), "torchfair_s": statistics.median(tt),
-            "ratio": statistics.median(ratios), "ratio_q": (min(ratios), max(ratios)), "check": check,
+    med, times = interleaved({"plain": plain, "torchfair": tf}, rounds, alternate=True, warmup=False)
+    ratios = [a / b for a, b in zip(times["torchfair"], times["plain"])]
+    return {"case": case, "plain_s": med["plain"], "torchfair_s": med["torchfair"],
+            "ratio": ratio(times, "torchfair", "plain"), "ratio_q": (min(ratios), max(ratios)), "check": check,
             "rounds": rounds}
 
 

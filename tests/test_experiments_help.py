@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-SCRIPTS = sorted((Path(__file__).resolve().parents[1] / "experiments").glob("*.py"))
+SCRIPTS = sorted(p for p in (Path(__file__).resolve().parents[1] / "experiments").glob("*.py")
+                 if not p.name.startswith("_"))  # _bench.py: the shared harness, a module
 
 
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
