@@ -22,15 +22,16 @@ def interleaved(fns: Dict[str, Callable[[], object]], rounds: int, min_time: flo
                 ) -> Tuple[Dict[str, float], Dict[str, List[float]]]:
     """``(median seconds per implementation, per-round seconds)``, timed in alternation after one warm-up call
     each (``warmup=False``: the caller has warmed up); a round repeats a call until ``min_time`` seconds have passed
-    and reports the time per call.  ``alternate``: odd rounds run the implementations in reverse order, so neither
-    always goes first."""
+    and reports the time per call.  ``alternate``: round ``r`` starts with the ``r``-th implementation (a rotation),
+    so none always goes first."""
     if warmup:
         for f in fns.values():
             f()
     times: Dict[str, List[float]] = {k: [] for k in fns}
     items = list(fns.items())
     for r in range(rounds):
-        for k, f in (items[::-1] if alternate and r % 2 else items):
+        shift = r % len(items) if alternate else 0
+        for k, f in items[shift:] + items[:shift]:
             reps, t0 = 0, time.perf_counter()
             while True:
                 f()

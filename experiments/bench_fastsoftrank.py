@@ -29,15 +29,15 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
 import sys
-import time
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple  # noqa: F401
 
 import numpy as np
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _bench import interleaved, ratio  # noqa: E402  (the shared harness)
 
 SHAPES = [(256, 100), (64, 1000), (8, 10_000)]
 QUICK_SHAPES = [(4, 20), (2, 200)]
@@ -154,22 +154,13 @@ def time_shape(impls, B: int, N: int, rounds: int, seed: int = 0):
     rows = []
     for grad in (False, True):
         active = [n for n in names if not (grad and n == "numpy PAV")]
-        times: Dict[str, List[float]] = {n: [] for n in active}
-        ratios: Dict[str, List[float]] = {n: [] for n in active}
-        for r in range(rounds):
-            order = active[r % len(active):] + active[:r % len(active)]
-            this = {}
-            for n in order:
-                t0 = time.perf_counter()
-                impls[n](x, w, grad)
-                this[n] = time.perf_counter() - t0
-                times[n].append(this[n])
-            for n in active:
-                ratios[n].append(this[n] / this[base])
+        med, times = interleaved({n: (lambda n=n: impls[n](x, w, grad)) for n in active}, rounds, alternate=True,
+                                 warmup=False)  # check() warmed every implementation up
         for n in active:
+            ratios = [a / b for a, b in zip(times[n], times[base])]
             rows.append({"B": B, "N": N, "mode": "fwd+bwd" if grad else "fwd", "impl": n, "base": base,
-                         "time": statistics.median(times[n]), "ratio": statistics.median(ratios[n]),
-                         "range": (min(ratios[n]), max(ratios[n])), "check": notes[n]})
+                         "time": med[n], "ratio": ratio(times, n, base), "range": (min(ratios), max(ratios)),
+                         "check": notes[n]})
     return rows
 
 
