@@ -461,6 +461,9 @@ def _add_sweep(sub) -> None:
                    help="local: processes on this machine; ray: Ray Tune on a cluster (`pip install torchfair[ray]`)")
     p.add_argument("--address", default=None,
                    help="Ray cluster address for --backend ray (e.g. auto or ray://head:10001; default: local Ray)")
+    p.add_argument("--share", action="store_true",
+                   help="work on DIR together with other `torchfair sweep --share` processes (each trial run once) "
+                        "instead of refusing while another sweep holds it")
     p.set_defaults(func=_run_sweep)
 
 
@@ -469,7 +472,7 @@ def _run_sweep(args) -> int:
 
     try:
         res = run_sweep(args.config, args.out, workers=args.workers, threads=args.threads, search=args.search,
-                        n_trials=args.trials, backend=args.backend, address=args.address)
+                        n_trials=args.trials, backend=args.backend, address=args.address, share=args.share)
     except SweepLockedError as e:
         print(f"torchfair sweep: error: {e}", file=sys.stderr)
         return 3

@@ -59,10 +59,12 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 __all__ = ["SweepSpec", "Trial", "load_sweep", "expand_trials", "run_sweep", "collect_results", "pareto_front",
            "write_sweep_report", "SweepLockedError"]
 
-#: fairness columns and whether lower (True) or a smaller absolute value ("abs") is better
-FAIRNESS_COLUMNS = {"dips_gap": "abs", "dips_t0_gap": "abs", "exposure_misallocation_l1": True,
-                    "pairwise_accuracy_inter": "abs"}
+#: the default objective's measure column (the utility axis of the Pareto fronts is the objective's column)
 UTILITY_COLUMN = "ndcg@10"
+#: summary columns the measures' column builders derive from several entries: a signed difference of two entries
+#: (parity, 0, is best) or a norm (lower is best); see :mod:`torchfair.evaluation.registry`
+_DIFFERENCE_SUFFIXES = ("_gap", "_inter", "_intra")
+_NORM_SUFFIXES = ("_l1",)
 _DISTRIBUTIONS = ("uniform", "loguniform", "choice", "int")
 
 
@@ -83,6 +85,35 @@ class SweepSpec:
     objective: str = "val/" + UTILITY_COLUMN
     source: Optional[Path] = None
     variants: Dict[str, Dict[str, Dict[str, Any]]] = field(default_factory=dict)
+    #: sha256 of the base config file's content (part of every trial's identity)
+    base_sha: str = ""
+
+    def __post_init__(self):
+        if not self.base_sha and Path(self.base).is_file():
+            self.base_sha = _file_sha(self.base)
+
+    def identity(self, params: Mapping[str, Any]) -> Dict[str, Any]:
+        """What makes a trial what it is: the base config's content, its resolved dotted keys (overrides, variant
+        bundles, grid / random values) and its variant names.  Not the grid's other values (widening a grid keeps
+        the finished trials of the unchanged points), not the sweep file's path, not the torchfair version."""
+        return {"base_sha": self.base_sha, "config": self.trial_config(params),
+                "variants": {d: params[d] for d in self.variants if d in params}}
+
+    def make_trial(self, params: Mapping[str, Any]) -> "Trial":
+        """The trial of ``params`` in this sweep (its id hashes :meth:`identity`)."""
+        return Trial(dict(params), key=_hash(self.identity(params), 40))
+
+    @property
+    def sweep_id(self) -> str:
+        """Hash of the whole sweep spec (base content, overrides, grid, random, variants, samples, seed, objective)."""
+        return _hash({"base_sha": self.base_sha, "overrides": self.overrides, "grid": self.grid,
+                      "random": self.random, "variants": self.variants, "samples": self.samples, "seed": self.seed,
+                      "objective": self.objective}, 8)
+
+    @property
+    def label(self) -> str:
+        """``<sweep file stem>-<sweep_id>``: the ``sweep`` column of results.csv."""
+        return f"{self.source.stem if self.source else 'sweep'}-{self.sweep_id}"
 
     def trial_config(self, params: Mapping[str, Any]) -> Dict[str, Any]:
         """The dotted config keys of a trial: the overrides, then its variants' bundles, then its grid / random
@@ -94,16 +125,62 @@ class SweepSpec:
         return cfg
 
 
+def _hash(obj: Any, n: int = 12) -> str:
+    return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:n]
+
+
+def _file_sha(path: os.PathLike) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 @dataclass
 class Trial:
-    """One point of the sweep: its parameters (dotted keys -> values) and a stable id (hash of the parameters)."""
+    """One point of the sweep: its parameters (dotted keys -> values) and a stable id, the hash of the parameters
+    and of ``key`` (:meth:`SweepSpec.make_trial`: the hash of the trial's whole resolved config)."""
 
     params: Dict[str, Any]
+    key: str = ""
 
     @property
     def trial_id(self) -> str:
-        blob = json.dumps(self.params, sort_keys=True, default=str).encode()
-        return hashlib.sha1(blob).hexdigest()[:12]
+        return _hash({"params": self.params, "key": self.key} if self.key else self.params)
+
+
+# --------------------------------------------------------------------------------------------- measure columns
+def column_direction(column: str) -> Optional[Tuple[str, str]]:
+    """``(kind, direction)`` of a measure column such as ``val/ndcg@10`` or ``test/dips_t0_gap``, read from the
+    declaration of the measure it comes from (:func:`torchfair.metrics.declarations.get_declaration`): ``kind`` is
+    ``"fairness"`` or ``"utility"``; ``direction`` is ``"higher"``, ``"lower"`` or ``"abs"`` (signed, 0 is best).
+    The column of the measure itself takes the declared direction; a summary its column builder derives (``_gap``
+    / ``_inter`` / ``_intra``: a signed difference; ``_l1``: a norm) takes that summary's; a per-entry column
+    (``dips_AB``) or a column of no declared measure gives ``None``."""
+    from .metrics.declarations import MEASURES, get_declaration
+
+    name = column.split("/", 1)[-1].split("@", 1)[0].split(":", 1)[0]
+    measure = max((m for m in MEASURES if name == m or name.startswith(m + "_")), key=len, default=None)
+    if measure is None:
+        return None
+    decl = get_declaration(measure)
+    rest = name[len(measure):]
+    if not rest:
+        return decl.kind, {"higher": "higher", "lower": "lower", "zero": "abs"}[decl.direction]
+    if rest.endswith(_DIFFERENCE_SUFFIXES):
+        return decl.kind, "abs"
+    if rest.endswith(_NORM_SUFFIXES):
+        return decl.kind, "lower"
+    return None
+
+
+def _goodness(value: Optional[float], direction: str) -> Optional[float]:
+    """``value`` turned into "higher is better" (``None`` for a missing or non-finite value)."""
+    if value is None or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return value if direction == "higher" else -value if direction == "lower" else -abs(value)
+
+
+def _objective_direction(objective: str) -> str:
+    found = column_direction(objective)
+    return found[1] if found else "higher"
 
 
 # --------------------------------------------------------------------------------------------- the sweep file
@@ -243,7 +320,7 @@ def _add_point(point: Dict[str, Any], spec: SweepSpec, rng: random.Random, trial
     for _ in range(spec.samples):
         params = dict(point)
         params.update({k: _draw(v, rng) for k, v in spec.random.items()})
-        trials.append(Trial(params))
+        trials.append(spec.make_trial(params))
 
 
 # --------------------------------------------------------------------------------------------- one trial
@@ -284,7 +361,8 @@ def run_trial(tdir: os.PathLike) -> int:
         saved = sys.argv
         sys.argv = sys.argv[:1]
         try:
-            cli = FairLightningCLI(args=trial_args(desc["base"], desc["config"], tdir), run=False)
+            cli = FairLightningCLI(args=trial_args(desc["base"], desc["config"], tdir), run=False,
+                                   parser_kwargs={"prog": "torchfair", "exit_on_error": False})
         finally:
             sys.argv = saved
         trainer, model, dm = cli.trainer, cli.model, cli.datamodule
@@ -301,36 +379,135 @@ def run_trial(tdir: os.PathLike) -> int:
                                             "seconds": time.time() - t0})
         return 0
     except BaseException as e:  # noqa: BLE001 - a failing trial is recorded, whatever it raised
+        error = f"{type(e).__name__}: {e}"
+        if isinstance(e, SystemExit):  # a config error: the parser printed the real message to the log
+            sys.stdout.flush()
+            sys.stderr.flush()
+            error = _log_error(tdir) or error
         _atomic_json(tdir / "error.json", {"trial_id": desc["trial_id"], "params": desc["params"],
-                                           "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(),
+                                           "error": error, "traceback": traceback.format_exc(),
                                            "seconds": time.time() - t0})
         if isinstance(e, KeyboardInterrupt):
             raise
         return 1
 
 
+def _log_error(tdir: Path) -> Optional[str]:
+    """The real error of a failed trial from its log: the last line holding ``error:`` / ``Error:``, else the
+    last non-empty line (``None`` without a log)."""
+    try:
+        lines = [ln.strip() for ln in (tdir / "trial.log").read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return None
+    for ln in reversed(lines):
+        if "error:" in ln.lower() and not ln.startswith("SystemExit"):
+            return ln
+    return lines[-1] if lines else None
+
+
+def _provenance() -> Dict[str, Optional[str]]:
+    """The torchfair version and git commit (recorded in trial.json, not hashed into the trial id: a new commit
+    or version, most of which do not touch training, would otherwise orphan every finished trial)."""
+    from . import __version__
+
+    commit = None
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
+                                capture_output=True, text=True, timeout=5).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"torchfair": __version__, "git_commit": commit}
+
+
+def _source_of(spec: SweepSpec, key: str) -> str:
+    if key in spec.grid:
+        return "grid"
+    if key in spec.random:
+        return "random"
+    if key in spec.overrides:
+        return "overrides"
+    for dim, bundles in spec.variants.items():
+        for name, bundle in bundles.items():
+            if key in bundle:
+                return f"variants.{dim}.{name}"
+    return "config"
+
+
+def check_trial_keys(spec: SweepSpec, trials: Sequence[Trial]) -> None:
+    """Parse the ``torchfair fit`` arguments of one trial per distinct key set (every variant bundle) with the
+    training CLI's parser, without instantiating anything; ``ValueError`` naming the offending key and where the
+    sweep file sets it, before any trial starts."""
+    import tempfile
+
+    from .training.cli import FairLightningCLI
+
+    class _Parsed(Exception):
+        pass
+
+    class _ParseOnly(FairLightningCLI):
+        def before_instantiate_classes(self) -> None:
+            raise _Parsed
+
+        def _set_seed(self) -> None:  # parsing only: leave this process's random state alone
+            pass
+
+    seen = set()
+    for t in trials:
+        cfg = spec.trial_config(t.params)
+        keys = tuple(sorted(cfg, key=str))
+        if keys in seen:
+            continue
+        seen.add(keys)
+        saved = sys.argv
+        sys.argv = sys.argv[:1]
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                _ParseOnly(args=trial_args(spec.base, cfg, Path(tmp)), run=False,
+                           parser_kwargs={"prog": "torchfair", "exit_on_error": False})
+        except _Parsed:
+            continue
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - a parser error, whatever its type
+            msg = " ".join(str(e).split()) or type(e).__name__
+            bad = [k for k in cfg if str(k) in msg] or [k for k in cfg if str(k).split(".")[-1] in msg]
+            where = f"`{_source_of(spec, bad[0])}`: {bad[0]!r}" if bad else "`config`"
+            raise ValueError(f"{where} is not accepted by the base config {spec.base.name} "
+                             f"(torchfair fit says: {msg[:400]})") from None
+        finally:
+            sys.argv = saved
+
+
 # --------------------------------------------------------------------------------------------- the runner
 @contextlib.contextmanager
-def _lock(out: Path) -> Iterator[None]:
-    import fcntl
+def _lock(out: Path, wait: bool = False) -> Iterator[None]:
+    """The study directory's lock (``filelock``: an OS lock on every platform, released by the OS when its
+    holder dies, so a killed sweep leaves no stale lock).  ``wait=False``: :class:`SweepLockedError` when another
+    process holds it; ``wait=True``: wait for it (the short critical sections of a shared sweep)."""
+    from filelock import FileLock, Timeout
 
     out.mkdir(parents=True, exist_ok=True)
-    f = open(out / ".sweep.lock", "a+")
+    lock = FileLock(str(out / ".sweep.lock"))
     try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        f.close()
-        raise SweepLockedError(f"another sweep is writing to {out} (it holds {out / '.sweep.lock'}); wait for it "
-                               "or use another --out") from None
+        lock.acquire(timeout=-1 if wait else 0)
+    except Timeout:
+        raise SweepLockedError(f"another sweep is writing to {out} (it holds {out / '.sweep.lock'}); wait for it, "
+                               "use another --out, or run both with --share") from None
     try:
-        f.seek(0)
-        f.truncate()
-        f.write(f"{os.getpid()}\n")
-        f.flush()
         yield
     finally:
-        fcntl.flock(f, fcntl.LOCK_UN)
-        f.close()
+        lock.release()
+
+
+def _claim(out: Path, trial_id: str):
+    """This process's claim on a trial (a held ``filelock``), or ``None`` when another process holds it."""
+    from filelock import FileLock, Timeout
+
+    (out / "locks").mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(out / "locks" / f"{trial_id}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return None
+    return lock
 
 
 def _status(tdir: Path) -> str:
@@ -346,15 +523,17 @@ class _Progress:
 
     def __init__(self, total: int, objective: str, stream=None):
         self.total, self.objective = total, objective
+        self.direction = _objective_direction(objective)
         self.stream = stream if stream is not None else sys.stderr
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.best: Optional[Tuple[float, str]] = None
+        self.best: Optional[Tuple[float, str, float]] = None
 
     def update(self, done: int, running: int, failed: int, result: Optional[dict] = None) -> None:
         if result is not None:
             v = result.get("metrics", {}).get(self.objective)
-            if v is not None and math.isfinite(v) and (self.best is None or v > self.best[0]):
-                self.best = (v, result["trial_id"])
+            g = _goodness(v, self.direction)
+            if g is not None and (self.best is None or g > self.best[2]):
+                self.best = (v, result["trial_id"], g)
         best = "-" if self.best is None else f"{self.best[0]:.4f} ({self.best[1]})"
         line = (f"[sweep] done {done}/{self.total} · running {running} · failed {failed} · best {self.objective} "
                 f"{best}")
@@ -379,8 +558,9 @@ def _gpu_count() -> int:
         return 0
 
 
-def _prepare(out: Path, spec: SweepSpec, t: Trial) -> Path:
-    """The trial's directory, reset unless the trial is finished; ``trial.json`` describes it."""
+def _prepare(out: Path, spec: SweepSpec, t: Trial, provenance: Optional[dict] = None) -> Path:
+    """The trial's directory, reset unless the trial is finished; ``trial.json`` describes it (its parameters,
+    resolved config, the base config's content hash, the sweep it belongs to, the torchfair version / commit)."""
     tdir = out / "trials" / t.trial_id
     tdir.mkdir(parents=True, exist_ok=True)
     if _status(tdir) != "done":
@@ -390,7 +570,8 @@ def _prepare(out: Path, spec: SweepSpec, t: Trial) -> Path:
             else:
                 stale.unlink()
         _atomic_json(tdir / "trial.json", {"trial_id": t.trial_id, "params": t.params, "base": str(spec.base),
-                                           "config": spec.trial_config(t.params)})
+                                           "base_sha256": spec.base_sha, "config": spec.trial_config(t.params),
+                                           "sweep": spec.label, "provenance": provenance or {}})
     return tdir
 
 
@@ -419,6 +600,7 @@ class _Optuna:
         if not self.space:
             raise ValueError("`search`: optuna needs at least one key under `grid`, `random` or `variants`")
         self.seed = seed
+        self.direction = _objective_direction(spec.objective)
         self.study = None
         self._told: List[Tuple[Dict[str, Any], float]] = []  # finished trials of an earlier run with their values
         self.known: Dict[str, Optional[float]] = {}
@@ -428,16 +610,24 @@ class _Optuna:
     def _study(self):
         if self.study is None:  # seeded by what is already known, so that a resumed run draws new points
             sampler = self.optuna.samplers.TPESampler(seed=self.seed + len(self.known))
-            self.study = self.optuna.create_study(direction="maximize", sampler=sampler)
+            self.study = self.optuna.create_study(
+                direction="maximize" if self.direction == "higher" else "minimize", sampler=sampler)
             for params, value in self._told:
                 self.study.add_trial(self.optuna.trial.create_trial(params=params, distributions=self.space,
                                                                      value=value))
         return self.study
 
+    def _value(self, value: Optional[float]) -> Optional[float]:
+        """The study's value of an objective measure (``|v|`` for a signed measure, whose parity is best)."""
+        if value is None or not math.isfinite(value):
+            return None
+        return abs(value) if self.direction == "abs" else value
+
     def tell_finished(self, params: Dict[str, Any], value: Optional[float]) -> None:
-        self.known[Trial(params).trial_id] = value
+        value = self._value(value)
+        self.known[self.spec.make_trial(params).trial_id] = value
         self.asked += 1
-        if value is not None and math.isfinite(value):
+        if value is not None:
             self._told.append((params, value))
 
     def ask(self) -> Optional[Trial]:
@@ -446,7 +636,7 @@ class _Optuna:
         study = self._study()
         for _ in range(100):  # a point already run is told again (its value is known) and another one asked
             ot = study.ask(self.space)
-            t = Trial(dict(ot.params))
+            t = self.spec.make_trial(dict(ot.params))
             if t.trial_id not in self.known and t.trial_id not in self.pending:
                 break
             value = self.known.get(t.trial_id)
@@ -462,7 +652,8 @@ class _Optuna:
         ot = self.pending.pop(trial_id, None)
         if ot is None:
             return
-        ok = value is not None and math.isfinite(value)
+        value = self._value(value)
+        ok = value is not None
         self.known[trial_id] = value if ok else None
         self.study.tell(ot, value if ok else None,
                         state=self.optuna.trial.TrialState.COMPLETE if ok else self.optuna.trial.TrialState.FAIL)
@@ -580,16 +771,22 @@ def _run_ray(out: Path, todo: List[Trial], tdirs: Dict[str, Path], workers: int,
 
 def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] = None,
               threads: Optional[int] = None, search: str = "grid", n_trials: Optional[int] = None,
-              backend: str = "local", address: Optional[str] = None, stream=None, report: bool = True) -> dict:
+              backend: str = "local", address: Optional[str] = None, stream=None, report: bool = True,
+              share: bool = False) -> dict:
     """Run (or resume) the sweep of ``config`` into ``out``; returns ``{"done", "failed", "skipped", "total"}``.
 
     ``workers`` trials run at once (default: the number of GPUs, else 1); each trial process gets ``threads`` torch
     threads (default ``max(1, cpus // workers)``) and, with GPUs, one of them (``CUDA_VISIBLE_DEVICES``).
     ``search="grid"`` runs every trial of the file (grid x random draws); ``search="optuna"`` lets Optuna's TPE
-    sampler propose ``n_trials`` trials in the same space, maximising the file's ``objective`` (finished trials of
-    an earlier run count towards ``n_trials`` and are told to the study).  ``backend="ray"`` runs the grid through
-    Ray Tune on the cluster at ``address`` (default: a local Ray instance), GPUs as trial resources, results in the
-    same ``out`` (a directory every node sees)."""
+    sampler propose ``n_trials`` trials in the same space, optimising the file's ``objective`` in its declared
+    direction (finished trials of an earlier run count towards ``n_trials`` and are told to the study).
+    ``backend="ray"`` runs the grid through Ray Tune on the cluster at ``address`` (default: a local Ray instance),
+    GPUs as trial resources, results in the same ``out`` (a directory every node sees).
+
+    Every key the sweep sets is checked against the base config before any trial starts (``ValueError`` naming
+    it).  ``share=False``: a second sweep on ``out`` is refused (:class:`SweepLockedError`) while this one runs;
+    ``share=True`` (grid searches): several processes work on one ``out`` together, each trial claimed by one
+    of them (a lock per trial), every trial run once; each process waits for the trials the others run."""
     from ._validation import check_choice
 
     spec = load_sweep(config)
@@ -597,6 +794,8 @@ def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] =
     check_choice(backend, "backend", ("local", "ray"))
     if backend == "ray" and search != "grid":
         raise ValueError("`search`: the ray backend runs grid / random sweeps; use --backend local for optuna")
+    if share and (search != "grid" or backend != "local"):
+        raise ValueError("`share`: shared sweeps run grid / random searches on the local backend")
     out = Path(out)
     gpus = _gpu_count()
     workers = workers if workers is not None else max(1, gpus)
@@ -608,17 +807,21 @@ def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] =
         raise ValueError(f"`threads` must be an int >= 1; got {threads!r}")
     threads = threads if threads is not None else max(1, (os.cpu_count() or 1) // workers)
     tuner = _Optuna(spec, n_trials, spec.seed) if search == "optuna" else None
-    with _lock(out):
+    check_trial_keys(spec, expand_trials(spec))
+    provenance = _provenance()
+    started_at = time.time()
+    with (contextlib.nullcontext() if share else _lock(out)):
         if tuner is None:
             trials = expand_trials(spec)
-        else:  # the trials an earlier run of this sweep finished
+        else:  # the trials an earlier run of this sweep finished (same resolved config: same id)
             trials = []
             for res in sorted((out / "trials").glob("*/result.json")) if (out / "trials").is_dir() else []:
                 r = json.loads(res.read_text())
-                if set(r["params"]) == set(tuner.space) and tuner.asked < n_trials:
-                    trials.append(Trial(r["params"]))
+                if set(r["params"]) == set(tuner.space) and tuner.asked < n_trials \
+                        and spec.make_trial(r["params"]).trial_id == r["trial_id"]:
+                    trials.append(spec.make_trial(r["params"]))
                     tuner.tell_finished(r["params"], r["metrics"].get(spec.objective))
-        tdirs = {t.trial_id: _prepare(out, spec, t) for t in trials}
+        tdirs = {t.trial_id: out / "trials" / t.trial_id for t in trials}
         todo = [t for t in trials if _status(tdirs[t.trial_id]) != "done"]
         skipped = len(trials) - len(todo)
         total = len(trials) if tuner is None else n_trials
@@ -627,14 +830,17 @@ def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] =
         for t in trials:
             if _status(tdirs[t.trial_id]) == "done":
                 prog.update(done, 0, failed, json.loads((tdirs[t.trial_id] / "result.json").read_text()))
-        running: Dict[str, Tuple[Any, Optional[int]]] = {}
+        running: Dict[str, Tuple[Any, Optional[int], Any]] = {}
         free_gpus = list(range(gpus))
         # without GPUs, trials fork from a server that has imported the training stack once (saves the ~5-10 s
         # import of Lightning per trial); with GPUs each trial is a fresh interpreter, as CUDA must not be
         # initialised before CUDA_VISIBLE_DEVICES is set
         warm = _warm_context() if gpus == 0 else None
         queue = list(todo)
+        elsewhere: List[Trial] = []  # claimed by another process (a shared sweep): waited for
         if backend == "ray":
+            for t in todo:
+                _prepare(out, spec, t, provenance)
             _run_ray(out, todo, tdirs, workers, threads, 1.0 if gpus else 0.0, address)
             queue = []
             for t in todo:
@@ -648,8 +854,17 @@ def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] =
                 t = tuner.ask()
                 if t is not None:
                     trials.append(t)
-                    tdirs[t.trial_id] = _prepare(out, spec, t)
+                    tdirs[t.trial_id] = out / "trials" / t.trial_id
                 return t
+            return None
+
+        def finished_elsewhere(tdir: Path) -> Optional[str]:
+            """``done`` / ``failed`` when the trial ended (here or in another process) during this run."""
+            st = _status(tdir)
+            if st == "done":
+                return st
+            if st == "failed" and (tdir / "error.json").stat().st_mtime >= started_at:
+                return st
             return None
 
         try:
@@ -658,13 +873,33 @@ def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] =
                     t = next_trial()
                     if t is None:
                         break
+                    tdir = tdirs[t.trial_id]
+                    claim = _claim(out, t.trial_id)
+                    if claim is None:
+                        elsewhere.append(t)
+                        continue
+                    ended = finished_elsewhere(tdir)
+                    if ended is not None:  # another process ran it while we were busy
+                        claim.release()
+                        done += ended == "done"
+                        failed += ended == "failed"
+                        if ended == "done":
+                            prog.update(done, len(running), failed,
+                                        json.loads((tdir / "result.json").read_text()))
+                        continue
+                    _prepare(out, spec, t, provenance)
                     gpu = free_gpus.pop(0) if free_gpus else None
-                    running[t.trial_id] = (_start_trial(tdirs[t.trial_id], threads, gpu, warm), gpu)
+                    running[t.trial_id] = (_start_trial(tdir, threads, gpu, warm), gpu, claim)
                     prog.update(done, len(running), failed)
                 if not running:
-                    break
+                    if not elsewhere:
+                        break
+                    queue.extend(elsewhere)  # wait for the other processes' trials
+                    elsewhere.clear()
+                    time.sleep(0.5)
+                    continue
                 time.sleep(0.2)
-                for tid, (p, gpu) in list(running.items()):
+                for tid, (p, gpu, claim) in list(running.items()):
                     if p.poll() is None:
                         continue
                     del running[tid]
@@ -680,39 +915,58 @@ def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] =
                         if tuner is not None:
                             tuner.tell(tid, None)
                         if _status(tdirs[tid]) != "failed":  # killed before it could write its error
-                            _atomic_json(tdirs[tid] / "error.json", {"trial_id": tid, "error":
-                                                                     f"trial process exited with {p.returncode}"})
+                            _atomic_json(tdirs[tid] / "error.json", {
+                                "trial_id": tid, "error": _log_error(tdirs[tid]) or
+                                f"trial process exited with {p.returncode}"})
                         failed += 1
                         prog.update(done, len(running), failed)
+                    claim.release()
         except KeyboardInterrupt:
-            for p, _ in running.values():
+            for p, _, _ in running.values():
                 p.terminate()
-            for p, _ in running.values():
+            for p, _, _ in running.values():
                 p.wait()
             raise
         finally:
             prog.close()
-        (out / "sweep.json").write_text(json.dumps({"config": str(Path(config).resolve()), "search": search,
-                                                    "trials": [t.trial_id for t in trials]}, indent=1))
-        if report:
-            write_sweep_report(out)
+        with (_lock(out, wait=True) if share else contextlib.nullcontext()):
+            _record_sweep(out, spec, config, search, [t.trial_id for t in trials])
+            if report:
+                write_sweep_report(out)
     return {"done": done, "failed": failed, "skipped": skipped, "total": len(trials)}
+
+
+def _record_sweep(out: Path, spec: SweepSpec, config: os.PathLike, search: str, trial_ids: List[str]) -> None:
+    """``sweep.json``: the sweep that ran last (its label, file, trials: the report's "current" sweep);
+    ``sweeps.json``: every sweep that ran into ``out`` with its trials."""
+    entry = {"sweep": spec.label, "config": str(Path(config).resolve()), "search": search,
+             "objective": spec.objective, "base_sha256": spec.base_sha, "trials": trial_ids}
+    _atomic_json(out / "sweep.json", entry)
+    history_path = out / "sweeps.json"
+    history = json.loads(history_path.read_text()) if history_path.is_file() else {}
+    old = history.get(spec.label, {}).get("trials", [])
+    history[spec.label] = {**entry, "trials": old + [t for t in trial_ids if t not in old]}
+    _atomic_json(history_path, history)
 
 
 # --------------------------------------------------------------------------------------------- results
 def collect_results(out: os.PathLike):
-    """One row per trial of ``out`` (finished, failed or pending): ``trial_id``, ``status``, the parameters and
-    every measure, as a pandas DataFrame."""
+    """One row per trial of ``out`` (finished, failed or pending): ``trial_id``, ``status``, ``sweep`` (the label,
+    ``<sweep file>-<spec hash>``, of the sweep that ran it), ``current`` (whether the sweep that ran last into
+    ``out`` includes it), the parameters and every measure, as a pandas DataFrame."""
     import pandas as pd
 
     out = Path(out)
+    current = set(json.loads((out / "sweep.json").read_text()).get("trials", [])) \
+        if (out / "sweep.json").is_file() else None
     rows = []
     for tdir in sorted((out / "trials").glob("*")) if (out / "trials").is_dir() else []:
         desc_path = tdir / "trial.json"
         if not desc_path.is_file():
             continue
         desc = json.loads(desc_path.read_text())
-        row: Dict[str, Any] = {"trial_id": desc["trial_id"], "status": _status(tdir)}
+        row: Dict[str, Any] = {"trial_id": desc["trial_id"], "status": _status(tdir), "sweep": desc.get("sweep"),
+                               "current": current is None or desc["trial_id"] in current}
         row.update({f"param:{k}": (json.dumps(v) if isinstance(v, (list, dict)) else v)
                     for k, v in desc["params"].items()})
         if row["status"] == "done":
@@ -734,9 +988,13 @@ def pareto_front(utility: Sequence[float], unfairness: Sequence[float]) -> List[
     return sorted(front, key=lambda i: unfairness[i])
 
 
-def write_sweep_report(out: os.PathLike, split: str = "test") -> Path:
+def write_sweep_report(out: os.PathLike, split: str = "test", only_current: bool = True) -> Path:
     """``results.csv`` (+ ``results.parquet`` when pyarrow is there), ``pareto_<measure>.png`` and ``report.md``
-    for the sweep in ``out`` (finished or partial).  Fronts use the ``split`` measures (``test`` by default)."""
+    for the sweep in ``out`` (finished or partial).  Fronts use the ``split`` measures (``test`` by default): the
+    objective's measure (its declared direction) against every fairness summary column the trials logged (each
+    measure's declared kind and direction), over the trials of the sweep that ran last into ``out`` unless
+    ``only_current=False`` (trials of other sweep files or of another base config stay in results.csv, marked by
+    their ``sweep`` column)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -754,40 +1012,64 @@ def write_sweep_report(out: os.PathLike, split: str = "test") -> Path:
         df.to_parquet(out / "results.parquet", index=False)
     except ImportError:
         parquet_note = "results.parquet not written: install pyarrow (`pip install torchfair[parquet]`)."
+    meta = json.loads((out / "sweep.json").read_text()) if (out / "sweep.json").is_file() else {}
+    objective = meta.get("objective", "val/" + UTILITY_COLUMN)
     counts = df["status"].value_counts().to_dict() if len(df) else {}
     params = [c for c in df.columns if c.startswith("param:")]
     lines = [f"# Sweep report: {out.name}", "",
              f"Trials: {len(df)} (done {counts.get('done', 0)}, failed {counts.get('failed', 0)}, pending "
              f"{counts.get('pending', 0)}). Parameters: {', '.join(p[6:] for p in params) or '-'}.", ""]
+    if meta.get("sweep"):
+        lines += [f"Current sweep: `{meta['sweep']}` ({Path(meta.get('config', '')).name}), "
+                  f"{len(meta.get('trials', []))} trials.", ""]
+    if len(df):
+        other = df[~df["current"].astype(bool)]
+        if len(other):
+            labels = sorted({str(x) for x in other["sweep"].fillna("unknown")})
+            lines += [f"**This directory also holds {len(other)} trials of other sweeps** ({', '.join(labels)}): "
+                      "another sweep file, base config or overrides. They are in results.csv (column `sweep`) "
+                      + ("but not in the fronts below." if only_current else "and in the fronts below."), ""]
     if parquet_note:
         lines += [parquet_note, ""]
-    ucol = f"{split}/{UTILITY_COLUMN}"
+    ucol = f"{split}/{objective.split('/', 1)[-1]}"
+    udir = _objective_direction(ucol)
     done = df[df["status"] == "done"] if len(df) else df
+    if only_current and len(done):
+        done = done[done["current"].astype(bool)]
+    fair_cols = []
+    for col in done.columns if len(done) else []:
+        found = column_direction(col) if col.startswith(split + "/") else None
+        if found is not None and found[0] == "fairness":
+            fair_cols.append((col, found[1]))
     if len(done) and ucol in done:
-        for short, mode in FAIRNESS_COLUMNS.items():
-            col = f"{split}/{short}"
-            if col not in done:
+        util = [_goodness(v, udir) for v in done[ucol].tolist()]
+        util = [float("nan") if v is None else v for v in util]
+        for col, mode in fair_cols:
+            short = col.split("/", 1)[-1]
+            unf = done[col].abs() if mode == "abs" else -done[col] if mode == "higher" else done[col]
+            idx = pareto_front(util, unf.tolist())
+            if not idx:
                 continue
-            unf = done[col].abs() if mode == "abs" else done[col]
-            idx = pareto_front(done[ucol].tolist(), unf.tolist())
             front = done.iloc[idx]
+            xlabel = ("|" + col + "|") if mode == "abs" else ("-" + col) if mode == "higher" else col
             fig, ax = plt.subplots(figsize=(5, 3.6))
             ax.scatter(unf, done[ucol], s=14, color="0.6", label="trials")
             ax.plot(unf.iloc[idx], front[ucol], "o-", color="C3", label="Pareto front")
-            ax.set_xlabel(("|" + col + "|") if mode == "abs" else col)
+            ax.set_xlabel(xlabel)
             ax.set_ylabel(ucol)
             ax.legend(frameon=False)
             fig.tight_layout()
             fig.savefig(out / f"pareto_{short}.png", dpi=120)
             plt.close(fig)
-            rows = [[r["trial_id"]] + [r[p] for p in params] + [f"{r[col]:.4f}", f"{r[ucol]:.4f}"]
+            rows = [[r["trial_id"], str(r["sweep"])] + [r[p] for p in params] + [f"{r[col]:.4f}", f"{r[ucol]:.4f}"]
                     for _, r in front.iterrows()]
             lines += [f"## Pareto front: {col} against {ucol}", "", f"![front](pareto_{short}.png)", "",
-                      markdown_rows(["trial"] + [p[6:] for p in params] + [col, ucol], rows,
-                                    align="l" * (1 + len(params)) + "rr"), ""]
+                      markdown_rows(["trial", "sweep"] + [p[6:] for p in params] + [col, ucol], rows,
+                                    align="ll" + "l" * len(params) + "rr"), ""]
     failed = df[df["status"] == "failed"] if len(df) else df
     if len(failed):
-        lines += ["## Failed trials", ""] + [f"- {r['trial_id']}: {r.get('error')}" for _, r in failed.iterrows()]
+        lines += ["## Failed trials", ""] + [f"- {r['trial_id']} ({r['sweep']}): {r.get('error')}"
+                                             for _, r in failed.iterrows()]
         lines.append("")
     path = out / "report.md"
     path.write_text("\n".join(lines))
