@@ -888,6 +888,7 @@ def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] =
                                         json.loads((tdir / "result.json").read_text()))
                         continue
                     _prepare(out, spec, t, provenance)
+                    _log_attempt(out, t.trial_id)
                     gpu = free_gpus.pop(0) if free_gpus else None
                     running[t.trial_id] = (_start_trial(tdir, threads, gpu, warm), gpu, claim)
                     prog.update(done, len(running), failed)
@@ -934,6 +935,15 @@ def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] =
             if report:
                 write_sweep_report(out)
     return {"done": done, "failed": failed, "skipped": skipped, "total": len(trials)}
+
+
+def _log_attempt(out: Path, trial_id: str) -> None:
+    """Append ``<trial id> <pid> <time>`` to ``out/attempts.log`` (one line per start: who ran what)."""
+    fd = os.open(out / "attempts.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, f"{trial_id} {os.getpid()} {time.time():.3f}\n".encode())
+    finally:
+        os.close(fd)
 
 
 def _record_sweep(out: Path, spec: SweepSpec, config: os.PathLike, search: str, trial_ids: List[str]) -> None:
