@@ -102,7 +102,9 @@ def test_a_failing_trial_records_its_real_error_line(tmp_path):
 # ------------------------------------------------------------------------------------------------ the lock
 def test_the_study_lock_is_portable_and_refuses_a_second_holder(tmp_path):
     import inspect
-    assert "fcntl" not in inspect.getsource(sweep)
+
+    import torchfair.sweeps.runner
+    assert "fcntl" not in inspect.getsource(torchfair.sweeps.runner)
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
         from pathlib import Path

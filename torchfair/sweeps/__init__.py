@@ -1,0 +1,55 @@
+"""``torchfair sweep`` (:mod:`torchfair.sweeps`): grids and random searches over training configs, resumable,
+with a trade-off report.
+
+A sweep file (YAML) names a base training config (``configs/ml100k_*.yaml``, read by ``torchfair fit``) and the
+keys to vary, in the dotted syntax of the command line::
+
+    base: ml100k_dips.yaml            # relative to the sweep file
+    overrides:                        # applied to every trial
+      trainer.max_epochs: 3
+    grid:                             # every combination
+      model.lam: [0.0, 0.1, 1.0]
+      seed_everything: [0, 1, 2]
+    random:                           # optional: `samples` draws on top of each grid point
+      model.fairness_loss.init_args.ordering.init_args.temperature: {loguniform: [0.01, 1.0]}
+    samples: 4
+    variants:                         # optional: named bundles of keys, each dimension crossed with the grid
+      loss:                           # a column `loss` holds the bundle's name
+        dips_soft: {model.fairness_loss: {class_path: torchfair.losses.DIPSLoss}}
+        deltr:
+          model.fairness_loss: {class_path: torchfair.losses.DELTRLoss}
+          grid: {model.lam: [1.0, 10.0]}   # a bundle may replace the values of grid keys for its trials
+        none: {model.fairness_loss: null, grid: {model.lam: [0.0]}}
+    seed: 0                           # seed of the random draws
+    objective: val/ndcg@10            # maximised: "best so far" and Optuna's target
+
+``torchfair sweep --config FILE --out DIR [--workers K] [--search optuna --trials T]`` runs the trials (every
+trial of the file, or ``T`` trials proposed by Optuna's TPE sampler in the same space, maximising ``objective``),
+``K`` at a time, each in its own
+process (one GPU each when there are GPUs, ``CUDA_VISIBLE_DEVICES``), and shows trials done / running / failed and
+the best so far.  Nothing is lost: a finished trial writes ``DIR/trials/<trial id>/result.json`` atomically (its
+parameters, every exact validation and test measure, its checkpoint); running the same command again skips
+finished trials and reruns unfinished ones; a failing trial writes ``error.json`` (its traceback) and the others
+go on, its ``error.json`` holding the real error line; a second sweep on the same ``DIR`` is refused while the
+first holds its lock (a ``filelock``), unless both run with ``--share``: then they split the trials (a lock per
+trial).  Every key the file sets is parsed against the base config before any trial starts.  The trial id is a
+hash of the trial's whole resolved config (the base config file's content, the overrides, its variant bundles and
+grid / random values), so a changed base config or override trains new trials, while adding values to a grid
+keeps the finished trials of the other points.
+
+Outputs: ``DIR/results.csv`` (and ``results.parquet`` when pyarrow is installed: ``pip install torchfair[parquet]``)
+with one row per trial (``trial_id``, ``status``, ``sweep``: the ``<sweep file>-<spec hash>`` that ran it,
+``current``, the parameters, every measure), ``DIR/pareto_<measure>.png`` and ``DIR/report.md`` (the Pareto front
+of every fairness column against the objective's measure, over the current sweep's trials, as figures and tables;
+kinds and directions from the measure declarations).
+``torchfair sweep-report DIR`` rebuilds them from a finished or partial sweep.  ``--backend ray [--address ...]``
+runs the trials through Ray Tune (one Tune trial per trial, GPUs as resources) into the same ``DIR``.
+"""
+from .report import collect_results, pareto_front, write_sweep_report
+from .runner import SweepLockedError, run_sweep
+from .spec import UTILITY_COLUMN, SweepSpec, Trial, column_direction, expand_trials, load_sweep
+from .trial import check_trial_keys, run_trial, trial_args
+
+__all__ = ["SweepSpec", "Trial", "load_sweep", "expand_trials", "run_sweep", "collect_results", "pareto_front",
+           "write_sweep_report", "SweepLockedError", "column_direction", "check_trial_keys", "run_trial",
+           "trial_args", "UTILITY_COLUMN"]

@@ -1,0 +1,196 @@
+"""One trial: its ``torchfair fit`` arguments, the check of every key against the base config before a sweep
+starts, running it in this process (``result.json`` / ``error.json``), its status."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+__all__ = ["trial_args", "run_trial", "check_trial_keys"]
+
+from .spec import SweepSpec, Trial
+
+
+# --------------------------------------------------------------------------------------------- one trial
+def _cli_value(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def trial_args(spec_base: os.PathLike, config: Mapping[str, Any], tdir: Path) -> List[str]:
+    """The ``torchfair fit`` arguments of a trial: the base config, the trial's dotted keys
+    (:meth:`SweepSpec.trial_config`), and a CSV logger and checkpoints under the trial's directory."""
+    args = ["--config", str(spec_base)]
+    for k, v in config.items():
+        args += [f"--{k}", _cli_value(v)]
+    logger = {"class_path": "pytorch_lightning.loggers.CSVLogger",
+              "init_args": {"save_dir": str(tdir), "name": "logs", "version": ""}}
+    args += ["--trainer.default_root_dir", str(tdir), "--trainer.logger", json.dumps(logger)]
+    return args
+
+
+def _atomic_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1, default=str)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _trial_cli() -> type:
+    """The training CLI class of a trial (``run=False``: no subcommand; set before LightningCLI sets it, for hooks
+    that read it while parsing)."""
+    from ..training.cli import FairLightningCLI
+
+    class TrialCLI(FairLightningCLI):
+        subcommand = None
+
+    return TrialCLI
+
+
+def run_trial(tdir: os.PathLike) -> int:
+    """Run the trial described by ``tdir/trial.json`` in this process: fit, then validate and test the best
+    checkpoint; write ``result.json`` (or ``error.json``) atomically.  Returns the exit code."""
+    tdir = Path(tdir)
+    desc = json.loads((tdir / "trial.json").read_text())
+    t0 = time.time()
+    try:
+        saved = sys.argv
+        sys.argv = sys.argv[:1]
+        try:
+            cli = _trial_cli()(args=trial_args(desc["base"], desc["config"], tdir), run=False,
+                                   parser_kwargs={"prog": "torchfair", "exit_on_error": False})
+        finally:
+            sys.argv = saved
+        trainer, model, dm = cli.trainer, cli.model, cli.datamodule
+        trainer.fit(model, dm)
+        ckpt = getattr(trainer.checkpoint_callback, "best_model_path", "") or None
+        metrics: Dict[str, float] = {}
+        for stage in ("validate", "test"):
+            out = getattr(trainer, stage)(model, dm, ckpt_path=ckpt, verbose=False) if ckpt else \
+                getattr(trainer, stage)(model, dm, verbose=False)
+            for d in out:
+                metrics.update({k: float(v) for k, v in d.items()})
+        _atomic_json(tdir / "result.json", {"trial_id": desc["trial_id"], "params": desc["params"],
+                                            "metrics": metrics, "checkpoint": ckpt,
+                                            "seconds": time.time() - t0})
+        return 0
+    except BaseException as e:  # noqa: BLE001 - a failing trial is recorded, whatever it raised
+        error = f"{type(e).__name__}: {e}"
+        if isinstance(e, SystemExit):  # a config error: the parser printed the real message to the log
+            sys.stdout.flush()
+            sys.stderr.flush()
+            error = _log_error(tdir) or error
+        _atomic_json(tdir / "error.json", {"trial_id": desc["trial_id"], "params": desc["params"],
+                                           "error": error, "traceback": traceback.format_exc(),
+                                           "seconds": time.time() - t0})
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        return 1
+
+
+def _log_error(tdir: Path) -> Optional[str]:
+    """The real error of a failed trial from its log: the last line holding ``error:`` / ``Error:``, else the
+    last non-empty line (``None`` without a log)."""
+    try:
+        lines = [ln.strip() for ln in (tdir / "trial.log").read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return None
+    for ln in reversed(lines):
+        if "error:" in ln.lower() and not ln.startswith("SystemExit"):
+            return ln
+    return lines[-1] if lines else None
+
+
+def _provenance() -> Dict[str, Optional[str]]:
+    """The torchfair version and git commit (recorded in trial.json, not hashed into the trial id: a new commit
+    or version, most of which do not touch training, would otherwise orphan every finished trial)."""
+    from .. import __version__
+
+    commit = None
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
+                                capture_output=True, text=True, timeout=5).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"torchfair": __version__, "git_commit": commit}
+
+
+def _source_of(spec: SweepSpec, key: str) -> str:
+    if key in spec.grid:
+        return "grid"
+    if key in spec.random:
+        return "random"
+    if key in spec.overrides:
+        return "overrides"
+    for dim, bundles in spec.variants.items():
+        for name, bundle in bundles.items():
+            if key in bundle:
+                return f"variants.{dim}.{name}"
+    return "config"
+
+
+def check_trial_keys(spec: SweepSpec, trials: Sequence[Trial]) -> None:
+    """Parse the ``torchfair fit`` arguments of one trial per distinct key set (every variant bundle) with the
+    training CLI's parser, without instantiating anything; ``ValueError`` naming the offending key and where the
+    sweep file sets it, before any trial starts."""
+    import tempfile
+
+    class _Parsed(Exception):
+        pass
+
+    class _ParseOnly(_trial_cli()):
+        def before_instantiate_classes(self) -> None:
+            raise _Parsed
+
+        def _set_seed(self) -> None:  # parsing only: leave this process's random state alone
+            pass
+
+    seen = set()
+    for t in trials:
+        cfg = spec.trial_config(t.params)
+        keys = tuple(sorted(cfg, key=str))
+        if keys in seen:
+            continue
+        seen.add(keys)
+        saved = sys.argv
+        sys.argv = sys.argv[:1]
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                _ParseOnly(args=trial_args(spec.base, cfg, Path(tmp)), run=False,
+                           parser_kwargs={"prog": "torchfair", "exit_on_error": False})
+        except _Parsed:
+            continue
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - a parser error, whatever its type
+            msg = " ".join(str(e).split()) or type(e).__name__
+            bad = [k for k in cfg if str(k) in msg] or [k for k in cfg if str(k).split(".")[-1] in msg]
+            where = f"`{_source_of(spec, bad[0])}`: {bad[0]!r}" if bad else "`config`"
+            raise ValueError(f"{where} is not accepted by the base config {spec.base.name} "
+                             f"(torchfair fit says: {msg[:400]})") from None
+        finally:
+            sys.argv = saved
+
+
+def _status(tdir: Path) -> str:
+    if (tdir / "result.json").is_file():
+        return "done"
+    if (tdir / "error.json").is_file():
+        return "failed"
+    return "pending"
+
+
+def _main(argv: Sequence[str]) -> int:  # pragma: no cover - the trial subprocess entry point
+    if len(argv) == 2 and argv[0] == "_trial":
+        threads = os.environ.get("TORCHFAIR_SWEEP_THREADS")
+        if threads:
+            import torch
+
+            torch.set_num_threads(int(threads))
+        return run_trial(argv[1])
+    print("usage: torchfair sweep --config FILE --out DIR (this module's entry point is internal)", file=sys.stderr)
+    return 2
