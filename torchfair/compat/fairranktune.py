@@ -221,7 +221,11 @@ def MeanAbsDev(values: Tensor) -> Tensor:
 def LTwo(values: Tensor, squared: bool = False) -> Tensor:
     """``||V||_2``, *unsquared* as FRT's code (its docs say ``||V||_2^2``: ``squared=True``)."""
     sq = (values * values).sum(-1)
-    return sq if squared else torch.sqrt(sq)
+    if squared:
+        return sq
+    # sqrt's derivative is infinite at 0 (no item of a known group: V = 0): the value stays 0, the gradient 0
+    zero = sq == 0
+    return torch.where(zero, torch.zeros_like(sq), torch.sqrt(torch.where(zero, torch.ones_like(sq), sq)))
 
 
 def Variance(values: Tensor, ddof: int = 0) -> Tensor:
@@ -394,7 +398,18 @@ def _tensor_ranking_inputs(rankings: Tensor, groups, relevance, ctr) -> _Inputs:
                    vals(ctr, "ctr"), squeeze, True, dense, True)
 
 
+def _check_rankings_tensor(rankings: Tensor) -> None:
+    """The tensor forms: floating scores or integer item ids, ``[B, N]`` or ``[N]`` (``ValueError`` naming
+    ``rankings`` for a 0-dim tensor, more dimensions, booleans or complex numbers)."""
+    if rankings.dtype == torch.bool or rankings.is_complex():
+        raise ValueError(f"`rankings` must be floating scores or integer item ids; got {rankings.dtype}")
+    if rankings.dim() not in (1, 2):
+        raise ValueError(f"`rankings` must have shape [B, N] or [N]; got {tuple(rankings.shape)}")
+
+
 def _inputs(rankings, groups, relevance=None, ctr=None, mask=None, num_groups=None, group_sizes=None) -> _Inputs:
+    if isinstance(rankings, Tensor):
+        _check_rankings_tensor(rankings)
     if isinstance(rankings, Tensor) and rankings.is_floating_point():
         # tensor form: scores of a batch of lists
         squeeze = rankings.dim() == 1

@@ -156,6 +156,8 @@ def pairwise_correlation_loss(scores: Tensor, relevance: Tensor, groups: Tensor,
     check_group_id(protected, "protected", num_groups)
     b = prepare(scores, relevance, groups, mask, num_groups=num_groups, validate=validate_args,
                 require_relevance=True, require_groups=True)
+    if groups.is_floating_point():  # soft membership [B, N, G]: G is known, a larger id is an error
+        check_group_id(protected, "protected", b.membership.shape[-1])
     if protected >= b.membership.shape[-1]:  # the protected group is absent from this batch: no such pair
         return b.scores.sum() * 0.0
     a = b.membership[..., protected]

@@ -32,7 +32,8 @@ List reducers (:data:`REDUCERS`), by the shape of the measure's per-list value:
 
 A list where the measure (or the reducer) is undefined contributes 0 and is left out of ``reduction="mean"``; a
 batch of only such lists gives exactly 0 with zero gradient.  ``protected`` / ``reference`` ids missing from a
-batch (a batch without the protected group) make its lists undefined, not an error.
+batch (a batch without the protected group) make its lists undefined, not an error; with soft membership
+``[B, N, G]`` the number of groups is known, so ``num_groups != G`` and ids ``>= G`` are a ``ValueError``.
 """
 from __future__ import annotations
 
@@ -171,6 +172,19 @@ def _as_batch(x: Optional[Tensor], soft_dim: int) -> Optional[Tensor]:
     return x.unsqueeze(0) if x.dim() == soft_dim - 1 else x
 
 
+def _check_soft_groups(groups: Tensor, num_groups: Optional[int], protected: Optional[int],
+                       reference: Optional[int]) -> None:
+    """Soft membership ``[B, N, G]`` fixes the number of groups: ``num_groups`` must agree with it (the measures'
+    own ``ValueError``; the measure does not get ``num_groups`` for soft groups) and ``protected`` / ``reference``
+    must be ids below it."""
+    G = groups.shape[-1]
+    if num_groups is not None and G != num_groups:
+        raise ValueError(f"`groups` has {G} groups in its last dimension but num_groups={num_groups}")
+    for name, val in (("protected", protected), ("reference", reference)):
+        if val is not None:
+            check_group_id(val, name, G)
+
+
 def _split(result: Any, field: Optional[str], real: Tensor) -> Tuple[Tensor, Tensor]:
     if hasattr(result, "_fields"):
         value = getattr(result, field)
@@ -215,6 +229,8 @@ def measure_loss(measure: Union[str, Measure], scores: Tensor, relevance: Option
     if "groups" in params:
         if groups is not None and isinstance(groups, Tensor):
             groups = _as_batch(groups, 3 if groups.is_floating_point() else 2)
+            if groups.is_floating_point() and groups.dim() == 3:
+                _check_soft_groups(groups, num_groups, protected, reference)
         kw["groups"] = groups
         if num_groups is not None and not (groups is not None and groups.is_floating_point()):
             kw["num_groups"] = num_groups

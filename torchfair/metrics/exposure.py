@@ -450,7 +450,11 @@ def awrf(scores: Optional[Tensor], groups: Tensor, *, target: Union[str, Tensor,
     shape.  ``"nd"`` lies in ``[0, 1]``, ``"rd"`` and ``"kl"`` in ``[0, inf)``.  Soft membership and any G are
     allowed.  Items of unknown group (-1) take positions but their exposure is left out of ``eps_L`` (Raj & Ekstrand,
     SIGIR 2022 §2.6).  ``browsing`` defaults to ``Geometric(0.5)`` (Raj & Ekstrand, SIGIR 2022, table 1); ``k``
-    truncates it.  Undefined (no exposure on known groups, or the cases above): 0, invalid.
+    truncates it.  Undefined (no exposure on known groups, or the cases above): 0, invalid.  With ``protected``,
+    a list holding no item of that group is undefined as well (0, invalid, as in :func:`dp` and
+    :func:`~torchfair.metrics.rkl`; the ``[B, G]`` form keeps that group's entry ``|0 - p_g|``); ``protected``
+    must lie in ``[0, num_groups)`` (``ValueError``) when ``num_groups`` is given or the membership is soft
+    ``[B, N, G]``, and an id beyond the integer groups of the batch is undefined in every list.
 
     Example::
 
@@ -464,8 +468,16 @@ def awrf(scores: Optional[Tensor], groups: Tensor, *, target: Union[str, Tensor,
     if protected is not None:
         check_group_id(protected, "protected", num_groups)
     b, ob = _setup(scores, None, groups, mask, num_groups, ordering, validate_args, require_groups=True)
-    if protected is not None:  # a protected group absent from the batch: its entries are undefined
-        b.membership = pad_groups(b.membership, protected + 1)
+    G = b.membership.shape[-1]
+    if protected is not None and protected >= G and distance != "kl":
+        if isinstance(groups, Tensor) and groups.is_floating_point():  # soft membership: G is known
+            raise ValueError(f"`protected` must be an int group id in [0, {G}) (the groups' last dimension); "
+                             f"got {protected!r}")
+        # a protected id beyond the batch's groups: absent from every list, undefined there (as dp and rkl); the
+        # groups are not padded, which would change the "equal" target 1/G
+        zero = torch.zeros(b.mask.shape[0], dtype=b.scores.dtype, device=b.mask.device)
+        invalid = torch.zeros_like(zero, dtype=torch.bool)
+        return finish(b, torch.where(invalid, b.scores.sum(-1), zero), invalid, reduction, return_valid)
     eps, valid = _exposure_distribution(b, ob, F)  # valid [B, 1]
     p = _target_distribution(target, b)
     if distance == "kl":
@@ -485,8 +497,10 @@ def awrf(scores: Optional[Tensor], groups: Tensor, *, target: Union[str, Tensor,
         value = (re - rp).abs()
         valid = valid & v1 & v2
     value = torch.where(valid, value, torch.zeros_like(value))
-    if protected is not None:
-        value, valid = value[..., protected], valid[..., protected]
+    if protected is not None:  # a list without an item of the protected group: undefined (as dp and rkl)
+        present = (b.membership[..., protected] * b.mask.to(b.membership.dtype)).sum(-1) > 0
+        valid = valid[..., protected] & present
+        value = torch.where(valid, value[..., protected], torch.zeros_like(value[..., protected]))
     return finish(b, value, valid, reduction, return_valid)
 
 

@@ -34,8 +34,10 @@ can leave the range: SoftRank evaluates the browsing model at the expected posit
 Large grades.  The exponential gain ``2**r - 1`` overflows float32 at ``r >= 128``.  NDCG and ERR are ratios in
 which a common factor ``2**c`` cancels: gains are computed relative to the largest grade of the list (NDCG) or
 to ``max_grade`` (ERR), so both are exact for grades up to the dtype's exponent range (~1000 in float32 for
-NDCG).  Unnormalised DCG is scaled back by ``2**c``; a DCG above the largest finite value of the dtype is
-undefined there (0, invalid): use float64 (grades up to ~1000) or NDCG.
+NDCG).  Unnormalised DCG is scaled back by ``2**c``; a DCG above the largest finite value of the dtype, and a
+DCG of a list holding a grade whose own gain is not finite in the dtype (``>= 128`` in float32, even ranked past
+the cut-off: the gradient would be infinite), is undefined there (0, invalid): use float64 (grades up to ~1000)
+or NDCG.
 
 Undefined values (an empty list; NDCG or recall of a list with no relevant item; an overflowing DCG) are 0 and
 flagged ``False`` in the validity mask; ``reduction="mean"`` excludes them.  Nothing returns NaN.
@@ -119,6 +121,17 @@ def _scale_back(x: Tensor, c: Tensor):
     return out, ok
 
 
+def _gains_representable(b: Batch, gain: GainLike) -> Tensor:
+    """``[B]``: whether every item's gain is finite in the dtype (``2**r - 1`` overflows at ``r >= 128`` in
+    float32, ``r >= 1024`` in float64).  Where it is not, the derivative of the unnormalised DCG with respect to
+    that item's exposure is not representable (an infinite gradient, NaN once multiplied by a zero slope), wherever
+    the item is placed: :func:`dcg` is undefined there (0, invalid, zero gradient)."""
+    if gain != "exponential":
+        return torch.ones(b.relevance.shape[0], dtype=torch.bool, device=b.relevance.device)
+    log_max = math.log2(torch.finfo(b.relevance.dtype).max)
+    return ~((b.relevance.detach() >= log_max) & b.mask).any(-1)
+
+
 def _dcg(b: Batch, ob: OrderedBatch, k: Optional[int], g: Tensor) -> Tensor:
     """DCG of the ordering with gains ``g`` (already scaled)."""
     e = ob.exposure(_cut(Logarithmic(), k))
@@ -196,8 +209,11 @@ def dcg(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, gain: Gai
     The discount is the :class:`~torchfair.browsing.Logarithmic` browsing model applied through the ordering's
     ``exposure``, so a soft ordering makes DCG differentiable.  ``gain``: ``"exponential"`` ``2**r - 1``
     (default), ``"linear"`` ``r`` (sklearn and torchmetrics), or a callable ``[B, N] -> [B, N]`` returning
-    non-negative gains.  Shape ``[B]`` (``[]``); invalid (0) for an empty list and for a DCG that overflows the
-    dtype (exponential gains of grades ``>= 128`` in float32; see the module docstring).
+    non-negative gains.  Shape ``[B]`` (``[]``); invalid (0, zero gradient) for an empty list, for a DCG that
+    overflows the dtype, and for a list holding an item whose exponential gain ``2**r - 1`` overflows the dtype
+    (a grade ``>= 128`` in float32, ``>= 1024`` in float64) wherever that item is ranked, past the cut-off
+    included: the DCG's derivative with respect to that item's exposure is infinite there, so no finite gradient
+    exists (see the module docstring).  Use float64 or :func:`ndcg`, which cancels the scale.
 
     Example::
 
@@ -210,6 +226,7 @@ def dcg(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, gain: Gai
     g, c = _gains(b, gain, validate_args)
     ob = order(b, ordering)
     value, ok = _scale_back(_dcg(b, ob, k, g), c)
+    ok = ok & _gains_representable(b, gain)
     return finish(b, value, ok & _nonempty(b), reduction, return_valid)
 
 
