@@ -106,6 +106,7 @@ def write_sweep_report(out: os.PathLike, split: str = "test", only_current: bool
         found = column_direction(col) if col.startswith(split + "/") else None
         if found is not None and found[0] == "fairness":
             fair_cols.append((col, found[1]))
+    mixed = bool(len(df)) and df["sweep"].astype(str).nunique() > 1  # the `sweep` column of the tables
     if len(done) and ucol in done:
         util = [_goodness(v, udir) for v in done[ucol].tolist()]
         util = [float("nan") if v is None else v for v in util]
@@ -126,11 +127,12 @@ def write_sweep_report(out: os.PathLike, split: str = "test", only_current: bool
             fig.tight_layout()
             fig.savefig(out / f"pareto_{short}.png", dpi=120)
             plt.close(fig)
-            rows = [[r["trial_id"], str(r["sweep"])] + [r[p] for p in params] + [f"{r[col]:.4f}", f"{r[ucol]:.4f}"]
-                    for _, r in front.iterrows()]
+            tag = ["sweep"] if mixed else []
+            rows = [[r["trial_id"]] + [str(r[c]) for c in tag] + [r[p] for p in params]
+                    + [f"{r[col]:.4f}", f"{r[ucol]:.4f}"] for _, r in front.iterrows()]
             lines += [f"## Pareto front: {col} against {ucol}", "", f"![front](pareto_{short}.png)", "",
-                      markdown_rows(["trial", "sweep"] + [p[6:] for p in params] + [col, ucol], rows,
-                                    align="ll" + "l" * len(params) + "rr"), ""]
+                      markdown_rows(["trial"] + tag + [p[6:] for p in params] + [col, ucol], rows,
+                                    align="l" * (1 + len(tag) + len(params)) + "rr"), ""]
     failed = df[df["status"] == "failed"] if len(df) else df
     if len(failed):
         lines += ["## Failed trials", ""] + [f"- {r['trial_id']} ({r['sweep']}): {r.get('error')}"
