@@ -189,15 +189,27 @@ def plot_tradeoff(summary: Dict[str, Any], path: str) -> None:
     plt.close(fig)
 
 
+def quiet_lightning() -> None:
+    """Silence Lightning's chatter (GPU / TPU availability, the litlogger tip, "weights_only was not set", the
+    small-dataset warnings); the progress bars and this script's lines stay.  Lightning sets its loggers to INFO
+    when it is imported, so it is imported first."""
+    import logging
+
+    import lightning_fabric  # noqa: F401
+    import pytorch_lightning  # noqa: F401
+
+    for name in ("pytorch_lightning", "lightning_fabric", "lightning", "lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    for msg in (".*does not have many workers.*", ".*LeafSpec.*", ".*smaller than the logging interval.*",
+                ".*weights_only.*", ".*litlogger.*"):
+        warnings.filterwarnings("ignore", message=msg)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = _parser().parse_args(argv)
     if args.quiet:
         warnings.filterwarnings("ignore")
-    import logging
-
-    logging.getLogger("pytorch_lightning").setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-    warnings.filterwarnings("ignore", message=".*LeafSpec.*")
+    quiet_lightning()
     import torch
 
     from torchfair.rerank import get_reranker
@@ -223,7 +235,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         say(f"seed {seed}: torchfair evaluate (exact measures, test lists; re-rank {rerank or 'none'}, popularity)")
         rep = evaluate_checkpoints([tr["ckpts"][n] for n in names], os.path.join(out, "report"),
                                    names=["ListNet (tuned)", loss_name][:len(names)], rerank=rerank,
-                                   popularity=True, bootstrap=args.bootstrap, seed=seed, measures=DEFAULT_MEASURES)
+                                   popularity=True, bootstrap=args.bootstrap, seed=seed, measures=DEFAULT_MEASURES,
+                                   overwrite=True)
         reports[seed] = rep
     first = reports[args.seeds[0]]
     n_users = first["models"][first["order"][0]]["n_lists"]

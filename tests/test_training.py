@@ -185,6 +185,12 @@ def test_evaluate_writes_the_three_files(tiny_checkpoints, tmp_path, capsys):
     share = rep["models"]["plain"]["position_share"]
     assert all(abs(sum(row) - 1) < 1e-9 for row in share)
     assert "| ndcg@10 |" in (out / "report.md").read_text()
+    # a second run into the same directory: refused before any work unless --overwrite
+    again = ["evaluate", "--ckpt", str(tiny_checkpoints[0]), "--out", str(out), "--bootstrap", "0"]
+    assert cli_main(again) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert cli_main(again + ["--overwrite"]) == 0
+    assert json.loads((out / "report.json").read_text())["order"] != ["plain", "fair"]
 
 
 def test_evaluate_rejects_files_that_are_not_its_checkpoints(tmp_path, capsys):
@@ -339,7 +345,8 @@ def test_evaluate_cli_rerank_and_list_rerankers(tiny_checkpoints, tmp_path, caps
     assert rc == 0
     md = (out / "report.md").read_text()
     assert "+ detconstsort" in md and "+ epsgreedy:epsilon=0.2,seed=3" in md and "re-ranked by" in md
-    assert cli_main(["evaluate", "--ckpt", str(tiny_checkpoints[0]), "--out", str(out), "--rerank", "nope"]) == 2
+    assert cli_main(["evaluate", "--ckpt", str(tiny_checkpoints[0]), "--out", str(tmp_path / "rep2"), "--rerank",
+                     "nope"]) == 2
     assert "unknown re-ranker 'nope'" in capsys.readouterr().err
 
 

@@ -393,7 +393,10 @@ def _add_evaluate(sub) -> None:
         formatter_class=HelpFormatter)
     p.add_argument("--ckpt", action="append", metavar="PATH",
                    help="a checkpoint written by `torchfair fit` (repeat for several; required)")
-    p.add_argument("--out", metavar="DIR", help="directory for the report files (required)")
+    p.add_argument("--out", metavar="DIR", help="directory for the report files (required; checked before any work: "
+                                                "not a file, and not a directory already holding a report unless "
+                                                "--overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace the report files of an earlier run in --out")
     p.add_argument("--rerank", action="append", default=[], metavar="SPEC",
                    help="a re-ranker applied to every checkpoint's test scores, reported as its own column with the "
                         "paired difference from no re-ranking (repeatable), e.g. 'fair:p=0.3', "
@@ -415,7 +418,7 @@ def _add_evaluate(sub) -> None:
 
 
 def _run_evaluate(args) -> int:
-    from .training.report import evaluate_checkpoints, markdown_table
+    from .training.report import check_out, evaluate_checkpoints, markdown_table
 
     if args.list_rerankers:
         from .rerank import list_rerankers
@@ -430,11 +433,13 @@ def _run_evaluate(args) -> int:
         raise ValueError("`--out` is required: the directory for the report files")
     if args.bootstrap < 0:
         raise ValueError(f"`--bootstrap` must be >= 0; got {args.bootstrap}")
+    check_out(args.out, args.overwrite, option="--out", hint="--overwrite")  # before any scoring
     report = evaluate_checkpoints(args.ckpt, args.out, config=args.config, names=args.name, rerank=args.rerank,
                                   bootstrap=args.bootstrap, seed=args.seed, confidence=args.confidence,
                                   device=args.device, mpc_group=None if args.mpc_group < 0 else args.mpc_group,
                                   split=args.split, popularity=args.popularity,
-                                  measures=split_measures(args.measures) if args.measures else None)
+                                  measures=split_measures(args.measures) if args.measures else None,
+                                  overwrite=args.overwrite)
     print(markdown_table(report))
     print(f"\nwrote {os.path.join(args.out, 'report.json')}, report.md, exposure_by_position.png")
     return 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -165,9 +166,16 @@ def evaluate_checkpoints(ckpts: Sequence[str], out: Optional[str] = None, *, con
                          names: Optional[Sequence[str]] = None, bootstrap: int = 1000, seed: int = 0,
                          confidence: float = 0.95, device: str = "cpu", mpc_group: Optional[int] = 1,
                          top: int = 50, split: str = "test", measures: Optional[Sequence[str]] = None,
-                         rerank: Sequence[str] = (), popularity: bool = False) -> Dict[str, Any]:
+                         rerank: Sequence[str] = (), popularity: bool = False, overwrite: bool = False
+                         ) -> Dict[str, Any]:
     """Evaluate checkpoints on their test lists and (with ``out``) write ``report.json``, ``report.md`` and
     ``exposure_by_position.png`` there; returns the report dict.
+
+    ``out`` is checked before any work: an existing file is an error, and so is a directory that already holds a
+    ``report.json`` unless ``overwrite=True``.  Default ``names``: a checkpoint inside a Lightning run
+    (``.../ml100k_listnet/version_0/checkpoints/last.ckpt``) is named by its run (``ml100k_listnet/version_0``,
+    with ``/last`` added when several checkpoints of one run are compared), any other by its file name without
+    the extension (with its directory's name when two files have the same name).
 
     ``measures`` replaces the measures each run was validated with (e.g.
     :data:`~torchfair.training.module.DEFAULT_MEASURES` for a run validated on NDCG only); ``mpc_group=None``
@@ -193,6 +201,8 @@ def evaluate_checkpoints(ckpts: Sequence[str], out: Optional[str] = None, *, con
         raise ValueError(f"`split` must be 'test' or 'val'; got {split!r}")
     if names is not None and len(names) != len(ckpts):
         raise ValueError(f"`names` has {len(names)} entries for {len(ckpts)} checkpoints")
+    if out is not None:
+        check_out(out, overwrite)
     rerankers = [get_reranker(r) for r in rerank]  # a bad spec fails before any work
     names = list(names) if names is not None else _default_names(ckpts)
     runs = [load_checkpoint(p, config, device) for p in ckpts]  # fail on a bad file before any work
@@ -270,12 +280,44 @@ def rerank_lists(lists: List[Dict[str, Any]], reranker, num_groups: int, batch_s
     return out
 
 
+def check_out(out: str, overwrite: bool = False, option: str = "`out`", hint: str = "overwrite=True") -> None:
+    """``out`` can take a report: not an existing file, and not a directory holding a ``report.json`` (unless
+    ``overwrite``).  Raises ValueError naming ``option``."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"{option}: {out} is an existing file; give a directory for the report files")
+    if not overwrite and os.path.exists(os.path.join(out, "report.json")):
+        raise ValueError(f"{option}: {out} already holds a report (report.json); give another directory, or "
+                         f"{hint} to replace it")
+
+
+def _run_name(path: str) -> Optional[str]:
+    """``.../ml100k_listnet/version_0/checkpoints/last.ckpt`` -> ``ml100k_listnet/version_0`` (a Lightning run's
+    directory, with its logger's name when it is a ``version_N``); None for a checkpoint outside a run."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.basename(parent) != "checkpoints":
+        return None
+    run = os.path.dirname(parent)
+    name = os.path.basename(run)
+    if not name:
+        return None
+    if re.fullmatch(r"version_\d+", name) and os.path.basename(os.path.dirname(run)):
+        name = f"{os.path.basename(os.path.dirname(run))}/{name}"
+    return name
+
+
 def _default_names(ckpts: Sequence[str]) -> List[str]:
-    names = []
-    for p in ckpts:
-        base = os.path.splitext(os.path.basename(p))[0]
-        parent = os.path.basename(os.path.dirname(os.path.abspath(p)))
-        n = base if base not in names else f"{parent}/{base}"
+    """Unique, readable names: the run (``ml100k_listnet/version_0``) for a checkpoint inside a Lightning run,
+    ``<run>/<file>`` when one run gives several; else the file name without its extension (``<dir>/<file>`` when
+    two files have the same name)."""
+    stems = [os.path.splitext(os.path.basename(p))[0] for p in ckpts]
+    runs = [_run_name(p) for p in ckpts]
+    names: List[str] = []
+    for p, stem, run in zip(ckpts, stems, runs):
+        if run is not None:
+            n = run if runs.count(run) == 1 else f"{run}/{stem}"
+        else:
+            parent = os.path.basename(os.path.dirname(os.path.abspath(p)))
+            n = stem if stem not in names and stems.count(stem) == 1 else f"{parent}/{stem}"
         while n in names:
             n += "'"
         names.append(n)

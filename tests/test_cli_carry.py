@@ -1,0 +1,128 @@
+"""Issue 18 (newcomer findings): `torchfair evaluate --out` is checked before any work, default report names are
+unique and readable, `torchfair fit`'s bad checkpoint paths and misspelt keys are one-line errors."""
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("pytorch_lightning")
+
+from torchfair.cli import main as cli_main  # noqa: E402
+from torchfair.training import report as report_mod  # noqa: E402
+from torchfair.training.report import _default_names, evaluate_checkpoints  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SYNTH = ["--data.variant", "synthetic", "--data.n_test", "3", "--data.n_val", "2", "--data.num_negatives", "5",
+         "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
+         "--trainer.logger", "false", "--trainer.max_epochs", "1"]
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Loading a checkpoint (the first work `evaluate` does) fails loudly."""
+    def boom(*a, **k):
+        raise AssertionError("work started before --out was checked")
+    monkeypatch.setattr(report_mod, "load_checkpoint", boom)
+
+
+def _one_line(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("Seed set")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_evaluate_out_naming_a_file_fails_before_any_work(tmp_path, capsys, no_work):
+    f = tmp_path / "report"
+    f.write_text("x")
+    assert cli_main(["evaluate", "--ckpt", str(tmp_path / "a.ckpt"), "--out", str(f)]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "--out" in line and str(f) in line and "Errno" not in line
+    with pytest.raises(ValueError, match="`out`"):
+        evaluate_checkpoints([str(tmp_path / "a.ckpt")], str(f))
+
+
+def test_evaluate_out_holding_a_report_needs_overwrite(tmp_path, capsys, monkeypatch, no_work):
+    out = tmp_path / "rep"
+    out.mkdir()
+    (out / "report.json").write_text("{}")
+    assert cli_main(["evaluate", "--ckpt", str(tmp_path / "a.ckpt"), "--out", str(out)]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "--out" in line and "--overwrite" in line
+    with pytest.raises(ValueError, match="`out`.*overwrite=True"):
+        evaluate_checkpoints([str(tmp_path / "a.ckpt")], str(out))
+    # --overwrite: the check passes (the work starts: the patched loader fails)
+    with pytest.raises(AssertionError, match="work started"):
+        cli_main(["evaluate", "--ckpt", str(tmp_path / "a.ckpt"), "--out", str(out), "--overwrite"])
+    with pytest.raises(AssertionError, match="work started"):
+        evaluate_checkpoints([str(tmp_path / "a.ckpt")], str(out), overwrite=True)
+    # an existing directory without a report is fine
+    with pytest.raises(AssertionError, match="work started"):
+        evaluate_checkpoints([str(tmp_path / "a.ckpt")], str(tmp_path))
+
+
+def test_default_names_are_unique_and_readable():
+    a = "runs/ml100k_listnet/version_0/checkpoints/last.ckpt"
+    b = "runs/ml100k_dips/version_0/checkpoints/last.ckpt"
+    assert _default_names([a, b]) == ["ml100k_listnet/version_0", "ml100k_dips/version_0"]
+    best = "runs/ml100k_listnet/version_0/checkpoints/best-epoch=3.ckpt"
+    assert _default_names([a, best]) == ["ml100k_listnet/version_0/last", "ml100k_listnet/version_0/best-epoch=3"]
+    assert _default_names(["x/plain.ckpt", "y/fair.ckpt"]) == ["plain", "fair"]
+    assert _default_names(["x/last.ckpt", "y/last.ckpt"]) == ["x/last", "y/last"]
+    # a run directory not named version_N is named alone
+    assert _default_names(["out/my_run/checkpoints/last.ckpt", "z/last.ckpt"]) == ["my_run", "z/last"]
+    names = _default_names([a, a])
+    assert len(set(names)) == 2
+
+
+def _fit(args, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return cli_main(["fit", "--config", str(ROOT / "configs" / "ml100k_listnet.yaml")] + SYNTH + args)
+
+
+@pytest.mark.parametrize("option", ["--ckpt_path", "--model.init_from"])
+def test_fit_missing_checkpoint_is_one_line(option, tmp_path, monkeypatch, capsys):
+    missing = tmp_path / "missing.ckpt"
+    assert _fit([option, str(missing)], tmp_path, monkeypatch) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert option in line and str(missing) in line and "Traceback" not in line
+
+
+@pytest.mark.parametrize("option", ["--ckpt_path", "--model.init_from"])
+def test_fit_truncated_checkpoint_is_one_line(option, tmp_path, monkeypatch, capsys):
+    full = tmp_path / "full.ckpt"
+    torch.save({"state_dict": {"ranker.w": torch.zeros(100)}, "epoch": 0}, full)
+    cut = tmp_path / "cut.ckpt"
+    data = full.read_bytes()
+    cut.write_bytes(data[:len(data) // 2])
+    assert _fit([option, str(cut)], tmp_path, monkeypatch) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert option in line and str(cut) in line and "truncated" in line
+
+
+def test_fit_misspelt_key_is_one_line_with_a_help_hint(tmp_path, monkeypatch, capsys):
+    assert _fit(["--model.lamda", "3"], tmp_path, monkeypatch) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "lamda" in line and "(torchfair fit --help for the options)" in line
+    assert not os.path.exists(tmp_path / "runs")
+
+
+def test_demo_prints_no_lightning_chatter(tmp_path, capfd):
+    import importlib.util
+    import sys
+
+    path = ROOT / "experiments" / "movielens_demo.py"
+    spec = importlib.util.spec_from_file_location("_exp_movielens_demo_quiet", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    try:
+        spec.loader.exec_module(mod)
+        assert mod.main(["--variant", "synthetic", "--seeds", "0", "--epochs", "1", "--bootstrap", "0", "--lam", "0",
+                         "--rerank", "none", "--out", str(tmp_path / "d")]) == 0
+    finally:
+        sys.modules.pop(spec.name, None)
+    out, err = capfd.readouterr()
+    both = out + err
+    for chatter in ("GPU available", "TPU available", "litlogger", "weights_only", "logging interval"):
+        assert chatter not in both, chatter
+    assert "seed 0: training the tuned ranker" in out and "total time" in out
