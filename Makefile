@@ -16,7 +16,8 @@ install: install-run
 demo: install-run
 	$(PYTHON) experiments/movielens_demo.py
 
-# the DIPS paper's synthetic study (Fabris et al. 2023, section 6.1)
+# the DIPS paper's synthetic study (Fabris et al. 2023, section 6.1); writes runs/dips_synthetic/
+# (`python experiments/dips_synthetic.py --results` rewrites the committed experiments/results/ files)
 demo-synthetic: install-run
 	$(PYTHON) experiments/dips_synthetic.py
 

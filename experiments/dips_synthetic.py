@@ -11,10 +11,11 @@ F(k) = 0.9**k (RBP(0.9)) for DIPS and the exposure measures; REE uses uniform br
 
 Writes ``dips_synthetic_61_1.png`` (Figure 1a: relevance, DIPS / REE gap, |delta|_1 and delta_A against the promotion
 rank k), ``dips_synthetic_61_2.png`` (Figure 1b: the same against p_A) and ``dips_synthetic.md`` (tables, wall time,
-the paper's findings checked) to ``--out-dir`` (default ``experiments/results``).  ``--fast``: k step 3 and 20
-tie-breaking draws (seconds).
+the paper's findings checked) to ``--out-dir`` (default ``runs/dips_synthetic``; ``--results`` writes the
+committed ``experiments/results`` instead).  ``--fast``: k step 3 and 20 tie-breaking draws (seconds).
 
-Usage: ``python experiments/dips_synthetic.py [--fast] [--seed 0] [--reps 100] [--out-dir DIR] [--out rows.json]``.
+Usage: ``python experiments/dips_synthetic.py [--fast] [--seed 0] [--reps 100] [--out-dir DIR | --results]
+[--out rows.json]``.
 """
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ TARGETS = ("ee", "ea", "ea-dp")
 SHOW_K = (0, 1, 2, 5, 10, 20, 40, 60, 80, 99)
 BROWSING = RBP(0.9)
 RESULTS = Path(__file__).resolve().parent / "results"
+#: where a plain run writes (not the tracked experiments/results)
+DEFAULT_OUT = Path("runs") / "dips_synthetic"
 FAST = dict(ks=list(range(0, 100, 3)) + [99], reps=20)  # --fast (a few seconds)
 
 HEADER = """\
@@ -313,11 +316,18 @@ def main(argv=None):
     ap.add_argument("--fast", action="store_true",
                     help=f"k step 3 and {FAST['reps']} tie-breaking draws (seconds); overrides --reps")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    ap.add_argument("--out-dir", type=Path, default=RESULTS,
-                    help="folder for dips_synthetic_61_1.png, dips_synthetic_61_2.png and dips_synthetic.md")
+    ap.add_argument("--out-dir", type=Path, default=None,
+                    help=f"folder for dips_synthetic_61_1.png, dips_synthetic_61_2.png and dips_synthetic.md "
+                         f"(default: {DEFAULT_OUT}; with --results: experiments/results)")
+    ap.add_argument("--results", action="store_true",
+                    help="write into experiments/results (the committed results) instead of runs/dips_synthetic")
     ap.add_argument("--out", type=str, default=None,
                     help="write every row (all k) to this JSON file")
     args = ap.parse_args(argv)
+    if args.results and args.out_dir is not None:
+        ap.error("give --out-dir or --results, not both")
+    if args.out_dir is None:
+        args.out_dir = RESULTS if args.results else DEFAULT_OUT
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     ks = FAST["ks"] if args.fast else list(range(100))

@@ -126,3 +126,29 @@ def test_demo_prints_no_lightning_chatter(tmp_path, capfd):
     for chatter in ("GPU available", "TPU available", "litlogger", "weights_only", "logging interval"):
         assert chatter not in both, chatter
     assert "seed 0: training the tuned ranker" in out and "total time" in out
+
+
+def test_dips_synthetic_writes_under_runs_unless_results(tmp_path, monkeypatch):
+    import importlib.util
+    import sys
+
+    path = ROOT / "experiments" / "dips_synthetic.py"
+    spec = importlib.util.spec_from_file_location("_exp_dips_synthetic_default", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    try:
+        spec.loader.exec_module(mod)
+        written = []
+        monkeypatch.setattr(mod, "plots", lambda r1, r2, seed, out_dir: written.append(Path(out_dir)))
+        monkeypatch.chdir(tmp_path)
+        mod.main(["--fast"])
+        assert written[-1] == Path("runs") / "dips_synthetic"
+        assert (tmp_path / "runs" / "dips_synthetic" / "dips_synthetic.md").is_file()
+        # --results names the tracked folder (not run here: the plot spy and a patched folder stand in)
+        monkeypatch.setattr(mod, "RESULTS", tmp_path / "tracked")
+        mod.main(["--fast", "--results"])
+        assert written[-1] == tmp_path / "tracked" and (tmp_path / "tracked" / "dips_synthetic.md").is_file()
+        with pytest.raises(SystemExit):
+            mod.main(["--fast", "--results", "--out-dir", str(tmp_path / "x")])
+    finally:
+        sys.modules.pop(spec.name, None)
