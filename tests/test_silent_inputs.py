@@ -120,3 +120,91 @@ def test_loss_num_groups_mismatch_with_soft_groups_is_value_error(loss):
         loss(num_groups=4)(s, r, soft)
     assert str(loss_error.value) == str(measure_error.value)
     assert torch.isfinite(loss(num_groups=3)(s, r, soft))
+
+
+# ------------------------------------------------------------------------------- NeuralSort: finite gradients
+@pytest.mark.parametrize("fn", [ndcg, dcg])
+@pytest.mark.parametrize("temperature", [1e-20, 1e-39, 1e-44])
+def test_neuralsort_tied_scores_tiny_temperature_finite_gradient(fn, temperature):
+    """Tied scores: the relaxed permutation's gradient is ~N^2 / tau, infinite at tau = 1e-44 in float32."""
+    x = torch.ones(1, 4, requires_grad=True)
+    r = torch.tensor([[1.0, 0.0, 2.0, 3.0]])
+    v = fn(x, r, ordering=NeuralSort(temperature, scale="none"), reduction="sum")
+    v.backward()
+    assert torch.isfinite(v) and torch.isfinite(x.grad).all()
+    assert float(v.detach()) == pytest.approx(float(fn(x.detach(), r, ordering=NeuralSort(1e-3, scale="none"),
+                                                        reduction="sum")), rel=1e-5)  # tied: tau-free value
+
+
+@pytest.mark.parametrize("scores", [[[1.0, 1.0, 0.0, 0.0]], [[1e30, 0.0, -1e30, 2.0]], [[3e38, -3e38, 1.0, 0.0]]])
+def test_neuralsort_logits_do_not_overflow(scores):
+    """Score gaps over the temperature beyond the dtype's range made the logits inf - inf (NaN value and gradient)."""
+    x = torch.tensor(scores, requires_grad=True)
+    r = torch.tensor([[1.0, 0.0, 2.0, 3.0]])
+    v = ndcg(x, r, ordering=NeuralSort(1e-39, scale="none"), reduction="sum")
+    v.backward()
+    assert torch.isfinite(v) and torch.isfinite(x.grad).all()
+    assert 0.0 <= float(v.detach()) <= 1.0 + 1e-6  # gaps far below the extremes round away in the logits: no check
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_SCORE = st.one_of(st.sampled_from([0.0, 1.0, -1.0, 1e-30, 1e4, -1e4, 6e4, 1e30, -1e30]),
+                   st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False, width=32))
+
+
+@settings(max_examples=60, deadline=None)
+@given(scores=st.lists(_SCORE, min_size=1, max_size=6), data=st.data(),
+       temperature=st.sampled_from([1e-44, 1e-30, 1e-6, 0.1, 10.0]), scale=st.sampled_from(["none", "std"]),
+       dtype=st.sampled_from([torch.float32, torch.float64, torch.float16, torch.bfloat16]),
+       fn=st.sampled_from(["ndcg", "dcg", "err", "mrr", "precision", "rbp"]))
+def test_neuralsort_utility_gradients_finite(scores, data, temperature, scale, dtype, fn):
+    import torchfair.metrics as M
+    n = len(scores)
+    x = torch.tensor([scores]).to(dtype)
+    if not torch.isfinite(x).all():  # beyond the half type's range: not a score of that dtype
+        return
+    x.requires_grad_(True)
+    real = data.draw(st.integers(1, n))
+    mask = torch.arange(n)[None, :] < real
+    r = torch.tensor([data.draw(st.lists(st.integers(0, 4), min_size=n, max_size=n))], dtype=torch.float32)
+    v = getattr(M, fn)(x, r, mask=mask, ordering=NeuralSort(temperature, scale=scale), reduction="sum")
+    v.backward()
+    assert torch.isfinite(v)
+    assert torch.isfinite(x.grad).all()
+
+
+# ------------------------------------------------------------------------------- import graph of the orderings
+def test_orderings_import_graph_is_acyclic():
+    """``base`` and ``hard`` imported each other (``hard`` at module level, ``base`` inside ``contract``)."""
+    import ast
+    import pathlib
+
+    import torchfair.orderings as pkg
+    root = pathlib.Path(pkg.__file__).parent
+    graph = {}
+    for path in root.glob("*.py"):
+        name = path.stem
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):  # every import, function-level ones included
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                deps.add(node.module.split(".")[0])
+            elif isinstance(node, ast.ImportFrom) and node.level == 1:
+                deps.update(a.name for a in node.names)
+        graph[name] = {d for d in deps if (root / f"{d}.py").exists() and d != name}
+    graph.pop("__init__", None)
+    state = {}
+
+    def visit(m, path):
+        state[m] = "open"
+        for d in graph.get(m, ()):
+            assert state.get(d) != "open", f"import cycle: {' -> '.join(path + [d])}"
+            if d not in state:
+                visit(d, path + [d])
+        state[m] = "done"
+
+    for m in graph:
+        if m not in state:
+            visit(m, [m])
+    from torchfair.orderings.base import LevelPairWeight  # noqa: F401  (public names where they were)
+    from torchfair.orderings.hard import HardOrderedBatch, contract_all_pairs  # noqa: F401

@@ -47,6 +47,8 @@ from torch.utils.checkpoint import checkpoint
 from .. import _linalg
 from ..browsing import BrowsingModel
 from .._validation import check_int
+# the sorted sweeps (pair counts independent of the ordering, O(N log N)) and the pair weight they read
+from ._sweeps import LevelPairWeight, contract_all_pairs
 
 __all__ = ["Ordering", "OrderedBatch", "OrderingLike", "PairBlock", "PAIR_BLOCK_ELEMENTS", "DENSE_PAIR_ELEMENTS",
            "row_blocks", "ranked_exposure", "dense_pairs"]
@@ -110,34 +112,6 @@ def ranked_exposure(browsing: BrowsingModel, relevance: Optional[Tensor], mask: 
     else:
         ranked = row_real  # only its shape, dtype and device are read
     return browsing.item_exposure(ranked) * row_real
-
-
-class LevelPairWeight:
-    """A pair weight that depends only on how the relevance of ``i`` compares with that of ``j``:
-    ``w[i, j] = greater 1(r_i > r_j) + equal 1(r_i = r_j) + less 1(r_i < r_j)``.
-
-    Called as ``w(start, stop)`` it gives the dense rows ``[B, stop - start, N]`` that
-    :meth:`OrderedBatch.contract` multiplies in; its structure lets an ordering contract without forming pairs
-    (:meth:`torchfair.orderings.HardOrderedBatch.contract` sweeps the ranking once per relevance level).
-    """
-
-    def __init__(self, relevance: Tensor, greater: float = 1.0, equal: float = 0.0, less: float = 0.0):
-        self.relevance, self.greater, self.equal, self.less = relevance, float(greater), float(equal), float(less)
-
-    def __call__(self, start: int, stop: int) -> Tensor:
-        rel = self.relevance
-        ri, rj = rel[:, start:stop, None], rel[:, None, :]
-        g, e, l = (torch.full((), x, dtype=rel.dtype, device=rel.device) for x in (self.greater, self.equal, self.less))
-        rest = torch.where(ri < rj, l, e) if self.less != self.equal else e
-        return torch.where(ri > rj, g, rest)
-
-    def level_matrix(self, levels: Tensor) -> Tensor:
-        """``[L, L]`` weights between sorted distinct relevance ``levels``: entry ``[a, b]`` is ``w`` for
-        ``r_i = levels[a]``, ``r_j = levels[b]``."""
-        a = torch.arange(levels.shape[0], device=levels.device)
-        gt, eq = (a[:, None] > a[None, :]), (a[:, None] == a[None, :])
-        lt = ~(gt | eq)
-        return self.greater * gt.to(levels.dtype) + self.equal * eq.to(levels.dtype) + self.less * lt.to(levels.dtype)
 
 
 @dataclass
@@ -210,7 +184,6 @@ class OrderedBatch(ABC):
             raise ValueError("`browsing` is required for which='joint'")
         B, N = self.mask.shape
         if which == "one" and (pair_weight is None or isinstance(pair_weight, LevelPairWeight)):
-            from .hard import contract_all_pairs  # pair counts: independent of the ordering, O(N log N)
             return contract_all_pairs(right, self.mask, pair_weight)
         ctx = self.pair_context(browsing if which == "joint" else None, relevance) if which != "one" else None
         if which == "joint":

@@ -579,6 +579,22 @@ class PermutationOrderedBatch(OrderedBatch):
         return self.P
 
 
+def _centred_logit_scores(s: Tensor, mask: Tensor, tau: Tensor) -> Tensor:
+    """``(s - mean) / tau`` of the real items (0 on padding), kept where the permutation logits stay finite.
+
+    The temperature is floored at ``sqrt(tiny)`` of the dtype (~1e-19 in float32): the gradient of a relaxed
+    permutation is of order ``N^2 / tau`` at tied scores, which was infinite for tiny temperatures (and a
+    temperature that underflows to 0 gave 0/0).  A smaller temperature changes nothing else: score gaps over it are
+    already ~1e12 logits apart for scores of order 1, a hard ranking.  ``|z|`` is capped at ``max / (4 N)`` so that
+    NeuralSort's ``(n - 1 - 2k) z - sum_j |z_i - z_j|`` (at most ``3 N max|z|``) cannot overflow to ``inf - inf``;
+    scores beyond it are one-hot already, only their order among themselves is lost (ties)."""
+    finfo = torch.finfo(s.dtype)
+    tau = tau.clamp(min=finfo.tiny ** 0.5)
+    bound = finfo.max / (4 * max(s.shape[1], 1))
+    z = ((s - _list_mean(s, mask)) / tau).clamp(-bound, bound)
+    return torch.where(mask, z, torch.zeros((), dtype=s.dtype, device=s.device))
+
+
 class _PermutationOrdering(_Tempered):
     def __init__(self, temperature: float = 0.1, scale: str = "std", *, min_scale: float = MIN_SCALE,
                  rel_min_scale: float = REL_MIN_SCALE, sinkhorn_iters: int = 0):
@@ -599,7 +615,7 @@ class _PermutationOrdering(_Tempered):
         # both relaxations are invariant to a per-list shift of the scores and their logits are homogeneous of
         # degree 1 in the scores: centre (detached mean, so that NeuralSort's (n - 1 - 2k) s terms do not cancel
         # catastrophically for large score offsets) and divide by tau first, so that nothing overflows
-        logits = self._logits((s - _list_mean(s, mask)) / tau, mask)  # [B, K, N]
+        logits = self._logits(_centred_logit_scores(s, mask, tau), mask)  # [B, K, N]
         logits = torch.where(mask[:, None, :], logits,
                              torch.full((), torch.finfo(s.dtype).min, dtype=s.dtype, device=s.device))
         P = torch.softmax(logits, dim=-1)
