@@ -152,3 +152,54 @@ def test_dips_synthetic_writes_under_runs_unless_results(tmp_path, monkeypatch):
             mod.main(["--fast", "--results", "--out-dir", str(tmp_path / "x")])
     finally:
         sys.modules.pop(spec.name, None)
+
+
+def test_metrics_ndcg_ideal_ranking_from_all_judged_documents(tmp_path, capsys):
+    """q1: the run ranks d1 (rel 1), d2 (rel 2), d4 (unjudged); the qrels also judge d3 (rel 1), absent from the run.
+    q2: the run ranks a (unjudged), b (rel 1); c (rel 2) is judged but absent.  Gain 2^rel - 1, discount log2(1+pos)."""
+    import json
+    import math
+
+    (tmp_path / "run.txt").write_text("q1 Q0 d1 1 3.0 r\nq1 Q0 d2 2 2.0 r\nq1 Q0 d4 3 1.0 r\n"
+                                      "q2 Q0 a 1 2.0 r\nq2 Q0 b 2 1.0 r\n")
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq1 0 d2 2\nq1 0 d3 1\nq2 0 b 1\nq2 0 c 2\n")
+    d = lambda pos: math.log2(pos + 1)  # noqa: E731
+    dcg1 = 1 / d(1) + 3 / d(2)
+    dcg2 = 1 / d(2)
+    trec = {"q1": dcg1 / (3 / d(1) + 1 / d(2) + 1 / d(3)), "q2": dcg2 / (3 / d(1) + 1 / d(2))}
+    run_only = {"q1": dcg1 / (3 / d(1) + 1 / d(2)), "q2": dcg2 / (1 / d(1))}
+    assert round(trec["q1"], 4) == 0.7003 and round(run_only["q1"], 4) == 0.7967
+
+    def per_list(*extra):
+        out = tmp_path / "o.json"
+        assert cli_main(["metrics", "--run", str(tmp_path / "run.txt"), "--qrels", str(tmp_path / "qrels.txt"),
+                         "--measures", "ndcg", "ndcg@2", "--bootstrap", "0", "--quiet", "--out-json", str(out),
+                         *extra]) == 0
+        from torchfair.evaluation.table import EvaluationTable
+        t = EvaluationTable.from_json(out)
+        return t, {lid: dict(zip(t.columns, row)) for lid, row in zip(t.list_ids, t.values.tolist())}
+
+    t, rows = per_list()  # default: trec_eval's convention
+    for q in ("q1", "q2"):
+        assert math.isclose(rows[q]["ndcg"], trec[q], rel_tol=1e-6), (q, rows[q])
+    assert math.isclose(t.mean["ndcg"], (trec["q1"] + trec["q2"]) / 2, rel_tol=1e-6)
+    # at k=2 q1's ideal top 2 (rel 2, 1) is the same either way
+    assert math.isclose(rows["q1"]["ndcg@2"], run_only["q1"], rel_tol=1e-6)
+    t, rows = per_list("--ideal", "run")
+    for q in ("q1", "q2"):
+        assert math.isclose(rows[q]["ndcg"], run_only[q], rel_tol=1e-6), (q, rows[q])
+    assert json.loads((tmp_path / "o.json").read_text())
+
+
+def test_readme_install_names_only_real_extras():
+    import re
+    import tomllib
+
+    readme = (ROOT / "README.md").read_text()
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    named = set(re.findall(r'pip install -e "\.\[([\w-]+)\]"', readme))
+    assert {"optuna", "ray", "parquet", "dev"} <= named, named
+    assert named <= extras, named - extras
+    assert "pip install torchfair[" not in readme  # no such package on the index
+    assert "## Install" in readme and readme.index("## Install") < readme.index("## The main job")
+    assert "pip install torch==" in readme and "download.pytorch.org/whl/cpu" in readme

@@ -41,6 +41,8 @@ __all__ = ["main", "build_parser", "split_measures", "SUBCOMMANDS", "LIGHTNING_S
 #: repeated here so that building the parser does not import torchfair.evaluation)
 MISSING_GROUPS = ("error", "unknown")
 NEGATIVE_GRADES = ("error", "zero")
+#: choices of --ideal: where NDCG's ideal ranking comes from with --run / --qrels
+IDEAL = ("qrels", "run")
 
 #: a comma starts a new measure when it is followed by ``name``, ``name@k`` or ``name:...`` (not ``key=value``)
 _MEASURE_SPLIT = re.compile(r",(?=\s*[A-Za-z_]\w*(?:@\d+)?\s*(?:[:,]|$))")
@@ -114,6 +116,10 @@ def _add_metrics(sub) -> None:
                         "(default: each measure's own)")
     m.add_argument("--num-groups", type=int, help="number of groups (default: from the data)")
     m.add_argument("--list-measures", action="store_true", help="print the available measures and exit")
+    m.add_argument("--ideal", choices=IDEAL, default="qrels",
+                   help="NDCG's ideal ranking with --run/--qrels: 'qrels' (trec_eval's convention: all judged "
+                        "documents of the query, also those the run does not rank) or 'run' (only the run's "
+                        "documents, as for --table)")
     a = p.add_argument_group("aggregation and output")
     a.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates (0: no interval)")
     a.add_argument("--seed", type=int, default=0, help="bootstrap seed")
@@ -265,6 +271,69 @@ def _align_groups(datas) -> Optional[List[str]]:
     return union
 
 
+def _ideal_from_qrels(args: argparse.Namespace, table, data, measures: Sequence[str],
+                      options: Dict[str, object]) -> None:
+    """``--ideal qrels`` (trec_eval's convention): rescale each list's NDCG columns (in place) so that the ideal
+    ranking holds every judged document of the query, also those the run does not rank:
+    ``NDCG = DCG(run) / IDCG(all judged) = NDCG(run's documents) * IDCG(run's documents) / IDCG(all judged)``; a
+    list whose ranked documents are all non-relevant while the qrels hold relevant ones gets 0 (trec_eval's value)
+    instead of undefined.  The aggregates and the bootstrap interval are recomputed (same seed)."""
+    import numpy as np
+    import torch
+
+    from .evaluation.io import _read_qrels
+    from .evaluation.registry import get_measure, parse_request
+    from .evaluation.table import bootstrap_interval
+    from .metrics import ideal_dcg
+
+    if args.ideal != "qrels" or not args.qrels:
+        return
+    cols = []
+    for mname in measures:
+        r = parse_request(mname)
+        try:
+            spec = get_measure(r.name)
+        except ValueError:
+            continue
+        if spec.name != "ndcg" or r.label not in table.columns:
+            continue
+        opts = {**spec.options_for({k: v for k, v in options.items() if k not in spec.ignore_global}), **r.options}
+        cols.append((table.columns.index(r.label), opts.get("k"), opts.get("gain", "exponential")))
+    if not cols:
+        return
+    rels, _, _ = _read_qrels(args.qrels, args.qrels_groups, args.negative_grades, [])
+    by_id = {d["list_id"]: d for d in data.lists}
+    changed = False
+    for i, lid in enumerate(table.list_ids):
+        judged = [g for g in rels.get(lid, {}).values()]
+        run_rel = by_id[lid]["relevance"]
+        if run_rel is None or not judged:
+            continue
+        all_rel = torch.tensor(judged, dtype=torch.float64).clamp(min=0).unsqueeze(0)
+        for j, k, gain in cols:
+            full = float(ideal_dcg(all_rel, k=k, gain=gain)[0])
+            own = float(ideal_dcg(run_rel.to(torch.float64).unsqueeze(0), k=k, gain=gain)[0]) \
+                if run_rel.numel() else 0.0
+            if full <= 0 or abs(own - full) <= 1e-12 * full:
+                continue
+            v = table.values[i, j]
+            table.values[i, j] = 0.0 if own <= 0 or np.isnan(v) else v * own / full
+            changed = True
+    if not changed:
+        return
+    valid = ~np.isnan(table.values)
+    n_valid = valid.sum(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(n_valid > 0, np.nansum(table.values, 0) / np.maximum(n_valid, 1), np.nan)
+    meta = table.meta
+    lo, hi = bootstrap_interval(table.values, meta.get("bootstrap", args.bootstrap), meta.get("seed", args.seed),
+                                meta.get("confidence", args.confidence))
+    for j, c in enumerate(table.columns):
+        table.mean[c], table.ci_low[c], table.ci_high[c] = float(means[j]), float(lo[j]), float(hi[j])
+        table.n_valid[c] = int(n_valid[j])
+    meta["ideal"] = "qrels"
+
+
 def _run_metrics(args: argparse.Namespace) -> int:
     from .evaluation.table import evaluate
 
@@ -290,6 +359,8 @@ def _run_metrics(args: argparse.Namespace) -> int:
     _check_measures(measures, data)
     table = evaluate(data.lists, measures, bootstrap=args.bootstrap, seed=args.seed, confidence=args.confidence,
                      num_groups=args.num_groups, group_names=data.group_names, **_measure_options(args))
+    if not args.table:
+        _ideal_from_qrels(args, table, data, measures, _measure_options(args))
     if args.out_json:
         table.to_json(args.out_json)
     if args.out_csv:
@@ -337,6 +408,8 @@ def _run_metrics_compare(args: argparse.Namespace, names: List[str]) -> int:
     tables = {name: evaluate(data.lists, measures, bootstrap=args.bootstrap, seed=args.seed,
                              confidence=args.confidence, num_groups=num_groups, group_names=group_names, **options)
               for name, data in zip(names, datas)}
+    for name, data in zip(names, datas):
+        _ideal_from_qrels(args, tables[name], data, measures, options)
     ref_ids = set(tables[names[0]].list_ids)
     for name, run in zip(names[1:], runs[1:]):
         if not ref_ids & set(tables[name].list_ids):
@@ -460,10 +533,11 @@ def _add_sweep(sub) -> None:
     p.add_argument("--threads", type=int, default=None, help="torch threads per trial (default: CPUs / workers)")
     p.add_argument("--search", choices=("grid", "optuna"), default="grid",
                    help="grid: every trial of the file; optuna: Optuna's TPE sampler over the same space "
-                        "(`pip install torchfair[optuna]`)")
+                        "(`pip install -e \".[optuna]\"` in the clone)")
     p.add_argument("--trials", type=int, default=None, help="number of trials for --search optuna")
     p.add_argument("--backend", choices=("local", "ray"), default="local",
-                   help="local: processes on this machine; ray: Ray Tune on a cluster (`pip install torchfair[ray]`)")
+                   help="local: processes on this machine; ray: Ray Tune on a cluster "
+                        "(`pip install -e \".[ray]\"` in the clone)")
     p.add_argument("--address", default=None,
                    help="Ray cluster address for --backend ray (e.g. auto or ray://head:10001; default: local Ray)")
     p.add_argument("--share", action="store_true",
