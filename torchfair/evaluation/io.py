@@ -43,7 +43,9 @@ If every known label is an integer they are used as ids; otherwise the distinct 
 
 Other rules: without qrels the lists have no relevance (``None``, as a table without a relevance column); a
 run item absent from the qrels has relevance 0 (unjudged = non-relevant, as ``trec_eval``; a note
-counts them); qrels entries absent from the run are ignored (the measures score the run's ranking); a query of the
+counts them); qrels entries absent from the run are not in the lists (the measures score the run's ranking;
+``torchfair metrics`` still builds NDCG's ideal ranking from them, trec_eval's convention, unless
+``--ideal run``); a query of the
 run without any qrels entry is kept with relevance 0 everywhere (a note names it), but a run none of whose queries
 is in the qrels is an error (mismatched files).  A qrels line repeating a judgment with another group label adds
 that group to the document (several groups, as several lines of a group file do).
