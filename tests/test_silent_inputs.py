@@ -208,3 +208,28 @@ def test_orderings_import_graph_is_acyclic():
             visit(m, [m])
     from torchfair.orderings.base import LevelPairWeight  # noqa: F401  (public names where they were)
     from torchfair.orderings.hard import HardOrderedBatch, contract_all_pairs  # noqa: F401
+
+
+# ------------------------------------------------------------------------------- wrong dtypes and shapes
+def _wrong_inputs():
+    S, R, G = torch.randn(2, 4), torch.rand(2, 4), torch.tensor([[0, 1, 0, 1]] * 2)
+    return [
+        ("dcg complex relevance", lambda: dcg(S, torch.ones(2, 4, dtype=torch.complex64)), "`relevance`"),
+        ("awrf complex groups", lambda: awrf(S, torch.ones(2, 4, dtype=torch.complex64), protected=1), "`groups`"),
+        ("EXP int ids, 2-D groups", lambda: ft.EXP(torch.ones(2, 4, dtype=torch.int8), G), "`groups`"),
+        ("ERBR complex relevance", lambda: ft.ERBR(S, G, torch.ones(2, 4, dtype=torch.complex64), 0.5), "`relevance`"),
+        ("DIPSLoss list relevance", lambda: DIPSLoss()(S, [[1.0, 2.0]], G), "`relevance`"),
+        ("FairPGRankLoss list relevance", lambda: FairPGRankLoss()(S, [[1.0, 2.0]], G), "`relevance`"),
+        ("NeuralSort empty lists", lambda: NeuralSort()(torch.ones(2, 0), torch.ones(2, 0, dtype=torch.bool)),
+         "`scores`"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_wrong_inputs())))
+def test_wrong_dtype_or_shape_is_value_error(case):
+    import warnings
+    name, call, arg = _wrong_inputs()[case]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no silent cast with a warning
+        with pytest.raises(ValueError, match=arg):
+            call()

@@ -239,7 +239,7 @@ def group_codes(groups: Tensor, mask: Tensor, num_groups: Optional[int], validat
     ``max id + 1``, on the CPU only: module docstring).  Without validation, ids ``>= G`` count as ``G - 1`` and
     ids ``< -1`` as unknown (what :func:`as_membership` builds its one-hot rows from)."""
     B, N = mask.shape
-    if groups.dtype == torch.bool or groups.is_floating_point() or groups.shape != (B, N):
+    if groups.dtype == torch.bool or groups.is_floating_point() or groups.is_complex() or groups.shape != (B, N):
         raise ValueError(f"`{name}` must be integer group ids of shape [B, N] = [{B}, {N}] "
                          f"(or float [B, N, G] soft membership); got {tuple(groups.shape)} {groups.dtype}")
     ids = groups.long()
@@ -300,6 +300,8 @@ def prepare(scores: Tensor, relevance: Optional[Tensor] = None, groups: Optional
     rel = None
     if relevance is not None:
         relevance = _check_tensor(relevance, "relevance")
+        if relevance.is_complex():
+            raise ValueError(f"`relevance` must be a real (floating, integer or bool) tensor; got {relevance.dtype}")
         r = relevance.unsqueeze(0) if (squeeze and relevance.dim() == 1) else relevance
         if r.shape != (B, N):
             raise ValueError(f"`relevance` must have the shape of `{scores_name}` {tuple(scores.shape)}; "

@@ -363,6 +363,9 @@ def _tensor_ranking_inputs(rankings: Tensor, groups, relevance, ctr) -> _Inputs:
             M = lookup.numel()
         else:
             gt = torch.as_tensor(groups)
+            if gt.dim() != 1:
+                raise ValueError("with item ids in `rankings`, `groups` must be a dict item -> group or a 1-D "
+                                 f"tensor of group labels indexed by item id; got shape {tuple(gt.shape)}")
             uniq, code = torch.unique(gt, sorted=True, return_inverse=True)
             labels = uniq.tolist()
             lookup, M = code.long(), code.numel()
@@ -560,6 +563,8 @@ def _values(v, name: str, m: Tensor, dt: torch.dtype, check_unit, dense: bool = 
         return None
     if not isinstance(v, Tensor):
         raise ValueError(f"`{name}` must be a tensor [B, N] in the tensor form")
+    if v.is_complex():
+        raise ValueError(f"`{name}` must be a real tensor; got {v.dtype}")
     t = v.unsqueeze(0) if v.dim() == 1 else v
     if t.shape != m.shape:
         raise ValueError(f"`{name}` must have shape {tuple(m.shape)}; got {tuple(v.shape)}")

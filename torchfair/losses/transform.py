@@ -167,8 +167,8 @@ _DATA_ARGS = {"scores", "relevance", "groups", "mask", "num_groups", "ordering",
               "validate_args", "protected", "reference"}
 
 def _as_batch(x: Optional[Tensor], soft_dim: int) -> Optional[Tensor]:
-    if x is None:
-        return None
+    if not isinstance(x, Tensor):  # None, or a wrong type the measure's validation names
+        return x
     return x.unsqueeze(0) if x.dim() == soft_dim - 1 else x
 
 

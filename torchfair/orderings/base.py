@@ -89,6 +89,8 @@ def work_scores(scores: Tensor, mask: Tensor) -> Tuple[Tensor, Tensor]:
         raise ValueError(f"`scores` must be a floating tensor [B, N]; got {getattr(scores, 'shape', scores)!r}")
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.shape != scores.shape:
         raise ValueError(f"`mask` must be a bool tensor with the shape of `scores` {tuple(scores.shape)}")
+    if scores.shape[1] == 0:
+        raise ValueError(f"`scores` must hold at least one item per list; got shape {tuple(scores.shape)}")
     s = _promote(scores)
     return torch.where(mask, s, torch.zeros((), dtype=s.dtype, device=s.device)), mask
 

@@ -636,7 +636,9 @@ class NeuralSort(_PermutationOrdering):
     ``n`` real items of each list (0-based k).  ``temperature`` / ``scale`` / ``min_scale`` / ``rel_min_scale``
     as in :class:`SoftRank` (``tau = temperature * max(std, rel_min_scale * mean|s|, min_scale)`` with
     ``scale="std"``; module docstring, Temperature); ``sinkhorn_iters`` balances the columns.  O(N^2) memory per
-    list."""
+    list.  The temperature is floored at ``sqrt(tiny)`` of the dtype (~1e-19 in float32) and the centred scores
+    over it capped at ``max / (4 N)``, so the gradient stays finite on tied scores and the logits never overflow
+    (as for :class:`SoftSort`)."""
 
     def _logits(self, s: Tensor, mask: Tensor) -> Tensor:
         N = s.shape[1]
