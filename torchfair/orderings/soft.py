@@ -579,7 +579,7 @@ class PermutationOrderedBatch(OrderedBatch):
         return self.P
 
 
-def _centred_logit_scores(s: Tensor, mask: Tensor, tau: Tensor) -> Tensor:
+def _centred_logit_scores(s: Tensor, mask: Tensor, tau: Tensor, in_dtype: Optional[torch.dtype] = None) -> Tensor:
     """``(s - mean) / tau`` of the real items (0 on padding), kept where the permutation logits stay finite.
 
     The temperature is floored at ``sqrt(tiny)`` of the dtype (~1e-19 in float32): the gradient of a relaxed
@@ -587,9 +587,13 @@ def _centred_logit_scores(s: Tensor, mask: Tensor, tau: Tensor) -> Tensor:
     temperature that underflows to 0 gave 0/0).  A smaller temperature changes nothing else: score gaps over it are
     already ~1e12 logits apart for scores of order 1, a hard ranking.  ``|z|`` is capped at ``max / (4 N)`` so that
     NeuralSort's ``(n - 1 - 2k) z - sum_j |z_i - z_j|`` (at most ``3 N max|z|``) cannot overflow to ``inf - inf``;
-    scores beyond it are one-hot already, only their order among themselves is lost (ties)."""
+    scores beyond it are one-hot already, only their order among themselves is lost (ties).  ``in_dtype``: the
+    dtype of the caller's scores (half types are computed in float32 but their gradient is returned in the half
+    type): the floor is also ``4 N^2 / max`` of that dtype, so that the ``N^2 / tau`` gradient fits it."""
     finfo = torch.finfo(s.dtype)
-    tau = tau.clamp(min=finfo.tiny ** 0.5)
+    fin = torch.finfo(in_dtype) if in_dtype is not None and in_dtype.is_floating_point else finfo
+    N = max(s.shape[1], 1)
+    tau = tau.clamp(min=max(finfo.tiny ** 0.5, fin.tiny ** 0.5, 4.0 * N * N / fin.max))
     bound = finfo.max / (4 * max(s.shape[1], 1))
     z = ((s - _list_mean(s, mask)) / tau).clamp(-bound, bound)
     return torch.where(mask, z, torch.zeros((), dtype=s.dtype, device=s.device))
@@ -608,14 +612,14 @@ class _PermutationOrdering(_Tempered):
         """``P_hat [B, N, N]``: ``P_hat[b, k, i]`` ~ P(item i at 0-based position k) (rows ``k >= n_b`` and padded
         columns are 0)."""
         s, mask = _work(scores, mask)
-        return self._P(s, mask)
+        return self._P(s, mask, scores.dtype)
 
-    def _P(self, s: Tensor, mask: Tensor) -> Tensor:
+    def _P(self, s: Tensor, mask: Tensor, in_dtype: Optional[torch.dtype] = None) -> Tensor:
         tau = self._tau(s, mask)
         # both relaxations are invariant to a per-list shift of the scores and their logits are homogeneous of
         # degree 1 in the scores: centre (detached mean, so that NeuralSort's (n - 1 - 2k) s terms do not cancel
         # catastrophically for large score offsets) and divide by tau first, so that nothing overflows
-        logits = self._logits(_centred_logit_scores(s, mask, tau), mask)  # [B, K, N]
+        logits = self._logits(_centred_logit_scores(s, mask, tau, in_dtype), mask)  # [B, K, N]
         logits = torch.where(mask[:, None, :], logits,
                              torch.full((), torch.finfo(s.dtype).min, dtype=s.dtype, device=s.device))
         P = torch.softmax(logits, dim=-1)
@@ -624,7 +628,7 @@ class _PermutationOrdering(_Tempered):
 
     def __call__(self, scores: Tensor, mask: Tensor) -> PermutationOrderedBatch:
         s, mask = _work(scores, mask)
-        return PermutationOrderedBatch(s, mask, self._P(s, mask))
+        return PermutationOrderedBatch(s, mask, self._P(s, mask, scores.dtype))
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(temperature={self.temperature}, scale={self.scale!r}, "
@@ -638,7 +642,9 @@ class NeuralSort(_PermutationOrdering):
     ``scale="std"``; module docstring, Temperature); ``sinkhorn_iters`` balances the columns.  O(N^2) memory per
     list.  The temperature is floored at ``sqrt(tiny)`` of the dtype (~1e-19 in float32) and the centred scores
     over it capped at ``max / (4 N)``, so the gradient stays finite on tied scores and the logits never overflow
-    (as for :class:`SoftSort`)."""
+    (as for :class:`SoftSort`).  Half precision: the gradient at tied scores is ~``N^2 / tau``, beyond float16's
+    65 504 when ``tau`` (score units) is below ~``4 N^2 / 65 504``; use a larger temperature there, or float32
+    scores."""
 
     def _logits(self, s: Tensor, mask: Tensor) -> Tensor:
         N = s.shape[1]
