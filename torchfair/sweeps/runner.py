@@ -115,8 +115,8 @@ def _prepare(out: Path, spec: SweepSpec, t: Trial, provenance: Optional[dict] = 
     return tdir
 
 
-class _Optuna:
-    """Optuna's ask / tell over the sweep's space: grid keys as categorical, ``random`` keys as their
+class OptunaSearch:
+    """The ``--search optuna`` strategy: Optuna's ask / tell over the sweep's space: grid keys as categorical, ``random`` keys as their
     distributions; finished trials found on disk are told to the study first (resume)."""
 
     def __init__(self, spec: SweepSpec, n_trials: int, seed: int):
@@ -346,7 +346,7 @@ def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] =
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"`threads` must be an int >= 1; got {threads!r}")
     threads = threads if threads is not None else max(1, (os.cpu_count() or 1) // workers)
-    tuner = _Optuna(spec, n_trials, spec.seed) if search == "optuna" else None
+    tuner = OptunaSearch(spec, n_trials, spec.seed) if search == "optuna" else None
     check_trial_keys(spec, expand_trials(spec))
     provenance = _provenance()
     started_at = time.time()

@@ -80,10 +80,10 @@ def load_checkpoint(path: str, config: Optional[str] = None, device: str = "cpu"
     from .module import FairRankingModule
 
     ckpt = _read(path)
-    tf = dict(ckpt["torchfair"])
+    record = dict(ckpt["torchfair"])  # what FairRankingModule.on_save_checkpoint stored
     hp = {k: v for k, v in dict(ckpt.get("hyper_parameters") or {}).items() if not k.startswith("_")}
     data_hp = {k: v for k, v in dict(ckpt.get("datamodule_hyper_parameters") or {}).items() if not k.startswith("_")}
-    measures = hp.get("measures") or tf.get("measures")
+    measures = hp.get("measures") or record.get("measures")
     if config is not None:
         cfg = _load_yaml(config)
         data_cfg = dict(cfg.get("data") or {})
@@ -94,12 +94,12 @@ def load_checkpoint(path: str, config: Optional[str] = None, device: str = "cpu"
     if not data_hp:
         raise ValueError(f"`--ckpt` {path}: the checkpoint has no data settings (its data module did not save "
                          f"hyperparameters); give them with `--config` (a YAML with a `data:` section)")
-    info = hp.get("data_info") or tf.get("data_info")
+    info = hp.get("data_info") or record.get("data_info")
     if not info:
         raise ValueError(f"`--ckpt` {path}: the checkpoint records no `data_info`, so its ranker cannot be rebuilt")
     ranker = hp.get("ranker")
     if not isinstance(ranker, str):
-        ranker = (tf.get("ranker") or {}).get("class_path", "mf")
+        ranker = (record.get("ranker") or {}).get("class_path", "mf")
     model = FairRankingModule(ranker=ranker, ranker_args=hp.get("ranker_args"), measures=measures, data_info=info)
     state = {k[len("ranker."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("ranker.")}
     try:
@@ -110,8 +110,8 @@ def load_checkpoint(path: str, config: Optional[str] = None, device: str = "cpu"
     dm = MovieLensDataModule(**data_hp)
     meta = {"checkpoint": os.path.abspath(path), "epoch": ckpt.get("epoch"), "global_step": ckpt.get("global_step"),
             "data": data_hp, "data_info": info, "ranker": ranker, "ranker_args": hp.get("ranker_args"),
-            "utility_loss": tf.get("utility_loss"), "fairness_loss": tf.get("fairness_loss"),
-            "lam": tf.get("lam"), "measures": list(model.measures)}
+            "utility_loss": record.get("utility_loss"), "fairness_loss": record.get("fairness_loss"),
+            "lam": record.get("lam"), "measures": list(model.measures)}
     return LoadedRun(path, model, dm, meta)
 
 
