@@ -58,16 +58,7 @@ q4 0 d4 1
 q4 0 d5 2
 q4 0 d2 0
 """
-GROUPS = """\
-# docid group
-d1 news
-d2 blog
-d3 news
-d4 blog
-d5 news
-d6 blog
-d7 blog
-"""
+from test_cli import GROUPS  # noqa: E402  (the same document groups as the single-run CLI tests)
 MEASURES = ["dips", "ndcg@3", "exposure_share"]
 
 

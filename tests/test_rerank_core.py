@@ -233,6 +233,10 @@ def test_every_reranker_permutes_real_items_keeps_padding_and_one_group_lists(sp
     (lambda: epsilon_greedy(torch.randn(4), epsilon=1.5), "epsilon"),
     (lambda: targeted_rerank(torch.randn(4), torch.tensor([0, 1, 0, 1]), keep=-1), "keep"),
     (lambda: targeted_rerank(torch.randn(4), torch.tensor([0, 1, 0, 1]), boosts=(0.0,)), "boosts"),
+    (lambda: targeted_rerank(torch.randn(4), torch.tensor([0, 1, 0, 1]), boosts=True), "boosts"),
+    (lambda: targeted_rerank(torch.randn(4), torch.tensor([0, 1, 0, 1]), boosts=(1.0, True)), "boosts"),
+    (lambda: targeted_rerank(torch.randn(4), torch.tensor([0, 1, 0, 1]), boosts=float("nan")), "boosts"),
+    (lambda: targeted_rerank(torch.randn(4), torch.tensor([0, 1, 0, 1]), boosts="inf"), "boosts"),
     (lambda: targeted_rerank(torch.randn(4), torch.tensor([0, 1, 0, 1]), measure="ndcg"), "measure"),
 ])
 def test_bad_input_names_the_argument(call, arg):

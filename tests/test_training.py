@@ -332,6 +332,8 @@ def test_evaluate_popularity_run_ranks_by_training_counts(tiny_checkpoints, tmp_
                      "--bootstrap", "5", "--popularity"]) == 0
     with pytest.raises(ValueError, match="`names`"):
         evaluate_checkpoints([str(tiny_checkpoints[0])], None, names=["popularity"], bootstrap=0, popularity=True)
+    with pytest.raises(ValueError, match="`popularity`"):
+        evaluate_checkpoints([str(tiny_checkpoints[0])], None, bootstrap=0, popularity="yes")
 
 
 def test_evaluate_cli_rerank_and_list_rerankers(tiny_checkpoints, tmp_path, capsys):

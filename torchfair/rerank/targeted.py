@@ -156,9 +156,12 @@ def targeted_rerank(scores: Tensor, groups: Tensor, relevance: RelevanceLike = "
     if isinstance(boosts, (int, float)):  # one boost ("boosts=inf" in a spec)
         boosts = (boosts,)
     try:
+        if isinstance(boosts, (str, bytes, Tensor)) or any(isinstance(x, bool) for x in boosts):
+            raise TypeError
         bl = sorted(set(float(x) for x in boosts))
     except (TypeError, ValueError):
-        raise ValueError(f"`boosts` must be a sequence of positive numbers; got {boosts!r}") from None
+        raise ValueError(f"`boosts` must be a positive number or a sequence of them (inf allowed); got "
+                         f"{boosts!r}") from None
     if not bl or any(not (x > 0) for x in bl):
         raise ValueError(f"`boosts` must be a non-empty sequence of positive numbers (inf allowed); got {boosts!r}")
     G = b.num_groups

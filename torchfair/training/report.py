@@ -197,6 +197,8 @@ def evaluate_checkpoints(ckpts: Sequence[str], out: Optional[str] = None, *, con
 
     if not ckpts:
         raise ValueError("`ckpts` is empty: give at least one checkpoint")
+    if not isinstance(popularity, bool):
+        raise ValueError(f"`popularity` must be a bool; got {popularity!r}")
     if split not in ("test", "val"):
         raise ValueError(f"`split` must be 'test' or 'val'; got {split!r}")
     if names is not None and len(names) != len(ckpts):
