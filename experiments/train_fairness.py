@@ -285,7 +285,7 @@ of {bs} lists, {ntr} training / {nte} held-out test lists, seed 0.  Objective
 * grad: `||d fairness / d params||_2` of the fairness term alone (not multiplied by lam), at the first, middle and
   last step, and its minimum over all steps.  For lam = 0 it is measured but not followed.
 
-Observations (seed 0 above; the quick mode was checked on seeds 0-4, see `tests/test_train_smoke.py`):
+Observations (seed 0 above; the quick mode was checked on seeds 0-4, see `tests/experiments/test_train_fairness.py`):
 
 * The utility-only model (lam = 0) learns the label bias and is clearly unfair by exact DIPS (group A
   disadvantaged); the DIPS loss reduces the exact gap monotonically in lam (DIPS data: 0.205 -> 0.021 at lam = 2,

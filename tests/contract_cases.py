@@ -1958,13 +1958,13 @@ def build_rows() -> List[Row]:
 EXEMPT: Dict[str, str] = {
     # the design layer: covered by tests/test_design.py (declarations, transformation, public surface)
     "metrics.MEASURES": "the declaration table (tests/test_design.py)",
-    "metrics.fair_test": "FA*IR's ranked group fairness test, a pass/fail per list (tests/test_rerank.py: against the "
+    "metrics.fair_test": "FA*IR's ranked group fairness test, a pass/fail per list (tests/rerank/test_rerank.py: against the "
                          "exact binomial loop, every 0/1 sequence at CDF-valued alphas, FA*IR's outputs)",
-    "metrics.fair_mtable": "FA*IR's m-table from Python numbers (tests/test_rerank.py: the paper's table, the exact "
+    "metrics.fair_mtable": "FA*IR's m-table from Python numbers (tests/rerank/test_rerank.py: the paper's table, the exact "
                            "binomial quantile, scipy)",
-    "metrics.fair_adjusted_alpha": "a number from Python numbers (tests/test_rerank.py: enumeration of every 0/1 "
+    "metrics.fair_adjusted_alpha": "a number from Python numbers (tests/rerank/test_rerank.py: enumeration of every 0/1 "
                                    "sequence)",
-    "metrics.FairTest": "result type of fair_test (tests/test_rerank.py)",
+    "metrics.FairTest": "result type of fair_test (tests/rerank/test_rerank.py)",
     "metrics.Measure": "the declaration type (tests/test_design.py)",
     "metrics.get_declaration": "declaration lookup (tests/test_design.py)",
     "losses.measure_loss": "TODO contract row; every declared loss in tests/test_design.py",
@@ -1973,7 +1973,7 @@ EXEMPT: Dict[str, str] = {
     "losses.REDUCERS": "a table of reducers (tests/test_design.py)",
     "losses.default_ordering": "returns SoftRank(0.1), which has a row",
     "evaluation.register_declared": "registry plumbing (tests/test_design.py)",
-    "orderings.list_scale": "TODO contract row; tested in tests/test_orderings_robust.py",
+    "orderings.list_scale": "TODO contract row; tested in tests/orderings/test_orderings_robust.py",
     "metrics.ideal_dcg": "TODO contract row; the ideal DCG inside ndcg (rows metrics.ndcg, metrics.dcg)",
     "metrics.ideal_ranking": "TODO contract row; the ideal order inside ndcg and ListMLE (their rows)",
     # result types and constants: checked through the rows of the functions that return them
@@ -2000,9 +2000,9 @@ EXEMPT: Dict[str, str] = {
     "compat.fairranktune.FRTInputError": "the ValueError subclass FRT rows raise",
     "compat.fairranktune.NDKL_EPSILON": "a constant",
     "compat.fairranktune.DETCONSTSORT": "FRT's re-ranker on pandas DataFrames, not tensors: against FairRankTune "
-                                        "and bad input in tests/test_fairranktune_rerankers.py",
+                                        "and bad input in tests/compat/test_fairranktune_rerankers.py",
     "compat.fairranktune.EPSILONGREEDY": "FRT's re-ranker on pandas DataFrames, not tensors: against FairRankTune "
-                                         "and bad input in tests/test_fairranktune_rerankers.py",
+                                         "and bad input in tests/compat/test_fairranktune_rerankers.py",
     "evaluation.register": "registry plumbing (evaluate and compute_columns run every registered measure)",
     "evaluation.unregister": "registry plumbing",
     "evaluation.get_measure": "registry plumbing",

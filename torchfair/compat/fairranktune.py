@@ -11,7 +11,7 @@ per-group sums by ``index_add``, ARP's mixed pairs won by counting, NDKL's prefi
 precomputed :class:`~torchfair.orderings.OrderedBatch`) goes through the ordering machinery: exposure from the
 :class:`~torchfair.orderings.OrderedBatch`, ARP from :func:`torchfair.metrics.rank_parity`, NDKL's prefixes from the
 ordering's position matrix; a relaxed ordering therefore gives differentiable versions of the same numbers
-(tests/test_fairranktune.py checks that both paths agree on hard rankings).
+(tests/compat/test_fairranktune.py checks that both paths agree on hard rankings).
 
 Names and positional arguments follow FRT: ``EXP(rankings, groups, combo)``, ``EXPU(rankings, groups,
 relevance, combo)``, ``EXPRU(rankings, groups, relevance, ctr, combo)``, ``AWRF(rankings, groups, p, combo)``,
@@ -82,7 +82,7 @@ Re-rankers
 ----------
 ``DETCONSTSORT(current_ranking_df, item_group_dict, current_ranking_scores_df, distribution, k)`` and
 ``EPSILONGREEDY(current_ranking_df, item_group_dict, current_ranking_scores_df, epsilon, seed)`` take and return
-what FRT's do, and give FRT's outputs exactly (tests/test_fairranktune_rerankers.py runs both on random inputs
+what FRT's do, and give FRT's outputs exactly (tests/compat/test_fairranktune_rerankers.py runs both on random inputs
 against the package): the ranking and the scores are read from column 0 of the two DataFrames (aligned by
 position); the result is ``(ranking DataFrame, {item: group}, scores DataFrame)``, one column ``0`` each, the dict's
 keys and values numpy scalars (``np.str_``, ``np.int64``) as FRT's ``dict(zip(array, array))`` makes them (a

@@ -174,7 +174,7 @@ class HardOrderedBatch(OrderedBatch):
         prefix sum over equal relevance) and the rest; tied partners under ``ties="average"`` (same block, ``1/2``
         or the tied-pair joint) are segment sums inside the block.  Graded or continuous relevance alike; same
         result as the generic path up to rounding (accumulated in float64 where the device has it; tests in
-        tests/test_orderings_robust.py compare both)."""
+        tests/orderings/test_orderings_robust.py compare both)."""
         if which not in ("above", "joint", "one") or (which == "joint" and browsing is None) or (
                 pair_weight is not None and not isinstance(pair_weight, LevelPairWeight)):
             return super().contract(right, which=which, pair_weight=pair_weight, browsing=browsing,

@@ -23,7 +23,7 @@ gradient estimators:
   Rewards are centred per list (a baseline that is exact for position-based browsing, where the total exposure
   of a ranking is constant), which also keeps the chain rule unbiased for measures that normalise by the
   estimated total exposure.  Expected positions and the position matrix (prefix measures) are not per-position
-  rewards: they get the score-function gradient.  Measured variance (``tests/test_plackett_luce.py``, N = 5):
+  rewards: they get the score-function gradient.  Measured variance (``tests/orderings/test_plackett_luce.py``, N = 5):
   PL-Rank's is 0.35-0.7x the score function's for the DIPS gap, but 2-4x for exposure objectives such as
   misallocation, where the leave-one-out baseline of the score function wins: pick the estimator per objective.
 * ``"relaxed"``: Gumbel-perturbed scores through a soft ordering (pathwise, biased, low variance).

@@ -183,7 +183,7 @@ class SampledOrderedBatch(MixtureOrderedBatch):
         :class:`~torchfair.orderings.base.LevelPairWeight` with at most 64 relevance levels and ``right`` needs no
         gradient: ``O(S B N H L)`` time, memory bounded by sweeping a few samples at a time.  Otherwise the
         generic row blocks (each built a few samples at a time).  Same values up to rounding
-        (tests/test_stochastic.py compares both).  ``lv``: the levels of ``pair_weight`` if already known
+        (tests/orderings/test_stochastic.py compares both).  ``lv``: the levels of ``pair_weight`` if already known
         (``_levels``)."""
         out = self._sweep(right, which, pair_weight, browsing, relevance, block_elements, self.weights, lv=lv)
         if out is None:  # many relevance levels (continuous relevance): the rankings' sorted sweeps, O(log N)

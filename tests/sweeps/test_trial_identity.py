@@ -16,7 +16,7 @@ from torchfair.metrics import declarations
 from torchfair.sweep import (SweepLockedError, collect_results, column_direction, expand_trials, load_sweep,
                              run_sweep, run_trial, write_sweep_report)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "configs" / "ml100k_dips.yaml"
 SYNTH = {"data.variant": "synthetic", "data.n_test": 3, "data.n_val": 2, "data.num_negatives": 5,
          "data.batch_size": 16, "data.eval_batch_size": 32, "trainer.max_epochs": 1,

@@ -11,7 +11,7 @@ from torchfair.data.recsys import (AGE_BUCKETS, FeatureTables, ItemGroups, Ranki
 
 
 def synthetic_movielens(**kw):
-    # imported when a test runs, not at collection: see the note at the top of tests/test_movielens.py
+    # imported when a test runs, not at collection: see the note at the top of tests/data/test_movielens.py
     from torchfair.data.movielens import synthetic_movielens as make
     return make(**kw)
 

@@ -240,7 +240,7 @@ def test_dips_loss_is_reduced_metric(mode, oname):
 
 @pytest.mark.parametrize("mode", ["abs", "square", "one_sided"])
 def test_dips_loss_hard_matches_plain_reference(mode):
-    """End to end with the exact ordering against tests/reference.py's loops (RBP(0.9), c_t = 0.5)."""
+    """End to end with the exact ordering against tests/references/reference.py's loops (RBP(0.9), c_t = 0.5)."""
     s, r, g, m = _batch_with_undefined()
     per, valid = [], []
     for b in range(s.shape[0]):

@@ -1,4 +1,4 @@
-"""Exposure family vs plain-Python references (tests/exposure_reference.py), expeval numbers, EE identity."""
+"""Exposure family vs plain-Python references (tests/references/exposure_reference.py), expeval numbers, EE identity."""
 from __future__ import annotations
 
 import itertools

@@ -16,7 +16,7 @@ from torchfair.losses import DIPSLoss, ListNetLoss  # noqa: E402
 from torchfair.training import (FairRankingModule, MatrixFactorization, MovieLensDataModule, TwoTower,  # noqa: E402
                                 build_ranker)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "configs").glob("ml100k_*.yaml"))
 #: the synthetic stand-in (60 users, 80 items, no network) for every config
 SYNTH = ["--data.variant", "synthetic", "--data.n_test", "3", "--data.n_val", "2", "--data.num_negatives", "5",

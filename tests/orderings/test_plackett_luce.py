@@ -1,4 +1,4 @@
-"""Plackett-Luce orderings checked against a plain-Python enumeration (tests/pl_reference.py).
+"""Plackett-Luce orderings checked against a plain-Python enumeration (tests/references/pl_reference.py).
 
 1. the reference itself (probabilities sum to 1, top-1 = softmax, pair = sigmoid);
 2. closed forms and ``PlackettLuce(exact=True)`` against the enumeration: positions, exposure, pair blocks,

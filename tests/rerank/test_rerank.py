@@ -1,4 +1,4 @@
-"""torchfair.rerank and FA*IR's test in torchfair.metrics.prefix, against the plain loops of tests/rerank_reference.py
+"""torchfair.rerank and FA*IR's test in torchfair.metrics.prefix, against the plain loops of tests/references/rerank_reference.py
 (written from the papers), brute-force enumeration and worked examples; properties with hypothesis; bad input.
 
 Fast: the whole file runs in well under a minute on one core.

@@ -1,4 +1,4 @@
-"""Exact pairwise evaluators (Hard ordering) against the plain-Python reference of tests/reference.py."""
+"""Exact pairwise evaluators (Hard ordering) against the plain-Python reference of tests/references/reference.py."""
 from __future__ import annotations
 
 import math

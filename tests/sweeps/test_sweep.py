@@ -16,7 +16,7 @@ from torchfair.cli import main as cli_main
 from torchfair.sweep import (SweepLockedError, Trial, collect_results, expand_trials, load_sweep, pareto_front,
                              run_sweep, write_sweep_report)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SYNTH = {"data.variant": "synthetic", "data.n_test": 3, "data.n_val": 2, "data.num_negatives": 5,
          "data.batch_size": 16, "data.eval_batch_size": 32, "trainer.max_epochs": 1,
          "trainer.enable_progress_bar": False, "trainer.enable_model_summary": False, "model.schedule": "constant"}

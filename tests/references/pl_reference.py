@@ -115,7 +115,7 @@ def top1(logits):
 # ----------------------------------------------------------------------------------------------- measures
 # The pairwise measures are linear in the ranking indicators with ranking-independent normalisers, so their value
 # under a policy is the PL-weighted mean of their value on every ranking (the per-ranking values come from
-# tests/reference.py).  The exposure measures are functions of the expected exposure.
+# tests/references/reference.py).  The exposure measures are functions of the expected exposure.
 
 
 def one_hot(ids: Sequence[int], G: int) -> List[List[float]]:

@@ -25,7 +25,7 @@ from torchfair.losses import DIPSLoss, ListNetLoss  # noqa: E402
 from torchfair.orderings import PlackettLuce, SoftRank  # noqa: E402
 from torchfair.training import FairRankingModule, MovieLensDataModule  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: the synthetic stand-in: 60 users / 80 items; 60 / 16 -> 4 optimiser steps per epoch
 SYNTH_DM = dict(n_test=3, n_val=2, num_negatives=5, batch_size=16)
 STEPS_PER_EPOCH = 4

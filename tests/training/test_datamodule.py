@@ -8,7 +8,7 @@ import torch
 
 
 def MovieLensDataModule(*args, **kwargs):
-    # imported when a test runs, not at collection: see the note at the top of tests/test_movielens.py
+    # imported when a test runs, not at collection: see the note at the top of tests/data/test_movielens.py
     from torchfair.training import MovieLensDataModule as cls
     return cls(*args, **kwargs)
 

@@ -9,7 +9,7 @@ from experiment_loader import experiment_fixture
 
 yaml = pytest.importorskip("yaml")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 mod = experiment_fixture("tune_ranker")
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPTS = sorted(p for p in (Path(__file__).resolve().parents[1] / "experiments").glob("*.py")
+SCRIPTS = sorted(p for p in (Path(__file__).resolve().parents[2] / "experiments").glob("*.py")
                  if not p.name.startswith("_"))  # _bench.py: the shared harness, a module
 
 
