@@ -180,3 +180,59 @@ def test_cli_errors_and_misc(trec, capsys):
     assert main(["--version"]) == 0
     assert split_measures(["dips,ndcg@10", "igi:tie_weight=0.5,browsing=rbp:0.8,label=i", "ree"]) == \
         ["dips", "ndcg@10", "igi:tie_weight=0.5,browsing=rbp:0.8,label=i", "ree"]
+
+
+@pytest.mark.parametrize("command", ["metrics", "evaluate", "sweep", "sweep-report"])
+def test_every_subcommand_takes_config_and_print_config(tmp_path, capsys, command):
+    """One CLI system (jsonargparse, as LightningCLI): --print_config prints a YAML of the command's options, and
+    that YAML given back as --config sets them (a command-line option after it still wins)."""
+    import yaml
+
+    positional = ["DIR"] if command == "sweep-report" else []
+    assert main([command] + positional + ["--print_config"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert isinstance(printed, dict) and "config" not in printed
+    option = {"metrics": "bootstrap", "evaluate": "bootstrap", "sweep": "workers", "sweep-report": "split"}[command]
+    assert option in printed
+    printed[option] = {"bootstrap": 7, "workers": 3, "split": "val"}[option]
+    (tmp_path / "opts.yaml").write_text(yaml.safe_dump(printed))
+    assert main([command] + positional + ["--config", str(tmp_path / "opts.yaml"), "--print_config"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)[option] == printed[option]
+    if command == "metrics":
+        assert main([command, "--config", str(tmp_path / "opts.yaml"), "--bootstrap", "9", "--print_config"]) == 0
+        assert yaml.safe_load(capsys.readouterr().out)["bootstrap"] == 9
+
+
+def test_metrics_runs_from_a_config_file(trec, tmp_path, capsys):
+    """The same table from options on the command line and from the same options in a --config YAML."""
+    args = ["--run", str(trec / "run.txt"), "--qrels", str(trec / "qrels.txt"), "--groups", str(trec / "groups.txt"),
+            "--measures", "dips", "ndcg@10", "--bootstrap", "50", "--format", "json", "--missing-groups", "unknown"]
+    assert main(["metrics"] + args) == 0
+    direct = json.loads(capsys.readouterr().out)
+    (tmp_path / "m.yaml").write_text(
+        f"run: [{trec / 'run.txt'}]\nqrels: {trec / 'qrels.txt'}\ngroups: {trec / 'groups.txt'}\n"
+        "measures: [dips, ndcg@10]\nbootstrap: 50\nformat: json\nmissing_groups: unknown\n")
+    assert main(["metrics", "--config", str(tmp_path / "m.yaml")]) == 0
+    assert json.loads(capsys.readouterr().out) == direct
+
+
+def test_unknown_option_is_one_line_naming_it(capsys):
+    assert main(["metrics", "--bogus", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--bogus" in err and len(err.strip().splitlines()) <= 2
+
+
+def test_legacy_config_files_are_recognised_by_their_keys(tmp_path):
+    """`sweep --config SWEEP_FILE` and `evaluate --config FIT_YAML` (the spellings before every command took
+    jsonargparse's --config) still mean the sweep file and the fit config."""
+    from torchfair.cli import _legacy_config
+
+    (tmp_path / "s.yaml").write_text("base: configs/x.yaml\ngrid:\n  model.lam: [0, 1]\n")
+    (tmp_path / "f.yaml").write_text("data:\n  variant: synthetic\nmodel:\n  lam: 0\n")
+    (tmp_path / "o.yaml").write_text("workers: 2\n")
+    assert _legacy_config(["sweep", "--config", str(tmp_path / "s.yaml"), "--out", "D"]) == \
+        ["sweep", str(tmp_path / "s.yaml"), "--out", "D"]
+    assert _legacy_config(["evaluate", "--ckpt", "c", f"--config={tmp_path / 'f.yaml'}"]) == \
+        ["evaluate", "--ckpt", "c", "--fit-config", str(tmp_path / "f.yaml")]
+    kept = ["sweep", "s.yaml", "--config", str(tmp_path / "o.yaml")]
+    assert _legacy_config(kept) == kept  # an options file stays jsonargparse's

@@ -1,13 +1,15 @@
 """The ``torchfair`` command line.
 
-Subcommands (one ``argparse`` subparser each, registered in :data:`SUBCOMMANDS`; add ``fit``, ``evaluate``,
-``sweep``... by writing ``_add_<name>(subparsers)`` that sets ``func``):
+One command-line system: jsonargparse, which LightningCLI is built on.  Every subcommand takes ``--config FILE``
+(a YAML of its options, keys as ``--print_config`` prints them) and ``--print_config``; ``fit|validate|test|predict``
+are LightningCLI's own.  Subcommands are registered in :data:`SUBCOMMANDS` (name -> ``(add, run)``: ``add(sub)``
+builds the parser, ``run(args)`` does the work).
 
 * ``torchfair fit|validate|test|predict --config configs/ml100k_dips.yaml``: LightningCLI over the training
   loop (:mod:`torchfair.training`);
-* ``torchfair evaluate --ckpt PATH [--ckpt PATH ...] --out DIR``: the exact measures of trained checkpoints on
-  their test lists, as report.json / report.md / exposure_by_position.png;
-* ``torchfair sweep --config FILE --out DIR`` / ``torchfair sweep-report DIR``: grid and random searches over
+* ``torchfair evaluate --ckpt PATH [--ckpt PATH ...] --out DIR [--fit-config YAML]``: the exact measures of trained
+  checkpoints on their test lists, as report.json / report.md / exposure_by_position.png;
+* ``torchfair sweep SWEEP_FILE --out DIR`` / ``torchfair sweep-report DIR``: grid and random searches over
   training configs, resumable, with results.csv, Pareto fronts and report.md (:mod:`torchfair.sweep`);
 * ``torchfair metrics``: fairness and utility measures of rankings read from a TREC run + qrels (+ group file) or a
   CSV/Parquet table; prints the aggregate table (mean over valid lists, bootstrap interval, number of valid lists).
@@ -27,13 +29,14 @@ Examples::
 """
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shutil
 import sys
 import textwrap
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from jsonargparse import ActionConfigFile, ArgumentParser, DefaultHelpFormatter, Namespace
 
 __all__ = ["main", "build_parser", "split_measures", "SUBCOMMANDS", "LIGHTNING_SUBCOMMANDS", "HelpFormatter"]
 
@@ -48,13 +51,13 @@ IDEAL = ("qrels", "run")
 _MEASURE_SPLIT = re.compile(r",(?=\s*[A-Za-z_]\w*(?:@\d+)?\s*(?:[:,]|$))")
 
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows an option's default in its help, unless the default is None / False (no value, a flag) or the help
-    already says it."""
+class HelpFormatter(DefaultHelpFormatter):
+    """jsonargparse's formatter, showing an option's default in its help unless the default is None / False (no
+    value, a flag) or the help already says it."""
 
     def _get_help_string(self, action):
         if action.default in (None, False) or "default" in (action.help or ""):
-            return action.help
+            return action.help or ""
         return super()._get_help_string(action)
 
 
@@ -133,10 +136,9 @@ def _add_metrics(sub) -> None:
                    help="what to print on stdout (markdown: the aggregate table; with several --run, the runs side "
                         "by side with each run's paired difference from the first)")
     a.add_argument("--quiet", action="store_true", help="print nothing on stdout")
-    p.set_defaults(func=_run_metrics)
 
 
-def _check_files(args: argparse.Namespace, options: Sequence[str]) -> None:
+def _check_files(args: Namespace, options: Sequence[str]) -> None:
     """Every file option that is given names an existing file (the message names the option)."""
     for opt in options:
         value = getattr(args, opt.replace("-", "_"))
@@ -161,7 +163,7 @@ def _print_measures(out=None) -> None:
         out.write(textwrap.fill(desc, width=width, initial_indent=head, subsequent_indent=" " * 25) + "\n")
 
 
-def _read_input(args: argparse.Namespace, run: Optional[str]):
+def _read_input(args: Namespace, run: Optional[str]):
     """The lists of ``--table`` or of one ``--run`` with ``--qrels`` / ``--groups``."""
     from .evaluation.io import read_table, read_trec
 
@@ -185,7 +187,7 @@ def _check_measures(measures: Sequence[str], data) -> None:
                              f"column with --table")
 
 
-def _measure_options(args: argparse.Namespace) -> Dict[str, object]:
+def _measure_options(args: Namespace) -> Dict[str, object]:
     options: Dict[str, object] = {}
     if args.browsing is not None:
         options["browsing"] = args.browsing
@@ -212,7 +214,7 @@ def _print_input_notes(data, prefix: str = "") -> None:
         print(f"torchfair metrics: warning: {prefix}{warning}", file=sys.stderr)
 
 
-def _run_names(args: argparse.Namespace) -> List[str]:
+def _run_names(args: Namespace) -> List[str]:
     """One name per ``--run`` (``--name``, or the file name without its extension); all different."""
     runs = args.run or []
     if args.name is not None:
@@ -271,7 +273,7 @@ def _align_groups(datas) -> Optional[List[str]]:
     return union
 
 
-def _ideal_from_qrels(args: argparse.Namespace, table, data, measures: Sequence[str],
+def _ideal_from_qrels(args: Namespace, table, data, measures: Sequence[str],
                       options: Dict[str, object]) -> None:
     """``--ideal qrels`` (trec_eval's convention): rescale each list's NDCG columns (in place) so that the ideal
     ranking holds every judged document of the query, also those the run does not rank:
@@ -334,7 +336,7 @@ def _ideal_from_qrels(args: argparse.Namespace, table, data, measures: Sequence[
     meta["ideal"] = "qrels"
 
 
-def _run_metrics(args: argparse.Namespace) -> int:
+def _run_metrics(args: Namespace) -> int:
     from .evaluation.table import evaluate
 
     if args.list_measures:
@@ -380,7 +382,7 @@ def _run_metrics(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_metrics_compare(args: argparse.Namespace, names: List[str]) -> int:
+def _run_metrics_compare(args: Namespace, names: List[str]) -> int:
     """Several ``--run`` files against the same qrels / groups: each evaluated alone with the same options, then
     side by side through the report layer (:func:`torchfair.evaluation.report.compare`): every run after the first
     gets its paired difference from the first, over the queries both rank (paired by query id)."""
@@ -478,7 +480,8 @@ def _add_evaluate(sub) -> None:
                    help="add a 'popularity' run: the first checkpoint's lists ranked by training rating counts")
     p.add_argument("--list-rerankers", action="store_true", help="list the re-rankers and their options, then exit")
     p.add_argument("--name", action="append", metavar="NAME", help="a name per checkpoint (default: file names)")
-    p.add_argument("--config", help="a `torchfair fit` YAML whose data: / model.measures override the checkpoint's")
+    p.add_argument("--fit-config", metavar="YAML",
+                   help="a `torchfair fit` YAML whose data: / model.measures override the checkpoint's")
     p.add_argument("--split", choices=("test", "val"), default="test", help="which lists to score")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates (users resampled)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
@@ -487,7 +490,6 @@ def _add_evaluate(sub) -> None:
                                                  "(names as in `torchfair metrics --measures`)")
     p.add_argument("--mpc-group", type=int, default=1, help="the group whose MPC is reported (id; -1: no MPC)")
     p.add_argument("--device", default="cpu", help="where to score the lists (cpu, cuda, cuda:1...)")
-    p.set_defaults(func=_run_evaluate)
 
 
 def _run_evaluate(args) -> int:
@@ -507,7 +509,7 @@ def _run_evaluate(args) -> int:
     if args.bootstrap < 0:
         raise ValueError(f"`--bootstrap` must be >= 0; got {args.bootstrap}")
     check_out(args.out, args.overwrite, option="--out", hint="--overwrite")  # before any scoring
-    report = evaluate_checkpoints(args.ckpt, args.out, config=args.config, names=args.name, rerank=args.rerank,
+    report = evaluate_checkpoints(args.ckpt, args.out, config=args.fit_config, names=args.name, rerank=args.rerank,
                                   bootstrap=args.bootstrap, seed=args.seed, confidence=args.confidence,
                                   device=args.device, mpc_group=None if args.mpc_group < 0 else args.mpc_group,
                                   split=args.split, popularity=args.popularity,
@@ -526,8 +528,10 @@ def _add_sweep(sub) -> None:
                     "Writes DIR/results.csv, DIR/results.parquet (with pyarrow), DIR/pareto_<measure>.png and "
                     "DIR/report.md. See torchfair.sweep for the file format.",
         formatter_class=HelpFormatter)
-    p.add_argument("--config", required=True, metavar="FILE", help="the sweep file (YAML)")
-    p.add_argument("--out", required=True, metavar="DIR", help="output directory (created; resumed if it exists)")
+    p.add_argument("sweep_file", metavar="SWEEP_FILE", nargs="?",
+                   help="the sweep file (YAML: base, grid, ...; see torchfair.sweeps); given as --config FILE it is "
+                        "recognised by its keys")
+    p.add_argument("--out", metavar="DIR", help="output directory (created; resumed if it exists; required)")
     p.add_argument("--workers", type=int, default=None,
                    help="trials at once (default: the number of GPUs, else 1)")
     p.add_argument("--threads", type=int, default=None, help="torch threads per trial (default: CPUs / workers)")
@@ -543,14 +547,17 @@ def _add_sweep(sub) -> None:
     p.add_argument("--share", action="store_true",
                    help="work on DIR together with other `torchfair sweep --share` processes (each trial run once) "
                         "instead of refusing while another sweep holds it")
-    p.set_defaults(func=_run_sweep)
 
 
 def _run_sweep(args) -> int:
-    from .sweep import SweepLockedError, run_sweep
+    from .sweeps import SweepLockedError, run_sweep
 
+    if not args.sweep_file:
+        raise ValueError("the sweep file is required: `torchfair sweep SWEEP_FILE --out DIR`")
+    if not args.out:
+        raise ValueError("`--out` is required: the sweep's output directory")
     try:
-        res = run_sweep(args.config, args.out, workers=args.workers, threads=args.threads, search=args.search,
+        res = run_sweep(args.sweep_file, args.out, workers=args.workers, threads=args.threads, search=args.search,
                         n_trials=args.trials, backend=args.backend, address=args.address, share=args.share)
     except SweepLockedError as e:
         print(f"torchfair sweep: error: {e}", file=sys.stderr)
@@ -571,11 +578,10 @@ def _add_sweep_report(sub) -> None:
                        formatter_class=HelpFormatter)
     p.add_argument("out", metavar="DIR", help="the sweep's output directory")
     p.add_argument("--split", choices=("test", "val"), default="test", help="which measures the fronts use")
-    p.set_defaults(func=_run_sweep_report)
 
 
 def _run_sweep_report(args) -> int:
-    from .sweep import write_sweep_report
+    from .sweeps import write_sweep_report
 
     print(f"wrote {write_sweep_report(args.out, split=args.split)}")
     return 0
@@ -584,21 +590,77 @@ def _run_sweep_report(args) -> int:
 #: ``torchfair fit|validate|test|predict ...`` are LightningCLI's (torchfair.training.cli.FairLightningCLI)
 LIGHTNING_SUBCOMMANDS = ("fit", "validate", "test", "predict")
 
-SUBCOMMANDS: Dict[str, Callable] = {"metrics": _add_metrics, "evaluate": _add_evaluate, "sweep": _add_sweep,
-                                    "sweep-report": _add_sweep_report}
+#: subcommand name -> (function adding its options to the parser, function running it on the parsed options)
+SUBCOMMANDS: Dict[str, Tuple[Callable, Callable]] = {
+    "metrics": (_add_metrics, _run_metrics), "evaluate": (_add_evaluate, _run_evaluate),
+    "sweep": (_add_sweep, _run_sweep), "sweep-report": (_add_sweep_report, _run_sweep_report)}
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Subcommands:
+    """``sub.add_parser(name, help=..., description=...)`` as argparse has it, building a jsonargparse parser with
+    ``--config`` (and so ``--print_config``) registered as a subcommand."""
+
+    def __init__(self, subcommands):
+        self._sub = subcommands
+
+    def add_parser(self, name: str, help: Optional[str] = None, **kwargs) -> ArgumentParser:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        p = ArgumentParser(prog=f"torchfair {name}", exit_on_error=False, **kwargs)
+        p.add_argument("--config", action=ActionConfigFile,
+                       help="a YAML file of this command's options (the keys --print_config prints)")
+        self._sub.add_subcommand(name, p, help=help)
+        return p
+
+
+def build_parser() -> ArgumentParser:
+    """The ``torchfair`` parser (jsonargparse); ``parse_args(argv)`` gives ``args.subcommand`` and
+    ``args[subcommand]``, the subcommand's options."""
     from . import __version__
-    parser = argparse.ArgumentParser(prog="torchfair", description="Fairness measures for rankings.")
+    parser = ArgumentParser(prog="torchfair", description="Fairness measures for rankings.", exit_on_error=False,
+                            formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"torchfair {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in SUBCOMMANDS.values():
-        add(sub)
+    sub = parser.add_subcommands(required=False)
+    subs = _Subcommands(sub)
+    for add, _ in SUBCOMMANDS.values():
+        add(subs)
     for name in LIGHTNING_SUBCOMMANDS:  # listed in --help; parsed by LightningCLI (see main)
-        sub.add_parser(name, help=f"LightningCLI {name}: train / check a ranker from a YAML config "
-                                  f"(`torchfair {name} --help`)", add_help=False)
+        sub.add_subcommand(name, ArgumentParser(prog=f"torchfair {name}", add_help=False),
+                           help=f"LightningCLI {name}: train / check a ranker from a YAML config "
+                                f"(`torchfair {name} --help`)")
     return parser
+
+
+def _config_keys(argv: List[str]) -> Tuple[Optional[int], Optional[set]]:
+    """The position of ``--config FILE`` in ``argv`` and the top-level keys of that YAML (None if unreadable)."""
+    for i, a in enumerate(argv):
+        if a == "--config" and i + 1 < len(argv) or a.startswith("--config="):
+            path = argv[i + 1] if a == "--config" else a.split("=", 1)[1]
+            try:
+                import yaml
+                with open(path) as f:
+                    data = yaml.safe_load(f)
+            except Exception:
+                return i, None
+            return i, set(data) if isinstance(data, dict) else None
+    return None, None
+
+
+def _legacy_config(argv: List[str]) -> List[str]:
+    """Before every subcommand took jsonargparse's ``--config``, ``torchfair sweep --config SWEEP_FILE`` named the
+    sweep file and ``torchfair evaluate --config FIT_YAML`` a fit config: a ``--config`` file with a sweep file's
+    keys (``base``/``grid``) or a fit config's (``data``/``model``/``trainer``) is still read that way."""
+    if not argv or argv[0] not in ("sweep", "evaluate"):
+        return argv
+    i, keys = _config_keys(argv)
+    if i is None or keys is None:
+        return argv
+    path = argv[i + 1] if argv[i] == "--config" else argv[i].split("=", 1)[1]
+    rest = argv[:i] + argv[i + (2 if argv[i] == "--config" else 1):]
+    if argv[0] == "sweep" and keys & {"base", "grid"}:
+        return rest[:1] + [path] + rest[1:]
+    if argv[0] == "evaluate" and keys & {"data", "model", "trainer"}:
+        return rest + ["--fit-config", path]
+    return argv
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -609,16 +671,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return run_lightning(argv)
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:  # --help, --version, usage errors
+        args = parser.parse_args(_legacy_config(argv))
+    except SystemExit as e:  # --help, --version, --print_config
         return int(e.code or 0)
-    if not getattr(args, "func", None):
+    except Exception as e:  # jsonargparse's usage errors (exit_on_error=False)
+        command = argv[0] if argv and argv[0] in SUBCOMMANDS else None
+        print(f"torchfair{' ' + command if command else ''}: error: {e}", file=sys.stderr)
+        print(f"(see `torchfair {command + ' ' if command else ''}--help`)", file=sys.stderr)
+        return 2
+    command = args.get("subcommand")
+    if command not in SUBCOMMANDS:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        return int(SUBCOMMANDS[command][1](args[command]) or 0)
     except (ValueError, ImportError, OSError) as e:
-        print(f"torchfair {args.command}: error: {e}", file=sys.stderr)
+        print(f"torchfair {command}: error: {e}", file=sys.stderr)
         return 2
 
 

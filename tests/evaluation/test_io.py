@@ -263,7 +263,7 @@ def test_list_measures_prints_full_descriptions(capsys):
 def test_parser_builds_without_evaluation():
     # the parser (and --help) does not need torchfair.evaluation
     p = build_parser()
-    assert p.parse_args(["metrics", "--missing-groups", "unknown"]).missing_groups == "unknown"
+    assert p.parse_args(["metrics", "--missing-groups", "unknown"]).metrics.missing_groups == "unknown"
 
 
 @pytest.mark.parametrize("kind", ["trec", "csv"])

@@ -74,42 +74,50 @@ def _load_yaml(path: str) -> Dict[str, Any]:
 
 
 def load_checkpoint(path: str, config: Optional[str] = None, device: str = "cpu") -> LoadedRun:
-    """Rebuild a checkpoint's ranker and data module; ``config`` (a ``torchfair fit`` YAML) overrides the data
-    settings (``data:``) and the measures (``model: measures:``)."""
+    """Rebuild a checkpoint's ranker and data module through Lightning
+    (``FairRankingModule.load_from_checkpoint`` and ``MovieLensDataModule.load_from_checkpoint``: the saved
+    hyperparameters, with LightningCLI's class_path configs re-instantiated); ``config`` (a ``torchfair fit`` YAML)
+    overrides the data settings (``data:``) and the measures (``model: measures:``)."""
     from .datamodule import MovieLensDataModule
     from .module import FairRankingModule
 
-    ckpt = _read(path)
+    ckpt = _read(path)  # one clear error for a missing, foreign or truncated file before Lightning reads it
     record = dict(ckpt["torchfair"])  # what FairRankingModule.on_save_checkpoint stored
-    hp = {k: v for k, v in dict(ckpt.get("hyper_parameters") or {}).items() if not k.startswith("_")}
+    hp = dict(ckpt.get("hyper_parameters") or {})
     data_hp = {k: v for k, v in dict(ckpt.get("datamodule_hyper_parameters") or {}).items() if not k.startswith("_")}
-    measures = hp.get("measures") or record.get("measures")
+    step = {"epoch": ckpt.get("epoch"), "global_step": ckpt.get("global_step")}
+    del ckpt
+    model_over: Dict[str, Any] = {"init_from": None}  # the checkpoint's own weights, not those it started from
+    data_over: Dict[str, Any] = {}
     if config is not None:
         cfg = _load_yaml(config)
         data_cfg = dict(cfg.get("data") or {})
-        data_cfg = dict(data_cfg.get("init_args", data_cfg))
-        data_hp.update(data_cfg)
+        data_over = dict(data_cfg.get("init_args", data_cfg))
         model_cfg = dict(cfg.get("model") or {})
-        measures = model_cfg.get("measures", measures)
-    if not data_hp:
+        if "measures" in model_cfg:
+            model_over["measures"] = model_cfg["measures"]
+    if not data_hp and not data_over:
         raise ValueError(f"`--ckpt` {path}: the checkpoint has no data settings (its data module did not save "
                          f"hyperparameters); give them with `--config` (a YAML with a `data:` section)")
     info = hp.get("data_info") or record.get("data_info")
     if not info:
         raise ValueError(f"`--ckpt` {path}: the checkpoint records no `data_info`, so its ranker cannot be rebuilt")
-    ranker = hp.get("ranker")
-    if not isinstance(ranker, str):
-        ranker = (record.get("ranker") or {}).get("class_path", "mf")
-    model = FairRankingModule(ranker=ranker, ranker_args=hp.get("ranker_args"), measures=measures, data_info=info)
-    state = {k[len("ranker."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("ranker.")}
+    model_over["data_info"] = info
+    if not isinstance(hp.get("ranker", "mf"), str) or "ranker" not in hp:  # a module passed in Python: not saved
+        model_over["ranker"] = (record.get("ranker") or {}).get("class_path", "mf")
     try:
-        model.ranker.load_state_dict(state)
-    except RuntimeError as e:
-        raise ValueError(f"`--ckpt` {path}: its weights do not fit the ranker {ranker!r}: {e}") from None
+        model = FairRankingModule.load_from_checkpoint(path, map_location="cpu", **model_over)
+    except RuntimeError as e:  # load_state_dict: weights of another shape
+        raise ValueError(f"`--ckpt` {path}: its weights do not fit the ranker "
+                         f"{model_over.get('ranker', hp.get('ranker'))!r}: {e}") from None
     model.eval().to(device)
-    dm = MovieLensDataModule(**data_hp)
-    meta = {"checkpoint": os.path.abspath(path), "epoch": ckpt.get("epoch"), "global_step": ckpt.get("global_step"),
-            "data": data_hp, "data_info": info, "ranker": ranker, "ranker_args": hp.get("ranker_args"),
+    if data_hp:
+        dm = MovieLensDataModule.load_from_checkpoint(path, **data_over)
+    else:
+        dm = MovieLensDataModule(**data_over)
+    ranker = model_over.get("ranker", hp.get("ranker"))
+    meta = {"checkpoint": os.path.abspath(path), **step,
+            "data": {**data_hp, **data_over}, "data_info": info, "ranker": ranker, "ranker_args": hp.get("ranker_args"),
             "utility_loss": record.get("utility_loss"), "fairness_loss": record.get("fairness_loss"),
             "lam": record.get("lam"), "measures": list(model.measures)}
     return LoadedRun(path, model, dm, meta)
