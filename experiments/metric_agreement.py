@@ -14,7 +14,7 @@ stack and exact evaluator:
 * metrics (:data:`METRICS`): the measures of Raj & Ekstrand's Table 1 that torchfair implements -- PreF_KL, AWRF_ND
   (equal and catalogue targets), FAIR, logDP, logEUR, logRUR, IAA, EEL/EED/EER, PAIR (inter-group pairwise
   accuracy gap) -- plus the DIPS gap and the exposure misallocation ||delta||_1, and NDCG@10 as utility; every
-  value comes from :func:`torchfair.evaluation.evaluate` (the evaluator of ``torchfair evaluate``) per list, and the
+  value comes from :func:`torchfair.evaluation.evaluate_lists` (the evaluator of ``torchfair evaluate``) per list, and the
   system's value is the mean over lists (of ``|value|`` for the signed gaps, of ``|log ratio|`` for the ratios);
 * agreement: :func:`kendall_tau` (tau-b, ``scipy.stats.kendalltau``) between the oriented values of every
   pair of metrics.
@@ -45,7 +45,7 @@ PREFIX_K = 100
 class MetricSpec:
     """One row / column of the agreement matrix.
 
-    ``request``: the measure request given to :func:`torchfair.evaluation.evaluate` (a string, or a builder
+    ``request``: the measure request given to :func:`torchfair.evaluation.evaluate_lists` (a string, or a builder
     ``f(catalogue_share) -> MeasureRequest`` for options that are tensors); ``column``: the evaluator column read;
     ``transform``: ``"none"``, ``"abs"`` (a signed gap, 0 = fair) or ``"abslog"`` (a ratio, 1 = fair: ``|log|``) or ``"log"`` (signed),
     applied per list before the mean over lists; ``direction``: +1 if larger (after the transform) is fairer /
@@ -263,7 +263,7 @@ def system_values(lists: List[Dict[str, Any]], num_groups: int, catalogue_share:
     system's scored lists (``[{"scores", "relevance", "groups"}]``, as :func:`score_lists` returns)."""
     import numpy as np
 
-    from torchfair.evaluation import evaluate, parse_request
+    from torchfair.evaluation import evaluate_lists, parse_request
 
     import torch
 
@@ -282,7 +282,7 @@ def system_values(lists: List[Dict[str, Any]], num_groups: int, catalogue_share:
                 keep = torch.argsort(s, descending=True, stable=True)[:top]
                 s, r, g = s[keep], r[keep], g[keep]
             data.append((s, r, g))
-        table = evaluate(data, reqs, bootstrap=0, num_groups=num_groups, batch_size=1024,
+        table = evaluate_lists(data, reqs, bootstrap=0, num_groups=num_groups, batch_size=1024,
                          max_batch_elements=2 ** 21, validate_args=False)
         for j, c in enumerate(table.columns):
             columns[(top, c)] = table.values[:, j]
@@ -471,7 +471,7 @@ Trained systems: {res['epochs']} epochs of `FairRankingModule` (ListNet, Adam lr
 
 ## Metrics
 
-Every value is computed per list by `torchfair.evaluation.evaluate` (the evaluator of `torchfair evaluate`), then
+Every value is computed per list by `torchfair.evaluation.evaluate_lists` (the evaluator of `torchfair evaluate`), then
 transformed (`abs` for signed gaps, `abslog` = |log ratio| for the ratio metrics, whose parity is 1) and averaged
 over the lists where it is defined (the count is shown in brackets when some lists are undefined).  The tau matrix
 orients every metric by its direction (↑ larger is fairer/better, ↓ smaller is), so τ > 0 means two metrics agree

@@ -93,7 +93,7 @@ def popularity_table(ckpt: Path, config: str, measures: List[str], bootstrap: in
     """The popularity ranker's test table on the lists of ``ckpt`` under ``config``'s grouping."""
     import torch
     from metric_agreement import _popularity_ranker
-    from torchfair.evaluation import evaluate
+    from torchfair.evaluation import evaluate_lists
     from torchfair.training.report import REPORT_BROWSING, load_checkpoint, score_lists
 
     run = load_checkpoint(str(ckpt), config)
@@ -101,7 +101,7 @@ def popularity_table(ckpt: Path, config: str, measures: List[str], bootstrap: in
     dm.setup("test")
     lists = score_lists(_popularity_ranker(dm), dm, "test")
     G = int(run.meta["data_info"]["num_groups"])
-    return evaluate(lists, measures + [f"exposure_share:browsing={REPORT_BROWSING}"], bootstrap=bootstrap,
+    return evaluate_lists(lists, measures + [f"exposure_share:browsing={REPORT_BROWSING}"], bootstrap=bootstrap,
                     num_groups=G, validate_args=False), lists
 
 
@@ -161,7 +161,6 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
                     {"reference": "start" if ref == "start" else ref.replace(f" [{gname}]", ""),
                      **{c: [d["columns"][c]["ci_low"], d["columns"][c]["ci_high"]] for c, _ in COLUMNS}})
             pop, _ = popularity_table(start, str(cfg), measures, args.bootstrap)
-            from torchfair.evaluation import evaluate as _ev  # noqa: F401  (pairing needs the start's table too)
             start_tab = _start_table(start, str(cfg), measures, args.bootstrap)
             d = paired_differences(start_tab, pop, bootstrap=args.bootstrap)["columns"]
             for c, _ in COLUMNS:
@@ -178,12 +177,12 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def _start_table(ckpt: Path, config: str, measures: List[str], bootstrap: int):
-    from torchfair.evaluation import evaluate
+    from torchfair.evaluation import evaluate_lists
     from torchfair.training.report import REPORT_BROWSING, load_checkpoint, score_lists
 
     r = load_checkpoint(str(ckpt), config)
     lists = score_lists(r.model, r.datamodule, "test")
-    return evaluate(lists, measures + [f"exposure_share:browsing={REPORT_BROWSING}"], bootstrap=bootstrap,
+    return evaluate_lists(lists, measures + [f"exposure_share:browsing={REPORT_BROWSING}"], bootstrap=bootstrap,
                     num_groups=int(r.meta["data_info"]["num_groups"]), validate_args=False)
 
 

@@ -5,7 +5,7 @@ through :class:`~torchfair.training.MovieLensDataModule` (leave-last-10-out, the
 popularity item groups), full-catalogue evaluation lists of all 943 users.  Every candidate of :data:`CANDIDATES`
 is trained with :class:`~torchfair.training.FairRankingModule` (no fairness term) on 1 CPU thread, then it and
 the popularity baseline (:class:`~torchfair.training.Popularity`: training rating counts) are scored on the
-validation and the test lists and evaluated with the exact NDCG@10 of :func:`torchfair.evaluation.evaluate`.  The
+validation and the test lists and evaluated with the exact NDCG@10 of :func:`torchfair.evaluation.evaluate_lists`.  The
 paired difference from popularity (per user, the same lists) gets a percentile bootstrap interval
 (:func:`torchfair.evaluation.bootstrap_interval`, 1000 replicates).  The candidate with the best *validation*
 NDCG@10 is chosen; test is only reported.
@@ -132,14 +132,14 @@ def build_tuned(variant: str = "ml-100k", seed: int = 0, *, recipe: Recipe = TUN
 # ------------------------------------------------------------------------------------------------ evaluation
 def ndcg_per_list(model, dm, split: str):
     """Exact NDCG@10 of every ``split`` list (``"val"`` / ``"test"``), in the loader's order: ``[L]`` array."""
-    from torchfair.evaluation import evaluate
+    from torchfair.evaluation import evaluate_lists
     from torchfair.training.report import score_lists
 
     was = model.training
     model.eval()
     lists = score_lists(model, dm, split)
     model.train(was)
-    table = evaluate(lists, ["ndcg@10"], bootstrap=0, num_groups=dm.num_groups, batch_size=1024,
+    table = evaluate_lists(lists, ["ndcg@10"], bootstrap=0, num_groups=dm.num_groups, batch_size=1024,
                      max_batch_elements=2 ** 21, validate_args=False)
     return table["ndcg@10"]
 
@@ -236,7 +236,7 @@ def report(res: Dict[str, Any], command: str) -> str:
         f"thread, {os.cpu_count()} CPUs shared with another job; load average {os.getloadavg()[0]:.1f} at the end)  ",
         f"Data: {res['variant']} via `MovieLensDataModule` (leave-last-10-out, 5 more for validation, seed "
         f"{res['seed']}), full-catalogue lists: {rows[0]['n_val'] if rows else 0} validation and {n_test} test "
-        "lists.  NDCG@10: exact, exponential gains (`torchfair.evaluation.evaluate`), mean over lists.  Paired "
+        "lists.  NDCG@10: exact, exponential gains (`torchfair.evaluation.evaluate_lists`), mean over lists.  Paired "
         f"difference: per user, model minus popularity on the same list, percentile bootstrap ({res['bootstrap']} "
         "replicates, `bootstrap_interval`), 95 %.  Chosen: best **validation** NDCG@10; test is only reported.",
         "",

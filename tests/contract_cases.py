@@ -1280,7 +1280,7 @@ def _evaluate_call(x, ordering, opts):
         measures = [mm for mm in measures if mm != "err"]
     if "mpc" in measures:
         measures = [mm if mm != "mpc" else "mpc:eps=0.5" for mm in measures]
-    return tev.evaluate({"scores": s, "relevance": r, "groups": g, "mask": m}, measures,
+    return tev.evaluate_lists({"scores": s, "relevance": r, "groups": g, "mask": m}, measures,
                         num_groups=x.G, **kw)
 
 
@@ -1928,10 +1928,10 @@ def build_rows() -> List[Row]:
             code="ranks = ...  # 1-based ranks\nout = rankings_from_ranks(ranks, m)"))
     # ------------------------------------------------------------------------------------------- evaluation
     Ev = "evaluation"
-    add(Row("evaluation.evaluate", tev.evaluate, Ev, call=_evaluate_call,
+    add(Row("evaluation.evaluate_lists", tev.evaluate_lists, Ev, call=_evaluate_call,
             options={"bootstrap": (0, 20), "ordering": (OMIT, "average"), "browsing": (OMIT, "rbp:0.8")},
             grad="never", orderings=("none",), extra=_evaluate_extra,
-            code="out = evaluate({{'scores': s, 'relevance': r, 'groups': g, 'mask': m}}, available_measures(), "
+            code="out = evaluate_lists({{'scores': s, 'relevance': r, 'groups': g, 'mask': m}}, available_measures(), "
                  "num_groups={G}, {opts})"))
     add(Row("evaluation.compute_columns", tev.compute_columns, Ev, call=_compute_columns_call, out=_columns_out,
             grad="never", orderings=("none",),
@@ -2013,7 +2013,7 @@ EXEMPT: Dict[str, str] = {
     "evaluation.MeasureRequest": "registry request type",
     "evaluation.metric_class": "factory of the FairnessMetric subclasses, which have rows",
     "evaluation.EvaluationTable": "result type of evaluate",
-    "evaluation.bootstrap_interval": "used by evaluate(bootstrap=...) (row evaluation.evaluate)",
+    "evaluation.bootstrap_interval": "used by evaluate(bootstrap=...) (row evaluation.evaluate_lists)",
     "evaluation.RankedLists": "file reader result (I/O, tested in test_cli / test_evaluation)",
     "evaluation.read_trec": "file reader (I/O)",
     "evaluation.read_run": "file reader (I/O)",
@@ -2226,10 +2226,10 @@ CONSTRUCTOR_INVALID += [
      ("lam",)),
     ("FairnessMetric('no_such_measure')", lambda: tev.FairnessMetric("no_such_measure"), ("measure",)),
     ("evaluate(measures=['no_such_measure'])",
-     lambda: tev.evaluate([(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 0.0]), torch.tensor([0, 1]))],
+     lambda: tev.evaluate_lists([(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 0.0]), torch.tensor([0, 1]))],
                           ["no_such_measure"]), ("measures",)),
     ("evaluate(confidence=2)",
-     lambda: tev.evaluate([(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 0.0]), torch.tensor([0, 1]))],
+     lambda: tev.evaluate_lists([(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 0.0]), torch.tensor([0, 1]))],
                           ["ndcg"], confidence=2.0, bootstrap=10), ("confidence",)),
     ("expeval(ranks not 1-based)", lambda: cee.expeval(torch.tensor([0, 1, 2]), torch.tensor([1.0, 0.0, 1.0])),
      ("ranks",)),

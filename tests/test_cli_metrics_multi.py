@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from torchfair.cli import main
-from torchfair.evaluation import EvaluationTable, evaluate, read_trec
+from torchfair.evaluation import EvaluationTable, evaluate_lists, read_trec
 from torchfair.evaluation.report import compare, jsonable, markdown_rows, markdown_table, paired_differences
 
 # run A: queries q1 q2 q3; run B: q2 q3 q4 (q1 only in A, q4 only in B) -- pairing is on q2, q3
@@ -81,7 +81,7 @@ def _args(trec, *runs, extra=()):
 
 def _alone(trec, run, bootstrap=200):
     data = read_trec(trec / run, trec / "qrels.txt", trec / "groups.txt")
-    return evaluate(data.lists, MEASURES, bootstrap=bootstrap, seed=0, group_names=data.group_names)
+    return evaluate_lists(data.lists, MEASURES, bootstrap=bootstrap, seed=0, group_names=data.group_names)
 
 
 def test_single_run_output_is_the_table_of_evaluate(trec, capsys):
@@ -189,7 +189,7 @@ def test_runs_without_a_shared_query_are_an_error_naming_run(trec, capsys):
     err = capsys.readouterr().err
     assert "--run" in err and "no query in common" in err
     with pytest.raises(ValueError, match="no list id in common"):
-        paired_differences(_alone(trec, "a.txt", 0), evaluate([([1.0, 0.5], [1.0, 0.0])], ["ndcg"], list_ids=["z"],
+        paired_differences(_alone(trec, "a.txt", 0), evaluate_lists([([1.0, 0.5], [1.0, 0.0])], ["ndcg"], list_ids=["z"],
                                                               bootstrap=0), pair_by="id")
 
 
@@ -220,7 +220,7 @@ def test_markdown_rows_and_jsonable():
 
 
 def test_evaluation_table_meta_goes_through_jsonable():
-    t = evaluate([([1.0, 0.5], [1.0, 0.0])], ["ndcg"], bootstrap=0)
+    t = evaluate_lists([([1.0, 0.5], [1.0, 0.0])], ["ndcg"], bootstrap=0)
     t.meta["extra"] = {"t": torch.tensor([1.0]), "nan": float("nan")}
     doc = json.loads(t.to_json())
     assert doc["meta"]["extra"] == {"t": [1.0], "nan": None}

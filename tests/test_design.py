@@ -283,7 +283,7 @@ import torchfair.orderings  # noqa: E402
 import torchfair.rerank  # noqa: E402
 
 #: public callables whose **kwargs are documented options passed on (a measure's options, Metric kwargs)
-KWARGS_ALLOWED = {"measure_loss", "MeasureLoss", "FairnessMetric", "evaluate", "compute_columns", "metric_class",
+KWARGS_ALLOWED = {"measure_loss", "MeasureLoss", "FairnessMetric", "evaluate_lists", "compute_columns", "metric_class",
                   "targeted_rerank"}
 
 

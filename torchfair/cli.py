@@ -337,7 +337,7 @@ def _ideal_from_qrels(args: Namespace, table, data, measures: Sequence[str],
 
 
 def _run_metrics(args: Namespace) -> int:
-    from .evaluation.table import evaluate
+    from .evaluation.table import evaluate_lists
 
     if args.list_measures:
         _print_measures()
@@ -359,7 +359,7 @@ def _run_metrics(args: Namespace) -> int:
     if not measures:
         raise ValueError("--measures is empty")
     _check_measures(measures, data)
-    table = evaluate(data.lists, measures, bootstrap=args.bootstrap, seed=args.seed, confidence=args.confidence,
+    table = evaluate_lists(data.lists, measures, bootstrap=args.bootstrap, seed=args.seed, confidence=args.confidence,
                      num_groups=args.num_groups, group_names=data.group_names, **_measure_options(args))
     if not args.table:
         _ideal_from_qrels(args, table, data, measures, _measure_options(args))
@@ -389,7 +389,7 @@ def _run_metrics_compare(args: Namespace, names: List[str]) -> int:
     import json
 
     from .evaluation.report import compare, jsonable, long_csv, markdown_table
-    from .evaluation.table import evaluate
+    from .evaluation.table import evaluate_lists
 
     runs = list(args.run)
     if args.per_list and args.format == "csv" and not args.quiet:
@@ -407,7 +407,7 @@ def _run_metrics_compare(args: Namespace, names: List[str]) -> int:
     group_names = _align_groups(datas)
     num_groups = args.num_groups if args.num_groups is not None else (len(group_names) if group_names else None)
     options = _measure_options(args)
-    tables = {name: evaluate(data.lists, measures, bootstrap=args.bootstrap, seed=args.seed,
+    tables = {name: evaluate_lists(data.lists, measures, bootstrap=args.bootstrap, seed=args.seed,
                              confidence=args.confidence, num_groups=num_groups, group_names=group_names, **options)
               for name, data in zip(names, datas)}
     for name, data in zip(names, datas):

@@ -7,7 +7,7 @@ import torch
 
 from torchfair.browsing import RBP, Uniform
 from torchfair.evaluation import (DIPS, IGI, REE, EvaluationTable, FairnessMetric, KendallTau, PairwiseAccuracy,
-                                  available_measures, compute_columns, evaluate, get_measure, parse_browsing,
+                                  available_measures, compute_columns, evaluate_lists, get_measure, parse_browsing,
                                   parse_request, register, unregister)
 from torchfair.evaluation.table import bootstrap_interval
 from torchfair.metrics import pairwise as pw
@@ -214,7 +214,7 @@ def test_ndcg_metric_matches_direct():
 # ------------------------------------------------------------------------------------------------ tables
 def test_evaluate_ragged_matches_direct_per_list():
     lists = make_lists(15, seed=7, max_len=11)
-    t = evaluate(lists, ["dips", "igi"], bootstrap=50, batch_size=4, max_batch_elements=20)
+    t = evaluate_lists(lists, ["dips", "igi"], bootstrap=50, batch_size=4, max_batch_elements=20)
     assert t.list_ids == [d["list_id"] for d in lists]
     for i, d in enumerate(lists):
         v, ok = pw.dips(d["scores"], d["relevance"], d["groups"], num_groups=2, return_valid=True)
@@ -232,18 +232,18 @@ def test_evaluate_ragged_matches_direct_per_list():
 def test_evaluate_padded_batch_input_equals_ragged():
     lists = make_lists(9, seed=8)
     s, r, g, m = pad(lists)
-    t1 = evaluate(lists, ["dips"], bootstrap=0)
-    t2 = evaluate({"scores": s, "relevance": r, "groups": g, "mask": m}, ["dips"], bootstrap=0)
+    t1 = evaluate_lists(lists, ["dips"], bootstrap=0)
+    t2 = evaluate_lists({"scores": s, "relevance": r, "groups": g, "mask": m}, ["dips"], bootstrap=0)
     np.testing.assert_allclose(t1.values, t2.values, equal_nan=True)
     assert math.isnan(t1.ci_low["dips_AB"])
-    t3 = evaluate([(d["scores"], d["relevance"], d["groups"]) for d in lists], ["dips"], bootstrap=0)
+    t3 = evaluate_lists([(d["scores"], d["relevance"], d["groups"]) for d in lists], ["dips"], bootstrap=0)
     np.testing.assert_allclose(t1.values, t3.values, equal_nan=True)
     assert t3.list_ids == list(range(9))
 
 
 def test_evaluate_metric_table_agree():
     lists = make_lists(14, seed=9)
-    t = evaluate(lists, ["dips:browsing=uniform"], bootstrap=0)
+    t = evaluate_lists(lists, ["dips:browsing=uniform"], bootstrap=0)
     m = DIPS(browsing="uniform")
     m.update(*pad(lists))
     for k, v in m.compute().items():
@@ -252,9 +252,9 @@ def test_evaluate_metric_table_agree():
 
 def test_bootstrap_reproducible_and_contains_mean():
     lists = make_lists(40, seed=10)
-    a = evaluate(lists, ["dips", "kendall_tau"], bootstrap=300, seed=3)
-    b = evaluate(lists, ["dips", "kendall_tau"], bootstrap=300, seed=3)
-    c = evaluate(lists, ["dips", "kendall_tau"], bootstrap=300, seed=4)
+    a = evaluate_lists(lists, ["dips", "kendall_tau"], bootstrap=300, seed=3)
+    b = evaluate_lists(lists, ["dips", "kendall_tau"], bootstrap=300, seed=3)
+    c = evaluate_lists(lists, ["dips", "kendall_tau"], bootstrap=300, seed=4)
     assert a.ci_low == b.ci_low and a.ci_high == b.ci_high
     assert a.ci_low != c.ci_low
     for col in a.columns:
@@ -272,7 +272,7 @@ def test_bootstrap_interval_simple():
 
 def test_table_json_csv_roundtrip(tmp_path):
     lists = make_lists(7, seed=11)
-    t = evaluate(lists, ["dips", "rank_parity"], bootstrap=100)
+    t = evaluate_lists(lists, ["dips", "rank_parity"], bootstrap=100)
     assert "rank_parity_A" in t.columns
     t2 = EvaluationTable.from_json(t.to_json(tmp_path / "t.json"))
     t3 = EvaluationTable.from_json(tmp_path / "t.json")
@@ -299,18 +299,18 @@ def test_evaluate_soft_membership_and_groupless_measures():
         memb = torch.rand(n, 2, generator=g)
         lists.append({"scores": torch.rand(n, generator=g), "relevance": torch.randint(0, 3, (n,), generator=g),
                       "groups": memb / memb.sum(-1, keepdim=True)})
-    t = evaluate(lists, ["dips", "kendall_tau"], bootstrap=0)
+    t = evaluate_lists(lists, ["dips", "kendall_tau"], bootstrap=0)
     v, ok = pw.dips(lists[1]["scores"], lists[1]["relevance"].float(), lists[1]["groups"], return_valid=True)
     assert t["dips_AB"][1] == pytest.approx(float(v[0, 1]), rel=1e-5)
-    t2 = evaluate([(d["scores"], d["relevance"]) for d in lists], ["kendall_tau"], bootstrap=0)
+    t2 = evaluate_lists([(d["scores"], d["relevance"]) for d in lists], ["kendall_tau"], bootstrap=0)
     np.testing.assert_allclose(t2["kendall_tau"], t["kendall_tau"])
 
 
 def test_evaluate_errors():
     with pytest.raises(ValueError, match="unknown measure"):
-        evaluate(make_lists(2), ["nope"])
+        evaluate_lists(make_lists(2), ["nope"])
     with pytest.raises(ValueError, match="empty"):
-        evaluate([], ["dips"])
+        evaluate_lists([], ["dips"])
 
 
 def test_empty_list_is_invalid_row_and_ties_option():
@@ -318,7 +318,7 @@ def test_empty_list_is_invalid_row_and_ties_option():
     lists = [{"scores": torch.zeros(0), "relevance": torch.zeros(0), "groups": torch.zeros(0, dtype=torch.long)},
              {"scores": torch.tensor([1.0, 1.0, 0.5, 0.5]), "relevance": torch.tensor([0.0, 2.0, 1.0, 0.0]),
               "groups": torch.tensor([0, 1, 0, 1])}]
-    t = evaluate(lists, ["dips"], bootstrap=0, ties="average")
+    t = evaluate_lists(lists, ["dips"], bootstrap=0, ties="average")
     assert np.isnan(t.values[0]).all()
     M = pw.dips(lists[1]["scores"], lists[1]["relevance"], lists[1]["groups"], ordering=Hard("average"))
     assert t["dips_AB"][1] == pytest.approx(float(M[0, 1]))

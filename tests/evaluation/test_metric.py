@@ -57,3 +57,20 @@ def test_lightningcli_parser_sees_the_options():
     assert ns.metric.k == 5 and ns.metric.gain == "linear"
     m = M.NDCG(**vars(ns.metric))
     assert m.request.options == {"k": 5, "gain": "linear"}
+
+
+def test_renamed_names_still_work_with_a_deprecation_warning():
+    """``evaluation.evaluate`` is ``evaluate_lists`` and the RBP metric class is ``RankBiasedPrecision`` (``RBP`` is
+    the browsing model); the old names keep working, with a DeprecationWarning."""
+    import pytest
+
+    import torchfair.evaluation as ev
+    from torchfair.browsing import RBP as BrowsingRBP
+
+    with pytest.warns(DeprecationWarning, match="evaluate_lists"):
+        assert ev.evaluate is ev.evaluate_lists
+    with pytest.warns(DeprecationWarning, match="RankBiasedPrecision"):
+        assert ev.RBP is ev.RankBiasedPrecision
+    assert ev.RankBiasedPrecision is not BrowsingRBP and "RBP" not in ev.__all__
+    with pytest.raises(AttributeError):
+        ev.no_such_name

@@ -83,7 +83,7 @@ _SHARE_TOL = 1e-6
 
 @dataclass
 class RankedLists:
-    """Lists ready for :func:`~torchfair.evaluation.table.evaluate`: dicts with ``list_id``, ``item_ids``,
+    """Lists ready for :func:`~torchfair.evaluation.table.evaluate_lists`: dicts with ``list_id``, ``item_ids``,
     ``scores``, ``relevance`` and (when known) ``groups``; ``group_names[g]`` names group id g.  ``notes`` are
     remarks on ordinary input (unjudged items); ``warnings`` report input read leniently on request."""
 

@@ -29,7 +29,7 @@ from torchmetrics import Metric
 from .registry import _DATA_ARGS, MeasureRequest, get_measure, parse_request
 
 __all__ = ["FairnessMetric", "DIPS", "IGI", "REE", "PairwiseAccuracy", "RankParity", "KendallTau", "metric_class",
-           "NDCG", "DCG", "Precision", "Recall", "MRR", "RBP", "ERR", "ExposureShare", "AWRF", "IAA", "ExpectedExposure",
+           "NDCG", "DCG", "Precision", "Recall", "MRR", "RankBiasedPrecision", "ERR", "ExposureShare", "AWRF", "IAA", "ExpectedExposure",
            "ExposureMisallocation", "ExpRR", "DP", "EUR", "RUR", "RND", "RRD", "RKL", "Skew", "NDKL", "PreF",
            "FAIR", "MPC", "Top1ExposureGap", "DisparateExposure", "DiscordantFraction"]
 
@@ -201,7 +201,7 @@ DCG = metric_class("dcg", "DCG")
 Precision = metric_class("precision", "Precision")
 Recall = metric_class("recall", "Recall")
 MRR = metric_class("mrr", "MRR")
-RBP = metric_class("rbp", "RBP")
+RankBiasedPrecision = metric_class("rbp", "RankBiasedPrecision")  # not RBP: that is the browsing model
 ERR = metric_class("err", "ERR")
 ExposureShare = metric_class("exposure_share", "ExposureShare")
 AWRF = metric_class("awrf", "AWRF")

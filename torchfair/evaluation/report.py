@@ -13,8 +13,8 @@ A report is a plain dict (JSON-ready through :func:`jsonable`)::
 
 Example::
 
-    tables = {"bm25": evaluate(lists_a, ["ndcg@10", "dips"], bootstrap=1000),
-              "bm25+fair": evaluate(lists_b, ["ndcg@10", "dips"], bootstrap=1000)}
+    tables = {"bm25": evaluate_lists(lists_a, ["ndcg@10", "dips"], bootstrap=1000),
+              "bm25+fair": evaluate_lists(lists_b, ["ndcg@10", "dips"], bootstrap=1000)}
     report = compare(tables, reference={"bm25+fair": "bm25"})
     print(markdown_table(report))
 

@@ -1,6 +1,6 @@
 """Evaluate a whole set of ranked lists at once: per-list values, means over valid lists, bootstrap intervals.
 
-:func:`evaluate` takes lists of ragged lengths, computes every requested measure in padded batches (lists sorted
+:func:`evaluate_lists` takes lists of ragged lengths, computes every requested measure in padded batches (lists sorted
 by length, so little padding), and returns an :class:`EvaluationTable` with one row per list and the aggregate rows
 ``mean`` (over the lists where the column is valid), ``ci_low``/``ci_high`` (percentile bootstrap over lists,
 seeded) and ``n_valid``.
@@ -26,7 +26,7 @@ from torch import Tensor
 from ._format import jsonable, markdown_rows
 from .registry import MeasureRequest, compute_columns, get_measure, normalise_options, parse_request
 
-__all__ = ["EvaluationTable", "evaluate", "as_lists", "bootstrap_interval", "AGGREGATE_ROWS"]
+__all__ = ["EvaluationTable", "evaluate_lists", "as_lists", "bootstrap_interval", "AGGREGATE_ROWS"]
 
 #: the ``kind`` of the aggregate rows, in output order
 AGGREGATE_ROWS = ("mean", "ci_low", "ci_high", "n_valid")
@@ -217,7 +217,7 @@ def _vec(x, name: str, floating: Optional[bool]) -> Optional[Tensor]:
 
 def as_lists(lists: Union[Sequence[ListLike], Mapping[str, Any]], list_ids: Optional[Sequence[Any]] = None
              ) -> Tuple[List[Any], List[Tuple[Tensor, Optional[Tensor], Optional[Tensor]]]]:
-    """Normalise the inputs of :func:`evaluate` to ``(ids, [(scores [n], relevance [n] | None, groups | None)])``.
+    """Normalise the inputs of :func:`evaluate_lists` to ``(ids, [(scores [n], relevance [n] | None, groups | None)])``.
 
     Accepted: a sequence of dicts (keys ``scores``, ``relevance``, ``groups``, optional id under ``list_id``/
     ``id``/``qid``) or of tuples ``(scores, relevance[, groups])`` of 1-D tensors / arrays / lists (groups may be
@@ -350,7 +350,7 @@ def bootstrap_interval(values: np.ndarray, n_boot: int = 1000, seed: int = 0, co
     return lo, hi
 
 
-def evaluate(lists: Union[Sequence[ListLike], Mapping[str, Any]],
+def evaluate_lists(lists: Union[Sequence[ListLike], Mapping[str, Any]],
              measures: Sequence[Union[str, MeasureRequest, Tuple[str, Mapping[str, Any]]]] = ("dips",), *,
              bootstrap: int = 1000, seed: int = 0, confidence: float = 0.95, num_groups: Optional[int] = None,
              list_ids: Optional[Sequence[Any]] = None, batch_size: int = 256, max_batch_elements: int = 2 ** 18,

@@ -5,7 +5,7 @@ needs to know about it: its kind (fairness or utility), its direction, what it n
 browsing model), the shape of its per-list value, its per-list validity rule, a one-line description, its source,
 and how it becomes a loss by default.  :data:`MEASURES` holds them all; readers:
 
-* :mod:`torchfair.evaluation` (the registry, :func:`~torchfair.evaluation.evaluate`, the torchmetrics classes,
+* :mod:`torchfair.evaluation` (the registry, :func:`~torchfair.evaluation.evaluate_lists`, the torchmetrics classes,
   whose ``higher_is_better`` comes from here) and the ``torchfair metrics`` CLI (``--list-measures``);
 * :mod:`torchfair.losses` (:func:`~torchfair.losses.measure_loss` / :class:`~torchfair.losses.MeasureLoss` turn
   any declared measure into a loss, with the declared ``loss`` reducer by default).
@@ -37,7 +37,7 @@ NEEDS = ("relevance", "groups", "browsing")
 class Measure:
     """A measure's declaration (see the module docstring)."""
 
-    #: the name users ask for (``evaluate(..., ["dips"])``, ``--measures dips``, ``measure_loss("dips", ...)``)
+    #: the name users ask for (``evaluate_lists(..., ["dips"])``, ``--measures dips``, ``measure_loss("dips", ...)``)
     name: str
     #: the functional measure (scores, [relevance], [groups], keyword options) -> value[, valid]
     fn: Callable[..., Any]

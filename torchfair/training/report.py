@@ -4,7 +4,7 @@ For each checkpoint (written by ``torchfair fit`` or any :class:`~torchfair.trai
 ranker and the data settings are read from the checkpoint alone (its hyperparameters and
 ``datamodule_hyper_parameters``; ``config`` may override the data settings), the test lists are scored, and every
 measure the run was validated with (NDCG@10, DIPS with tie weight 0.5 and 0, exposure misallocation, pairwise
-accuracy, by default) is computed exactly on every list by :func:`torchfair.evaluation.evaluate`: the mean over
+accuracy, by default) is computed exactly on every list by :func:`torchfair.evaluation.evaluate_lists`: the mean over
 users with a percentile bootstrap interval (users resampled).  Added: each group's exposure share
 (:func:`~torchfair.metrics.exposure_share`, RBP(0.9) browsing, as DIPS) and Matched Pair Calibration for the
 protected group (Korevaar et al., "Matched Pair Calibration for Ranking Fairness", Definitions 1-3, adjacent pairs,
@@ -160,7 +160,7 @@ def _mpc(lists: List[Dict[str, Any]], G: int, group: int) -> Dict[str, Any]:
 
     if G < 2 or any(li["groups"].is_floating_point() for li in lists):
         return {"defined": False, "why": "MPC needs hard groups"}
-    from ..evaluation.table import _pad  # the padding used by evaluate()
+    from ..evaluation.table import _pad  # the padding used by evaluate_lists()
 
     s, r, g, m = _pad([(li["scores"], li["relevance"], li["groups"]) for li in lists], False, G, torch.device("cpu"))
     res = matched_pair_calibration(s.double(), r.double(), g, group=group, adjacent=True, quantile=1.0, mask=m,
@@ -199,7 +199,7 @@ def evaluate_checkpoints(ckpts: Sequence[str], out: Optional[str] = None, *, con
         report = evaluate_checkpoints(["plain.ckpt", "dips.ckpt"], "reports/", names=["ListNet", "+DIPS"])
         report["models"]["+DIPS"]["measures"]["dips_gap"]["mean"]
     """
-    from ..evaluation import evaluate
+    from ..evaluation import evaluate_lists
     from ..evaluation.report import compare
     from ..rerank import get_reranker
 
@@ -227,7 +227,7 @@ def evaluate_checkpoints(ckpts: Sequence[str], out: Optional[str] = None, *, con
         asked = asked + [f"exposure_share:browsing={REPORT_BROWSING}"]
         variants = [(name, None, lists)] + [(f"{name} + {r.spec}", r, rerank_lists(lists, r, G)) for r in rerankers]
         for vname, r, vlists in variants:
-            tables[vname] = evaluate(vlists, asked, bootstrap=bootstrap, seed=seed, confidence=confidence,
+            tables[vname] = evaluate_lists(vlists, asked, bootstrap=bootstrap, seed=seed, confidence=confidence,
                                      num_groups=G, batch_size=1024, max_batch_elements=2 ** 21,
                                      validate_args=False, group_names=group_names)
             lists_of[vname] = vlists
@@ -251,7 +251,7 @@ def evaluate_checkpoints(ckpts: Sequence[str], out: Optional[str] = None, *, con
         G = int(run.meta["data_info"].get("num_groups") or 2)
         plists = score_lists(Popularity.from_datamodule(run.datamodule), run.datamodule, split, device)
         first = extra[names[0]]
-        tables["popularity"] = evaluate(plists, list(run.meta["measures"]) +
+        tables["popularity"] = evaluate_lists(plists, list(run.meta["measures"]) +
                                         [f"exposure_share:browsing={REPORT_BROWSING}"], bootstrap=bootstrap,
                                         seed=seed, confidence=confidence, num_groups=G, batch_size=1024,
                                         max_batch_elements=2 ** 21, validate_args=False,
