@@ -31,13 +31,15 @@ import argparse
 import os
 import statistics
 import sys
-import time
 import warnings
 
 import numpy as np
 import torch
 
 from torchfair.compat import fairranktune as ft
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _bench import interleaved, ratio  # noqa: E402  (the shared harness)
 
 
 # ------------------------------------------------------------------------------------------ direct implementation
@@ -160,20 +162,12 @@ def max_diff(a, b):
     return max(abs(va - vb), *(abs(x - y) for x, y in zip(pa, pb)))
 
 
-def interleaved(fns, rounds):
-    """Per-round seconds of each function (``fns``: name -> (callable, calls per round)), run in turn."""
-    times = {k: [] for k in fns}
-    for _ in range(rounds):
-        for k, (f, n) in fns.items():
-            t0 = time.perf_counter()
-            for _ in range(n):
-                f()
-            times[k].append((time.perf_counter() - t0) / n)
-    return times
-
-
-def median_ratio(num, den):
-    return statistics.median(a / b for a, b in zip(num, den))
+def per_call(fns, rounds):
+    """Per-round seconds per call of each function (``fns``: name -> (callable, calls per round)), interleaved by
+    the shared harness (every function has been called before: no warm-up)."""
+    _, times = interleaved({k: (lambda f=f, n=n: [f() for _ in range(n)]) for k, (f, n) in fns.items()}, rounds,
+                           warmup=False)
+    return {k: [t / fns[k][1] for t in v] for k, v in times.items()}
 
 
 def bench_rerankers(L, N, G, rounds, seed, only=None):
@@ -210,11 +204,11 @@ def bench_rerankers(L, N, G, rounds, seed, only=None):
         same = all(r1.equals(r2) and s1.equals(s2) and list(d1.items()) == list(d2.items())
                    for (r1, d1, s1), (r2, d2, s2) in zip(want, got))
         f_batched()  # compile / warm up
-        times = interleaved({"frt": (f_frt, 1), "compat": (f_compat, 1), "batched": (f_batched, 5)}, rounds)
+        times = per_call({"frt": (f_frt, 1), "compat": (f_compat, 1), "batched": (f_batched, 5)}, rounds)
         med = {k_: statistics.median(v) for k_, v in times.items()}
         lines.append(f"| {name} | {med['frt'] * 1e3:.1f} | {med['compat'] * 1e3:.1f} | "
-                     f"{median_ratio(times['frt'], times['compat']):.1f}x | {med['batched'] * 1e3:.2f} | "
-                     f"{median_ratio(times['frt'], times['batched']):.0f}x | {'yes' if same else 'NO'} |")
+                     f"{ratio(times, 'frt', 'compat'):.1f}x | {med['batched'] * 1e3:.2f} | "
+                     f"{ratio(times, 'frt', 'batched'):.0f}x | {'yes' if same else 'NO'} |")
         print(f"{name}: frt {med['frt'] * 1e3:.1f} ms, compat {med['compat'] * 1e3:.1f} ms, batched "
               f"{med['batched'] * 1e3:.2f} ms, identical: {same}", file=sys.stderr)
     np.random.set_state(state)  # FairRankTune's EPSILONGREEDY reseeds numpy's global state
@@ -305,11 +299,11 @@ def main(argv=None):
         for name, (f_frt, f_t, f_l, f_d) in cases.items():
             want, got_t, got_l, got_d = f_frt(), f_t(), f_l(), f_d()
             diff = max(max_diff(got_t, want), max_diff(got_l, want), max_diff(got_d, want))
-            times = interleaved({"frt": (f_frt, 1), "tensors": (f_t, a.inner), "lists": (f_l, max(1, a.inner // 10)),
+            times = per_call({"frt": (f_frt, 1), "tensors": (f_t, a.inner), "lists": (f_l, max(1, a.inner // 10)),
                                  "direct": (f_d, a.inner)}, a.rounds)
             med = {k: statistics.median(v) for k, v in times.items()}
-            rows.append((name, med, median_ratio(times["tensors"], times["direct"]),
-                         median_ratio(times["frt"], times["tensors"]), diff))
+            rows.append((name, med, ratio(times, "tensors", "direct"),
+                         ratio(times, "frt", "tensors"), diff))
             print(f"{name}: frt {med['frt'] * 1e3:.1f} ms, tensors {med['tensors'] * 1e3:.2f} ms, direct "
                   f"{med['direct'] * 1e3:.2f} ms, tensors/direct {rows[-1][2]:.2f}, frt/tensors {rows[-1][3]:.0f}",
                   file=sys.stderr)
