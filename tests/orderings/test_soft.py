@@ -541,3 +541,74 @@ def test_tied_scores_every_soft_ordering(Ord, dtype):
     g = torch.randint(0, 2, (8, 50), generator=gen)
     for s0 in (torch.zeros(8, 50), torch.full((8, 50), 5.0), torch.full((8, 50), -3e4)):
         assert _dips_grad_norm(s0, r, g, ordering=Ord(), dtype=dtype) < 100
+
+
+
+# --------------------------------------------------------------------- dense vs row-block strategies (SoftRank)
+@pytest.mark.parametrize("name", ["dips", "igi", "ree", "pairwise_accuracy", "exposure_misallocation",
+                                  "individual_dissatisfaction"])
+def test_softrank_dense_strategy_equals_the_row_block_strategy(name):
+    """The dense SoftRank strategy (all [B, N, N] sigmoids at once, hand-written backward) gives the values and
+    gradients of the row-block strategy (blocks recomputed in backward), with padding, a fully padded list, tied
+    scores and tied relevance; position variance and the position matrix too."""
+    from torchfair.losses import measure_loss
+    from torchfair.orderings import SoftRank
+    g = torch.Generator().manual_seed(3)
+    B, N = 5, 17
+    s = torch.randn(B, N, generator=g, dtype=torch.float64)
+    s[1] = 0.7  # tied scores
+    r = torch.randint(0, 3, (B, N), generator=g).double()
+    grp = torch.randint(0, 2, (B, N), generator=g)
+    m = torch.rand(B, N, generator=g) < 0.8
+    m[2] = False  # fully padded
+    m[0, :2] = True
+    s[3, ~m[3]] = float("nan")  # whatever padded entries hold
+    outs = []
+    for dense in (None, 0):
+        x = s.clone().requires_grad_()
+        o = SoftRank(0.3, dense_elements=dense)
+        if name == "individual_dissatisfaction":
+            from torchfair.metrics import individual_dissatisfaction
+            val = individual_dissatisfaction(x, r, grp, mask=m, num_groups=2, ordering=o).square().sum()
+        else:
+            val = measure_loss(name, x, relevance=r, groups=grp, mask=m, num_groups=2, ordering=o)
+        ob = o(x, m)
+        val = val + (ob.position_variance() * m).sum() + ob.position_matrix().sum()
+        assert (ob._above is None) == (dense == 0)
+        grad, = torch.autograd.grad(val, x)
+        outs.append((val.detach(), grad))
+    assert torch.isfinite(outs[0][1]).all()
+    assert torch.allclose(outs[0][0], outs[1][0], atol=1e-12)
+    assert torch.allclose(outs[0][1], outs[1][1], atol=1e-12)
+
+
+def test_softrank_fused_row_block_contraction_equals_the_generic_contraction():
+    """SoftRank's fused row-block kernel (hand-written backward, reused buffers) against the generic checkpointed
+    row-block contraction of OrderedBatch: values and gradients (scores and the right-hand side), every level weight,
+    "above" and "joint", padded and fully padded lists, tied scores, one-row blocks."""
+    from torchfair.browsing import get_browsing
+    from torchfair.orderings import SoftRank
+    from torchfair.orderings.base import LevelPairWeight, OrderedBatch
+    g = torch.Generator().manual_seed(5)
+    B, N, H = 4, 13, 3
+    s0 = torch.randn(B, N, generator=g, dtype=torch.float64)
+    s0[1, :5] = 0.2
+    rel = torch.randint(0, 3, (B, N), generator=g).double()
+    m = torch.rand(B, N, generator=g) < 0.8
+    m[3] = False
+    r0 = torch.rand(B, N, H, generator=g, dtype=torch.float64)
+    for which in ("above", "joint"):
+        for pw in (None, LevelPairWeight(rel, 1.0, 0.5), LevelPairWeight(rel, 1.0, 0.0, 0.3)):
+            for be in (None, 1, 40):
+                res = []
+                for path in ("fused", "generic"):
+                    s, right = s0.clone().requires_grad_(), r0.clone().requires_grad_()
+                    ob = SoftRank(0.5, dense_elements=0)(s, m)
+                    kw = dict(which=which, pair_weight=pw, browsing=get_browsing("rbp:0.8") if which == "joint"
+                              else None, relevance=rel, block_elements=be)
+                    out = ob.contract(right, **kw) if path == "fused" else OrderedBatch.contract(ob, right, **kw)
+                    gs, gr = torch.autograd.grad((out * torch.linspace(-1, 2, H, dtype=out.dtype)).sum(), (s, right))
+                    res.append((out.detach(), gs, gr))
+                for a, b in zip(*res):
+                    assert torch.allclose(a, b, atol=1e-12), (which, pw, be)
+                assert (res[0][1][~m] == 0).all()

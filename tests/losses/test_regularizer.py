@@ -1,0 +1,101 @@
+"""torchfair.losses.regularizer: ``FairnessRegularizer`` -- the total and its logged parts against the two losses
+computed directly, the linear warm-up, the lambda = 0 logging rhythm (without a graph), padding through the module
+forms, bad arguments.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from loss_cases import SOFT_ORDERINGS, TAU, _data, _padded
+from torchfair.losses import DIPSLoss, FairnessRegularizer, ListNetLoss, dips_loss, listnet_loss
+from torchfair.orderings import SoftRank
+
+
+@pytest.mark.parametrize("oname", ["softrank", "neuralsort"])
+def test_padding_zero_gradient_module_forms(oname):
+    (s, r, g, m), (ps, pr, pg, pm), real = _padded()
+    ps = ps.clone().requires_grad_(True)
+    reg = FairnessRegularizer(ListNetLoss(), DIPSLoss(num_groups=2, ordering=SOFT_ORDERINGS[oname]()), lam=2.0)
+    reg(ps, pr, pg, pm).backward()
+    assert torch.isfinite(ps.grad).all() and (ps.grad[~pm] == 0).all()
+
+
+def _reg_inputs():
+    s, r, g, m = _data(torch.float32)
+    return s.clone().requires_grad_(True), r, g, m
+
+
+def test_regularizer_total_and_last():
+    s, r, g, m = _reg_inputs()
+    o = SoftRank(TAU, scale="none")
+    reg = FairnessRegularizer(ListNetLoss(), DIPSLoss(num_groups=2, ordering=o), lam=0.7)
+    total = reg(s, r, g, m)
+    u = listnet_loss(s, r, mask=m)
+    f = dips_loss(s, r, g, mask=m, num_groups=2, ordering=o)
+    torch.testing.assert_close(total, u + 0.7 * f)
+    assert sorted(reg.last) == ["fairness", "lambda", "total", "utility"]
+    assert all(not v.requires_grad for v in reg.last.values())
+    torch.testing.assert_close(reg.last["utility"], u.detach())
+    torch.testing.assert_close(reg.last["fairness"], f.detach())
+    torch.testing.assert_close(reg.last["total"], total.detach())
+    assert reg.last["lambda"].item() == pytest.approx(0.7)
+    (g_total,) = torch.autograd.grad(total, s)
+    (g_ref,) = torch.autograd.grad(u + 0.7 * f, s)
+    torch.testing.assert_close(g_total, g_ref)
+
+
+def test_regularizer_linear_warmup():
+    s, r, g, m = _reg_inputs()
+    reg = FairnessRegularizer(ListNetLoss(), DIPSLoss(num_groups=2), lam=2.0, schedule="linear", warmup_steps=4)
+    seen = []
+    for step in range(7):
+        assert reg.current_step == step
+        seen.append(reg.current_lambda)
+        reg(s, r, g, m)
+        assert reg.last["lambda"].item() == pytest.approx(seen[-1])
+        reg.step()
+    assert seen == pytest.approx([0.0, 0.5, 1.0, 1.5, 2.0, 2.0, 2.0])
+    reg.current_step = 2
+    assert reg.current_lambda == pytest.approx(1.0)
+    const = FairnessRegularizer(ListNetLoss(), DIPSLoss(num_groups=2), lam=2.0)
+    assert const.current_lambda == 2.0
+    const.step()
+    assert const.current_lambda == 2.0
+
+
+def test_regularizer_lam_zero_logs_fairness_without_graph():
+    s, r, g, m = _reg_inputs()
+    calls = []
+
+    class Spy(DIPSLoss):
+        def forward(self, *a, **k):
+            out = super().forward(*a, **k)
+            calls.append(out.requires_grad)
+            return out
+
+    reg = FairnessRegularizer(ListNetLoss(), Spy(num_groups=2, ordering=SoftRank(TAU, scale="none")), lam=0.0,
+                              log_fairness_every=1)
+    total = reg(s, r, g, m)
+    assert calls == [False]  # measured under no_grad
+    f = dips_loss(s, r, g, mask=m, num_groups=2, ordering=SoftRank(TAU, scale="none"))
+    assert reg.last["fairness"].item() == pytest.approx(f.item()) and f.item() > 0
+    torch.testing.assert_close(total, listnet_loss(s, r, mask=m))
+    (g_total,) = torch.autograd.grad(total, s)
+    (g_u,) = torch.autograd.grad(listnet_loss(s, r, mask=m), s)
+    torch.testing.assert_close(g_total, g_u)
+    # the linear schedule at step 0 behaves the same
+    warm = FairnessRegularizer(ListNetLoss(), Spy(num_groups=2), lam=1.0, schedule="linear", warmup_steps=3,
+                               log_fairness_every=1)
+    warm(s, r, g, m)
+    assert calls == [False, False]
+    warm.step()
+    warm(s, r, g, m)
+    assert calls[-1] is True
+
+
+@pytest.mark.parametrize("kw", [dict(lam=-0.1), dict(lam=float("nan")), dict(schedule="cosine"),
+                                dict(schedule="linear", warmup_steps=0), dict(schedule="linear")])
+def test_regularizer_bad_arguments(kw):
+    with pytest.raises(ValueError):
+        FairnessRegularizer(ListNetLoss(), DIPSLoss(), **kw)
