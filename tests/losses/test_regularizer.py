@@ -99,3 +99,28 @@ def test_regularizer_lam_zero_logs_fairness_without_graph():
 def test_regularizer_bad_arguments(kw):
     with pytest.raises(ValueError):
         FairnessRegularizer(ListNetLoss(), DIPSLoss(), **kw)
+
+
+def test_regularizer_logging_rhythm_continues_after_a_resume():
+    """``log_fairness_every`` counts calls; the count is in the state dict, so a resumed run logs the fairness term
+    on the same calls as an uninterrupted one (every 3rd call: 1, 4, 7, ...)."""
+    s, r, g, m = _reg_inputs()
+
+    def run(reg, n):
+        logged = []
+        for _ in range(n):
+            reg(s, r, g, m)
+            logged.append("fairness" in reg.last)
+        return logged
+
+    def make():
+        return FairnessRegularizer(ListNetLoss(), DIPSLoss(num_groups=2), lam=0.0, log_fairness_every=3)
+
+    whole = run(make(), 8)
+    assert whole == [True, False, False, True, False, False, True, False]
+    first = make()
+    head = run(first, 5)
+    resumed = make()
+    resumed.load_state_dict(first.state_dict())
+    assert head + run(resumed, 3) == whole
+    assert resumed.state_dict()["_extra_state"] == {"current_step": 0, "calls": 8}
