@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from torchfair.browsing import RBP, Cascade, Logarithmic, TopK
 from torchfair.orderings import (DoublyStochastic, FastSoftRank, Hard, NeuralSort, PlackettLuce, Sampled, SoftRank,
-                                 SoftSort, scores_from_ranking)
+                                 SoftSort)
 from torchfair.orderings.fast_soft_rank import numba_available
 
 FAST = 12
@@ -257,90 +257,3 @@ def test_cascade_exposure_finite_with_any_grades(gamma, max_grade, dtype, seed, 
     assert (e[..., 1:].double() <= e[..., :-1].double() + 1e-3).all()
     (g,) = torch.autograd.grad(e.double().sum(), rel)
     assert torch.isfinite(g).all()
-
-
-# ------------------------------------------------------------------------------------------- scores_from_ranking
-@pytest.mark.parametrize("default", [torch.float32, torch.float64])
-def test_scores_from_ranking_any_default_dtype(default):
-    """Regression: ``scores_from_ranking`` crashed under ``torch.set_default_dtype(torch.float64)``.
-    It returns float32 unless ``dtype=`` says otherwise, whatever the default dtype."""
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(default)
-    try:
-        s = scores_from_ranking(torch.tensor([[2, 0, 1], [0, 1, 2]]))
-        assert s.dtype == torch.float32
-        assert s.tolist() == [[2.0, 1.0, 3.0], [3.0, 2.0, 1.0]]
-        s64 = scores_from_ranking(torch.tensor([2, 0, 1]), dtype=torch.float64)
-        assert s64.dtype == torch.float64 and s64.tolist() == [2.0, 1.0, 3.0]
-        assert Hard()(s, torch.ones(2, 3, dtype=torch.bool)).order.tolist() == [[2, 0, 1], [0, 1, 2]]
-    finally:
-        torch.set_default_dtype(old)
-    with pytest.raises(ValueError, match="dtype"):
-        scores_from_ranking(torch.tensor([0, 1]), dtype=torch.int64)
-    with pytest.raises(ValueError, match="ranking"):
-        scores_from_ranking(torch.tensor([True, False]))
-
-
-@pytest.mark.parametrize("ties", ["first", "average"])
-def test_hard_sweep_contraction_equals_the_pairwise_contraction(ties):
-    """HardOrderedBatch.contract's sorted sweep (no pairs; graded, many-grade and continuous relevance) against the generic row-block contraction
-    of OrderedBatch (every pair formed), for every `which`, level weights with ties and 'less' entries, browsing
-    models incl. top-k and (strict ties) Cascade, padding, tied scores, and list chunks of one list."""
-    from torchfair.browsing import get_browsing
-    from torchfair.orderings import Hard
-    from torchfair.orderings.base import LevelPairWeight, OrderedBatch
-    g = torch.Generator().manual_seed(0)
-    for trial in range(60):
-        B, N, H = 4, int(torch.randint(1, 40, (), generator=g)), int(torch.randint(1, 4, (), generator=g))
-        s = torch.randint(0, 4, (B, N), generator=g).double() if trial % 2 else torch.randn(B, N, generator=g).double()
-        mask = torch.rand(B, N, generator=g) < 0.8
-        levels = (3, 7, 1000)[trial % 3]  # graded, many grades, continuous (all distinct)
-        rel = torch.randint(0, levels, (B, N), generator=g).double()
-        rel = rel / 7 if levels == 1000 else rel
-        right = torch.rand(B, N, H, generator=g).double()
-        ob = Hard(ties)(s, mask)
-        models = [get_browsing("rbp:0.9"), get_browsing("topk:3:rbp:0.8")] + \
-            ([get_browsing("cascade:0.9")] if ties == "first" else [])
-        for which in ("above", "joint", "one"):
-            for pw in (None, LevelPairWeight(rel, 1.0, 0.5), LevelPairWeight(rel, 1.0, 0.0, 0.3)):
-                for br in (models if which == "joint" else [None]):
-                    for be in (None, 1):
-                        fast = ob.contract(right, which=which, pair_weight=pw, browsing=br, relevance=rel,
-                                           block_elements=be)
-                        dense = OrderedBatch.contract(ob, right, which=which, pair_weight=pw, browsing=br,
-                                                      relevance=rel)
-                        assert torch.allclose(fast, dense, atol=1e-12), (trial, which, br, be)
-
-
-def test_mixture_sweep_contraction_equals_the_pairwise_contraction():
-    """Sampled rankings and an exact Plackett-Luce enumeration (a mixture of hard rankings) contract through the
-    rankings' pair-free sweeps: same values as the generic row-block contraction and, for the enumeration, the same
-    gradient with respect to the scores (it flows through the permutation probabilities)."""
-    from torchfair.browsing import get_browsing
-    from torchfair.orderings import PlackettLuce, Sampled
-    from torchfair.orderings.base import LevelPairWeight, OrderedBatch
-    g = torch.Generator().manual_seed(1)
-    B, N, S, H = 3, 9, 5, 2
-    mask = torch.rand(B, N, generator=g) < 0.8
-    rel = torch.rand(B, N, generator=g).double().round(decimals=1)
-    right = torch.rand(B, N, H, generator=g).double()
-    rk = torch.stack([torch.stack([torch.randperm(N, generator=g) for _ in range(B)]) for _ in range(S)])
-    ob = Sampled(rk, torch.rand(S, generator=g) + 0.1)(torch.zeros(B, N, dtype=torch.float64), mask)
-    for which in ("above", "joint", "one"):
-        for pw in (None, LevelPairWeight(rel, 1.0, 0.5), LevelPairWeight(rel, 1.0, 0.0, 0.3)):
-            br = get_browsing("topk:4:rbp:0.8") if which == "joint" else None
-            fast = ob.contract(right, which=which, pair_weight=pw, browsing=br, relevance=rel)
-            dense = OrderedBatch.contract(ob, right, which=which, pair_weight=pw, browsing=br, relevance=rel)
-            assert torch.allclose(fast, dense, atol=1e-12), (which, pw)
-    n = 4
-    s = torch.randn(B, n, dtype=torch.float64, generator=g, requires_grad=True)
-    m, r4 = torch.ones(B, n, dtype=torch.bool), rel[:, :n]
-    for path in ("fast", "dense"):
-        pl = PlackettLuce(estimator="score_function", exact=True)(s, m)
-        pw = LevelPairWeight(r4, 1.0, 0.5)
-        fn = pl.contract if path == "fast" else (lambda *a, **k: OrderedBatch.contract(pl, *a, **k))
-        val = fn(right[:, :n], which="joint", pair_weight=pw, browsing=get_browsing("rbp:0.7"), relevance=r4)
-        grad, = torch.autograd.grad(val.square().sum(), s)
-        if path == "fast":
-            ref_val, ref_grad = val, grad
-    assert torch.allclose(ref_val, val, atol=1e-12) and torch.allclose(ref_grad, grad, atol=1e-12)
