@@ -46,6 +46,7 @@ from torchfair import metrics as tm
 from torchfair import orderings as to
 from torchfair.compat import expeval as cee
 from torchfair.compat import fairranktune as frt
+from torchfair.metrics.declarations import BROWSING_SPECS, MEASURES, Measure, RelevanceBound
 
 NAN = float("nan")
 INF = float("inf")
@@ -525,8 +526,7 @@ class _Omit:
 
 OMIT = _Omit()  # option left at the function's default
 
-BROWSINGS = (OMIT, "uniform", "rbp:0.8", "logarithmic", "reciprocal", "geometric:0.5", "topk:3", "topk:2:rbp:0.8",
-             "cascade", Code("Cascade(0.9, max_grade=4.0)"))
+BROWSINGS = (OMIT,) + BROWSING_SPECS
 REDUCTIONS = (OMIT, "mean", "sum", "none")
 
 
@@ -590,6 +590,7 @@ class Row:
     unused: Optional[Callable[[Dict[str, Any]], set]] = None  # params the function ignores under these options
     validates: bool = True  # validates tensor contents (False: low-level API, non-finite input is undefined)
     sweep_opts: Tuple[Dict[str, Any], ...] = ({},)  # option sets the deterministic sweeps run (over the defaults)
+    cascade: bool = False  # always browses by a cascade (err): needs a strict order, no DoublyStochastic
 
     @property
     def fn(self):
@@ -938,9 +939,9 @@ def _sig_target(row: Row):
 
 def _uses_cascade(row: Row, opts) -> bool:
     b = opts.get("browsing", OMIT)
-    if isinstance(b, str) and "cascade" in b.lower():
+    if isinstance(b, tb.Cascade) or (isinstance(b, str) and "cascade" in b.lower()):
         return True
-    return bool(getattr(row, "_cascade", False))
+    return row.cascade
 
 
 def run_valid(row: Row, case: Case, ordering: str, mode: str, opts: Dict[str, Any]) -> None:
@@ -1013,32 +1014,40 @@ def val(lo=-INF, hi=INF, label="value", zero_invalid=True):
     return f
 
 
-def matrix(lo=0.0, hi=1.0, gap=(-1.0, 1.0)):
-    """``[..., G, G]`` matrices with validity; also checks ``M - M^T`` on entries valid both ways."""
+def resolve_bound(b, ctx: Ctx) -> float:
+    """A declared bound as a number: :data:`~torchfair.metrics.declarations.MAX_RELEVANCE` (scaled) becomes the
+    largest relevance of the case's real items."""
+    return b.scale * max_rel(ctx) if isinstance(b, RelevanceBound) else float(b)
+
+
+def declared_out(m: Measure):
+    """The checked outputs of a declared measure, with its documented range under the call's options: a ``pair``
+    matrix and its gaps ``M - M^T`` (valid both ways), a ``record``'s fields that have a range (masked by
+    ``<field>_valid`` or by ``valid`` of the same shape), or the value with its validity."""
 
     def f(res, ctx):
-        M, valid = res
-        out = [Out("M", M, valid, lo, hi)]
-        if gap is not None and M.dim() >= 2:
+        given = {k: v for k, v in ctx.opts.items() if v is not OMIT}
+
+        def rng(r):
+            return (-INF, INF) if r is None else (resolve_bound(r[0], ctx), resolve_bound(r[1], ctx))
+
+        if m.output == "record":
+            out = []
+            for name in res._fields:
+                t, r = getattr(res, name), m.field_range(name, given)
+                if r is None or not isinstance(t, Tensor) or not t.is_floating_point():
+                    continue
+                v = getattr(res, f"{name}_valid", getattr(res, "valid", None))
+                out.append(Out(name, t, v if (v is not None and v.shape == t.shape) else None, *rng(r)))
+            return out
+        lo, hi = rng(m.range_for(given))
+        if m.output == "pair":
+            M, valid = res
             gv = valid & valid.transpose(-1, -2)
             d = M - M.transpose(-1, -2)
-            out.append(Out("M - M^T", torch.where(gv, d, torch.zeros_like(d)), gv, gap[0], gap[1]))
-        return out
-
-    return f
-
-
-def nt(valid_field: Optional[str] = None, **ranges):
-    """A NamedTuple result: ``field=(lo, hi)``; ``valid_field`` masks every field of matching shape."""
-
-    def f(res, ctx):
-        v = getattr(res, valid_field) if valid_field else None
-        out = []
-        for name, (lo, hi) in ranges.items():
-            t = getattr(res, name)
-            vv = v if (v is not None and isinstance(t, Tensor) and v.shape == t.shape) else None
-            out.append(Out(name, t, vv, lo, hi))
-        return out
+            return [Out("M", M, valid, lo, hi),
+                    Out("M - M^T", torch.where(gv, d, torch.zeros_like(d)), gv, lo - hi, hi - lo)]
+        return val(lo, hi)(res, ctx)
 
     return f
 
@@ -1243,7 +1252,7 @@ def _evaluate_measures(case: Case) -> List[str]:
     """Every registered measure that is defined for the case's number of groups and membership kind."""
     names = [n for n in tev.available_measures() if _groups_needed(n) <= case.G]
     if case.soft:
-        names = [n for n in names if n not in ("rnd", "rrd", "fair", "mpc")]
+        names = [n for n in names if n not in MEASURES or MEASURES[n].accepts_soft()]
     return names
 
 
@@ -1348,10 +1357,8 @@ def _one_sided_expect(ctx: Ctx):
     return None
 
 
-def _mpc_options():
-    return {"_thr": ("eps", "k", "quantile"), "adjacent": (False, True), "ci": ("cluster", "query", "bootstrap",
-                                                                               "none"),
-            "browsing": (OMIT, "rbp:0.8"), "group": (OMIT, 0, 1)}
+#: the pair-selection threshold the MPC rows pass (one is required): ``_thr`` names it
+MPC_THRESHOLDS = ("eps", "k", "quantile")
 
 
 def _mpc_call(fn, pairs_only=False):
@@ -1374,14 +1381,6 @@ def _mpc_call(fn, pairs_only=False):
         return res
 
     return call
-
-
-def _mpc_out(res, ctx):
-    rng = max_rel(ctx)
-    return [Out("estimate", res.estimate, None, -rng, rng), Out("per_query", res.per_query, res.per_query_valid,
-                                                                   -rng, rng),
-            Out("std_error", res.std_error, None, 0.0, INF), Out("ci_high - ci_low", res.ci_high - res.ci_low, None,
-                                                                 0.0, INF)]
 
 
 def _pairs_out(res, ctx):
@@ -1608,44 +1607,103 @@ MODULE_FUNCTION = {tl.DIPSLoss: tl.dips_loss, tl.ExposureMisallocationLoss: tl.e
                    tl.PLNDCGLoss: tl.pl_ndcg_loss}
 
 
+# ============================================================================================== declared measures
+#: the contract family of each measure module
+MODULE_FAMILY = {"pairwise": "pairwise", "exposure": "exposure", "disparity": "exposure", "prefix": "prefix",
+                 "utility": "utility", "calibration": "calibration"}
+
+
+def measure_args(m: Measure) -> Tuple[str, ...]:
+    """The positional data of a declared measure: the scores and the tensors it needs."""
+    return ("scores",) + tuple(d for d in ("relevance", "groups") if d in m.needs)
+
+
+def measure_grid(m: Measure) -> Dict[str, Sequence[Any]]:
+    """The options a declared measure's row draws: ``_groups`` (passed or not) for optional groups, each declared
+    option (the function's default first, then the declared values), and every reduction when it has one."""
+    grid: Dict[str, Sequence[Any]] = {"_groups": (False, True)} if "groups" in set(m.data) - set(m.needs) else {}
+    grid.update({k: (OMIT,) + tuple(v) for k, v in m.options.items()})
+    if "reduction" in inspect.signature(m.fn).parameters:
+        grid["reduction"] = REDUCTIONS
+    return grid
+
+
+def _pref_unused(opts):
+    return {"protected"} if _opt(opts, "delta", "kl") == "kl" else set()
+
+
+def _ee_sizes(out):
+    """Expected exposure: besides the documented non-negativity, each field is bounded by the list size (every
+    position's exposure is at most 1): ``N^2`` (``4 N^2`` for the loss), times ``B`` for a summed batch."""
+
+    def f(res, ctx):
+        k = {"loss": 4.0}
+        return [replace(o, hi=k.get(o.label, 1.0) * ctx.N ** 2 * ctx.B) for o in out(res, ctx)]
+
+    return f
+
+
+def _with_ci_width(out):
+    return lambda res, ctx: out(res, ctx) + [Out("ci_high - ci_low", res.ci_high - res.ci_low, None, 0.0, INF)]
+
+
+_STEPS = ({}, {"step": 1}, {"step": 5})  # the default step (10), every prefix, and the whole sweep list (5 items)
+#: what the harness adds to the row of a declared measure: the option sets of the deterministic sweep, its own
+#: rules for invalid input, a custom call (MPC needs one pair-selection threshold), tighter bounds on the output
+MEASURE_HARNESS: Dict[str, Dict[str, Any]] = {
+    "rnd": dict(sweep_opts=_STEPS), "rrd": dict(sweep_opts=_STEPS), "rkl": dict(sweep_opts=_STEPS),
+    "pref": dict(sweep_opts=_STEPS + ({"delta": "nd", "step": 1},), invalid_opts={"protected": {"delta": "nd"}},
+                 unused=_pref_unused),
+    "skew": dict(sweep_opts=({}, {"k": 1})),
+    "err": dict(expect=_err_expect, cascade=True),
+    "expected_exposure": dict(out=_ee_sizes),
+    "mpc": dict(call=_mpc_call(tm.matched_pair_calibration), options={"_thr": MPC_THRESHOLDS}, out=_with_ci_width,
+                grad="never", invalid_params=("group", "eps", "k", "quantile", "ci", "level", "browsing", "ordering",
+                                              "num_groups"),
+                code="out = matched_pair_calibration(s, r, g, mask=m, ordering=o, {opts})  # + the _thr threshold"),
+}
+
+
+def measure_row(m: Measure) -> Row:
+    """The contract row of a declared measure, from its declaration (data, options, range, soft membership,
+    expectation) and :data:`MEASURE_HARNESS`."""
+    extra = dict(MEASURE_HARNESS.get(m.name, {}))
+    params = inspect.signature(m.fn).parameters
+    soft = m.soft_groups if isinstance(m.soft_groups, bool) else \
+        (lambda o: m.accepts_soft({k: v for k, v in o.items() if v is not OMIT}))
+    out = declared_out(m)
+    return Row(f"metrics.{m.fn.__name__}", m.fn, MODULE_FAMILY[m.fn.__module__.rsplit(".", 1)[-1]],
+               args=measure_args(m), options={**extra.pop("options", {}), **measure_grid(m)},
+               out=extra.pop("out", lambda o: o)(out), soft=soft, linear=m.expectation,
+               grad=extra.pop("grad", "ordering" if "ordering" in params else "always"),
+               pairwise=m.fn.__module__.endswith(".pairwise"), **extra)
+
+
+def measure_rows() -> List[Row]:
+    return [measure_row(m) for m in MEASURES.values()]
+
+
 def build_rows() -> List[Row]:
-    P = "pairwise"
-    rows: List[Row] = []
+    """Every row: one generated from each declared measure (:func:`measure_rows`), then the hand-written rows of
+    the other public functions."""
+    rows: List[Row] = measure_rows()
     add = rows.append
     # ------------------------------------------------------------------------------------------- pairwise
-    add(Row("metrics.dips", tm.dips, P, options={"browsing": BROWSINGS, "tie_weight": (OMIT, 0.0, 1.0),
-                                                  "reduction": REDUCTIONS},
-            out=matrix(), pairwise=True, linear=True))
+    P = "pairwise"
     add(Row("metrics.individual_dissatisfaction", tm.individual_dissatisfaction, P, args=("scores", "relevance"),
             options={"_groups": (False, True), "browsing": BROWSINGS, "tie_weight": (OMIT, 0.0, 1.0)},
             out=val(0.0, n_max), pairwise=True, linear=True))
-    add(Row("metrics.igi", tm.igi, P, options={"tie_weight": (OMIT, 0.5, 1.0), "reduction": REDUCTIONS},
-            out=matrix(), pairwise=True, linear=True))
-    add(Row("metrics.ree", tm.ree, P, options={"tie_weight": (OMIT, 0.5, 1.0), "reduction": REDUCTIONS},
-            out=matrix(), pairwise=True, linear=True))
     add(Row("metrics.pairwise_gap", tm.pairwise_gap, P, call=_pairwise_gap_call, out=val(-1.0, 1.0),
             pairwise=True, orderings=ORDERINGS,
             code="M, valid = dips(s, r, g, mask=m, ordering=o, return_valid=True)\nout = pairwise_gap(M)"))
-    add(Row("metrics.pairwise_accuracy", tm.pairwise_accuracy, P, options={"reduction": REDUCTIONS},
-            out=matrix(gap=None), pairwise=True, linear=True))
     add(Row("metrics.accuracy_gaps", tm.accuracy_gaps, P, call=_accuracy_gaps_call, orderings=ORDERINGS,
             options={"protected": (OMIT, 0, 1, 2), "reference": (OMIT, 0, 1)},
             out=lambda res, ctx: [Out("inter", res[0], None, -1.0, 1.0), Out("intra", res[1], None, -1.0, 1.0)],
             pairwise=True, expect=_accuracy_gaps_expect, invalid_params=("protected", "reference"),
             code="A, valid = pairwise_accuracy(s, r, g, mask=m, ordering=o, return_valid=True)\n"
                  "out = accuracy_gaps(A, {opts})"))
-    add(Row("metrics.rank_parity", tm.rank_parity, P, args=("scores", "groups"),
-            options={"reduction": REDUCTIONS},
-            out=nt("valid", wins=(0.0, 1.0), per_group=(0.0, 1.0), pair=(0.0, 1.0)), pairwise=True))
-    add(Row("metrics.discordant_fraction", tm.discordant_fraction, P, args=("scores", "relevance"),
-            options={"reduction": REDUCTIONS}, out=val(0.0, 1.0), pairwise=True, linear=True))
-    add(Row("metrics.kendall_tau", tm.kendall_tau, P, args=("scores", "relevance"),
-            options={"reduction": REDUCTIONS}, out=val(-1.0, 1.0), pairwise=True, linear=True))
     # ------------------------------------------------------------------------------------------- exposure
     E = "exposure"
-    add(Row("metrics.exposure_misallocation", tm.exposure_misallocation, E,
-            options={"target": ("ee", "ea", "ea-dp"), "browsing": BROWSINGS, "reduction": REDUCTIONS},
-            out=val(-1.0, 1.0), linear=True))
     add(Row("metrics.misallocation_norm", tm.misallocation_norm, E, call=_misallocation_norm_call,
             orderings=ORDERINGS, options={"p": (OMIT, 2.0)}, out=val(0.0, 2.0), invalid_params=("p",),
             exempt_invalid={"p=1.5": "any norm order p >= 1 is valid"},
@@ -1656,79 +1714,26 @@ def build_rows() -> List[Row]:
             out=val(lambda c: -float(c.N), n_max), linear=True))
     add(Row("metrics.ideal_exposure", tm.ideal_exposure, E, args=("relevance",),
             options={"browsing": BROWSINGS}, out=val(0.0, 1.0), grad="never"))
-    add(Row("metrics.expected_exposure", tm.expected_exposure, E, args=("scores", "relevance"),
-            options={"_groups": (False, True), "browsing": BROWSINGS, "reduction": REDUCTIONS},
-            out=nt(loss=(0.0, lambda c: 4.0 * c.N ** 2 * c.B), disparity=(0.0, lambda c: 1.0 * c.N ** 2 * c.B),
-                   relevance=(0.0, lambda c: 1.0 * c.N ** 2 * c.B), target_norm=(0.0, lambda c: 1.0 * c.N ** 2 * c.B))))
-    add(Row("metrics.iaa", tm.iaa, E, args=("scores", "relevance"),
-            options={"amortize": (OMIT, False), "_groups": (False, True), "browsing": BROWSINGS,
-                     "reduction": REDUCTIONS}, out=val(0.0, 2.0)))
-    add(Row("metrics.exposure_share", tm.exposure_share, E, args=("scores", "groups"),
-            options={"browsing": BROWSINGS, "reduction": REDUCTIONS}, out=val(0.0, 1.0)))
-    add(Row("metrics.awrf", tm.awrf, E, args=("scores", "groups"),
-            options={"distance": ("nd", "rd", "kl"), "target": (OMIT, "equal", "list"), "protected": (OMIT, 0, 1),
-                     "browsing": BROWSINGS, "reduction": REDUCTIONS},
-            out=lambda res, ctx: val(0.0, 1.0 if _opt(ctx.opts, "distance", "nd") == "nd" else INF)(res, ctx)))
-    ratio_opts = {"protected": (OMIT, 0, 1), "reference": (OMIT, 0, 1), "amortize": (False, True),
-                  "browsing": BROWSINGS, "reduction": REDUCTIONS}
-    add(Row("metrics.dp", tm.dp, E, args=("scores", "groups"), options=ratio_opts, out=val(0.0, INF)))
-    add(Row("metrics.eur", tm.eur, E, options=ratio_opts, out=val(0.0, INF)))
-    add(Row("metrics.rur", tm.rur, E, options=ratio_opts, out=val(0.0, INF)))
-    add(Row("metrics.log_dp", tm.log_dp, E, args=("scores", "groups"), options=ratio_opts, out=val(),
-            params_of=tm.dp))
-    add(Row("metrics.log_eur", tm.log_eur, E, options=ratio_opts, out=val(), params_of=tm.eur))
-    add(Row("metrics.log_rur", tm.log_rur, E, options=ratio_opts, out=val(), params_of=tm.rur))
-    add(Row("metrics.exp_rr", tm.exp_rr, E, args=("scores", "groups"),
-            options={"browsing": BROWSINGS, "reduction": REDUCTIONS}, out=val(0.0, 1.0)))
-    add(Row("metrics.top1_exposure_gap", tm.top1_exposure_gap, E, args=("scores", "groups"),
-            options={"protected": (OMIT, 0), "reduction": REDUCTIONS}, out=val(-1.0, 1.0), grad="always"))
-    add(Row("metrics.disparate_exposure", tm.disparate_exposure, E,
-            options={"protected": (OMIT, 0), "browsing": BROWSINGS, "reduction": REDUCTIONS}, out=val(-INF, INF)))
+    # the log ratios: the options of the ratios, no range
+    for fn, ratio in ((tm.log_dp, "dp"), (tm.log_eur, "eur"), (tm.log_rur, "rur")):
+        add(Row(f"metrics.{fn.__name__}", fn, E, args=measure_args(MEASURES[ratio]), options=measure_grid(
+            MEASURES[ratio]), out=val(), params_of=MEASURES[ratio].fn))
     # ------------------------------------------------------------------------------------------- prefix
-    X_ = "prefix"
-    pref_opts = {"step": (OMIT, 1, 2, 3), "protected": (OMIT, 0, 1), "normalize": (OMIT, False),
-                 "reduction": REDUCTIONS}
-
-    def norm_range(res, ctx):
-        return val(0.0, 1.0 if _opt(ctx.opts, "normalize", True) else INF)(res, ctx)
-
-    # sweeps: the default step (10), every prefix (1), and step 5 = the whole list of the sweep batch
-    steps = ({}, {"step": 1}, {"step": 5})
-    add(Row("metrics.rnd", tm.rnd, X_, args=("scores", "groups"), options=pref_opts, out=norm_range, soft=False,
-            sweep_opts=steps))
-    add(Row("metrics.rrd", tm.rrd, X_, args=("scores", "groups"), options=pref_opts, out=norm_range, soft=False,
-            sweep_opts=steps))
-    add(Row("metrics.rkl", tm.rkl, X_, args=("scores", "groups"), options=pref_opts, out=norm_range,
-            sweep_opts=steps))
-    add(Row("metrics.pref", tm.pref, X_, args=("scores", "groups"),
-            options={"delta": ("kl", "nd", "rd"), **pref_opts}, out=norm_range,
-            soft=lambda o: _opt(o, "delta", "kl") == "kl", invalid_opts={"protected": {"delta": "nd"}},
-            sweep_opts=steps + ({"delta": "nd", "step": 1},),
-            unused=lambda o: {"protected"} if _opt(o, "delta", "kl") == "kl" else set()))
-    add(Row("metrics.skew", tm.skew, X_, args=("scores", "groups"),
-            options={"k": (OMIT, 1, 2, 5), "reduction": REDUCTIONS}, out=val(), sweep_opts=({}, {"k": 1})))
-    add(Row("metrics.ndkl", tm.ndkl, X_, args=("scores", "groups"),
-            options={"k": (OMIT, 1, 3), "reduction": REDUCTIONS}, out=val(0.0, INF)))
-    add(Row("metrics.fair", tm.fair, X_, args=("scores", "groups"),
-            options={"protected": (OMIT, 0), "target": (OMIT, 0.3), "reduction": REDUCTIONS}, out=val(0.0, 1.0),
-            soft=False))
-    add(Row("metrics.prefix_mass", tm.prefix_mass, X_, call=_prefix_mass_call, validates=False,
+    add(Row("metrics.prefix_mass", tm.prefix_mass, "prefix", call=_prefix_mass_call, validates=False,
             orderings=tuple(o for o in ORDERINGS),
             out=lambda res, ctx: [Out("C", res, None, 0.0, n_max)],
             code="ob = o(s, m)\nmemb = torch.nn.functional.one_hot(g.clamp(min=0), {G}).float() * "
                  "((g >= 0) & m)[..., None]\nout = prefix_mass(ob, memb)"))
     # ------------------------------------------------------------------------------------------- calibration
     C = "calibration"
-    add(Row("metrics.matched_pair_calibration", tm.matched_pair_calibration, C, call=_mpc_call(
-        tm.matched_pair_calibration), options=_mpc_options(), out=_mpc_out, grad="never", soft=False,
-            invalid_params=("group", "eps", "k", "quantile", "ci", "level", "browsing", "ordering", "num_groups"),
-            code="out = matched_pair_calibration(s, r, g, mask=m, ordering=o, {opts})  # + the _thr threshold"))
+    mpc_opts = measure_grid(MEASURES["mpc"])
     add(Row("metrics.matched_pairs", tm.matched_pairs, C, call=_mpc_call(tm.matched_pairs),
-            options={k: v for k, v in _mpc_options().items() if k != "ci"}, out=_pairs_out, grad="never",
-            soft=False, invalid_params=("group", "eps", "k", "quantile", "browsing", "ordering", "num_groups"),
+            options={"_thr": MPC_THRESHOLDS, **{k: v for k, v in mpc_opts.items() if k != "ci"}}, out=_pairs_out,
+            grad="never", soft=False,
+            invalid_params=("group", "eps", "k", "quantile", "browsing", "ordering", "num_groups"),
             code="out = matched_pairs(s, r, g, mask=m, ordering=o, {opts})  # + eps=0.5 / k=3 / quantile=0.5 (_thr)"))
     add(Row("metrics.mpc_cluster_variance", tm.mpc_cluster_variance, C, call=_mpc_call(tm.matched_pairs, True),
-            options={"_thr": ("eps", "k", "quantile"), "_cluster": ("item", "query")},
+            options={"_thr": MPC_THRESHOLDS, "_cluster": ("item", "query")},
             out=lambda res, ctx: [Out("variance", res, None, 0.0, INF)], grad="never", soft=False,
             params_of=tm.matched_pairs,
             code="out = mpc_cluster_variance(matched_pairs(s, r, g, mask=m, ordering=o, eps=0.5))"))
@@ -1743,30 +1748,6 @@ def build_rows() -> List[Row]:
             invalid_params=("increasing",),
             options={"increasing": (OMIT, False)}, out=_isotonic_out, grad="never", orderings=("none",),
             expect=_isotonic_expect, code="out = isotonic_regression(s[m], {opts})"))
-    # ------------------------------------------------------------------------------------------- utility
-    U = "utility"
-    k_opts = (OMIT, 1, 3, 10)
-    add(Row("metrics.dcg", tm.dcg, U, args=("scores", "relevance"),
-            options={"k": k_opts, "gain": (OMIT, "linear"), "reduction": REDUCTIONS}, out=val(0.0, INF), linear=True))
-    add(Row("metrics.ndcg", tm.ndcg, U, args=("scores", "relevance"),
-            options={"k": k_opts, "gain": (OMIT, "linear"), "reduction": REDUCTIONS}, out=val(0.0, 1.0), linear=True))
-    add(Row("metrics.precision", tm.precision, U, args=("scores", "relevance"),
-            options={"k": k_opts, "threshold": (OMIT, 0.5), "adaptive_k": (OMIT, True), "reduction": REDUCTIONS},
-            out=val(0.0, 1.0), linear=True))
-    add(Row("metrics.recall", tm.recall, U, args=("scores", "relevance"),
-            options={"k": k_opts, "threshold": (OMIT, 0.5), "reduction": REDUCTIONS}, out=val(0.0, 1.0),
-            linear=True))
-    add(Row("metrics.mrr", tm.mrr, U, args=("scores", "relevance"),
-            options={"k": k_opts, "threshold": (OMIT, 0.5), "reduction": REDUCTIONS}, out=val(0.0, 1.0),
-            linear=True))
-    add(Row("metrics.rbp", tm.rbp, U, args=("scores", "relevance"), options={"p": (OMIT, 0.5),
-                                                                              "reduction": REDUCTIONS},
-            out=val(0.0, max_rel), linear=True))
-    err_row = Row("metrics.err", tm.err, U, args=("scores", "relevance"),
-                  options={"max_grade": (OMIT, 10.0, 1000.0), "k": k_opts, "reduction": REDUCTIONS},
-                  out=val(0.0, 1.0), linear=True, expect=_err_expect)
-    err_row._cascade = True
-    add(err_row)
     # ------------------------------------------------------------------------------------------- losses
     L = "losses"
     red_l = (OMIT, "sum", "none")
@@ -1936,7 +1917,6 @@ def build_rows() -> List[Row]:
     add(Row("evaluation.compute_columns", tev.compute_columns, Ev, call=_compute_columns_call, out=_columns_out,
             grad="never", orderings=("none",),
             code="out = compute_columns(s, r, g, m, available_measures(), num_groups={G})"))
-    soft_ok = {"RND": False, "RRD": False, "FAIR": False, "MPC": False}
     for name in tev.__all__:
         obj = getattr(tev, name)
         if inspect.isclass(obj) and issubclass(obj, tev.FairnessMetric) and obj is not tev.FairnessMetric:
@@ -1944,7 +1924,7 @@ def build_rows() -> List[Row]:
             # the class's signature is the measure's: PreF's default delta="kl" leaves `protected` unused
             add(Row(f"evaluation.{name}", obj, Ev, call=_metric_call(obj, kw), out=_metric_out, grad="never",
                     expect=_metric_expect(obj), unused=(lambda o: {"protected"}) if name == "PreF" else None,
-                    orderings=("none",), soft=soft_ok.get(name, True), args=("scores", "relevance", "groups"),
+                    orderings=("none",), soft=MEASURES[obj.measure].accepts_soft(), args=("scores", "relevance", "groups"),
                     code=f"metric = {name}(num_groups={{G}}{', eps=0.5' if kw else ''})\nmetric.update(s, r, g, m)\n"
                          f"out = metric.compute()"))
     add(Row("evaluation.FairnessMetric", tev.FairnessMetric, Ev,
