@@ -42,78 +42,99 @@ __all__ = ["RampRank", "RampRankOrderedBatch", "ramp_sums"]
 MAX_LEVELS = 16
 
 
+class _Window:
+    """The sort and window bounds of one ramp contraction (they depend only on the scores, the temperature and the
+    grouping, not on the values summed): computed once, reused for every sum over the same ordering."""
+
+    def __init__(self, z: Tensor, mask: Tensor, group: Optional[Tensor] = None):
+        acc = torch.float32 if z.device.type == "mps" else torch.float64
+        B, N = z.shape
+        u = z.to(acc) / 4
+        big = torch.finfo(acc).max
+        with torch.no_grad():  # the window bounds: piecewise constant in the scores
+            lo_u = torch.where(mask, u, torch.full((), big, dtype=acc, device=u.device)).amin(-1, keepdim=True)
+            hi_u = torch.where(mask, u, torch.full((), -big, dtype=acc, device=u.device)).amax(-1, keepdim=True)
+            lo_u = torch.where(lo_u < big, lo_u, torch.zeros_like(lo_u))
+            span = (hi_u - lo_u).clamp(min=0) + 2
+        #: u - min u over the real items, in [0, span - 2] (0 for padded items, which sum nothing)
+        self.off = torch.where(mask, u - lo_u, torch.zeros((), dtype=acc, device=u.device))
+        with torch.no_grad():
+            base = group.to(acc) * span if group is not None else torch.zeros_like(self.off)
+            key = base + self.off
+            key_s, self.order = torch.sort(key, dim=-1)
+            # the window [lo, hi) = keys in (key - 1/2, key + 1/2) and the end of the group, in one binary search
+            above = torch.nextafter(key - 0.5, torch.full((), float("inf"), dtype=acc, device=key.device))
+            q = torch.cat([key + 0.5, above] + ([base + span - 1] if group is not None else []), -1)
+            hi_lo = torch.searchsorted(key_s, q, side="left")
+        self.hi, self.lo = hi_lo[:, :N], hi_lo[:, N:2 * N]
+        self.end = hi_lo[:, 2 * N:] if group is not None else None
+        self.off_sorted = self.off.gather(-1, self.order)
+        self.mask, self.acc = mask, acc
+
+    def sums(self, right: Tensor, select: Optional[Tensor] = None) -> Tensor:
+        """``out[b, i, h] = sum_j ramp(z_j - z_i) right[b, j, h]`` over the real ``j`` (``j = i`` included, weight
+        1/2) of ``i``'s group with ``select_j`` (bool ``[B, N]``, every ``j`` when None)."""
+        keep = self.mask if select is None else self.mask & select
+        H = right.shape[-1]
+        Rs = _take(right.to(self.acc) * keep.to(self.acc)[..., None], self.order)
+        AU = _prefix(torch.cat([Rs, Rs * self.off_sorted[..., None]], -1))  # [B, N + 1, 2H]: sums of R, u R
+        at_hi, at_lo = _take(AU, self.hi), _take(AU, self.lo)
+        a_hi, a_lo = at_hi[..., :H], at_lo[..., :H]
+        total = AU[:, -1:, :H] if self.end is None else _take(AU[..., :H], self.end)
+        return (total - a_hi) + (0.5 - self.off)[..., None] * (a_hi - a_lo) + (at_hi[..., H:] - at_lo[..., H:])
+
+
 def ramp_sums(z: Tensor, right: Tensor, mask: Tensor, group: Optional[Tensor] = None,
               select: Optional[Tensor] = None) -> Tensor:
     """``out[b, i, h] = sum_j ramp(z_j - z_i) right[b, j, h]`` over the real ``j`` (``j = i`` included, weight
     1/2) with ``group_j = group_i`` (every ``j`` when ``group`` is None) and ``select_j`` (bool ``[B, N]``, every
     ``j`` when None).  ``z [B, N]`` are the scores over the temperature; float64 prefix sums (except on MPS)."""
-    acc = torch.float32 if z.device.type == "mps" else torch.float64
-    B, N = z.shape
-    u = z.to(acc) / 4
-    big = torch.finfo(acc).max
-    with torch.no_grad():  # the window bounds: piecewise constant in the scores
-        lo_u = torch.where(mask, u, torch.full((), big, dtype=acc, device=u.device)).amin(-1, keepdim=True)
-        hi_u = torch.where(mask, u, torch.full((), -big, dtype=acc, device=u.device)).amax(-1, keepdim=True)
-        lo_u = torch.where(torch.isfinite(lo_u) & (lo_u < big), lo_u, torch.zeros_like(lo_u))
-        span = (hi_u - lo_u).clamp(min=0) + 2
-    off = torch.where(mask, u - lo_u, torch.zeros((), dtype=acc, device=u.device))  # in [0, span - 2]
-    with torch.no_grad():
-        base = group.to(acc) * span if group is not None else torch.zeros_like(off)
-        key = base + off
-        key_s, order = torch.sort(key, dim=-1)
-        hi = torch.searchsorted(key_s, key + 0.5, side="left")
-        lo = torch.searchsorted(key_s, key - 0.5, side="right")
-        end = torch.searchsorted(key_s, base + span - 1, side="left") if group is not None else \
-            torch.full_like(hi, N)
-    keep = mask if select is None else mask & select
-    R = right.to(acc) * keep.to(acc)[..., None]
-    Rs = _take(R, order)
-    A = _prefix(Rs)
-    U = _prefix(Rs * _take(off[..., None], order))
-    at = lambda C, idx: _take(C, idx)  # noqa: E731  C[b, idx[b, k]]
-    a_hi, a_lo = at(A, hi), at(A, lo)
-    return (at(A, end) - a_hi) + (0.5 - off)[..., None] * (a_hi - a_lo) + (at(U, hi) - at(U, lo))
+    return _Window(z, mask, group).sums(right, select)
 
 
-def _less_level_sums(z: Tensor, right: Tensor, mask: Tensor, level: Tensor) -> Tensor:
-    """``sum_{j: level_j < level_i} ramp(z_j - z_i) right_j``."""
-    B, N = level.shape
-    H = right.shape[-1]
-    top = int(level.masked_fill(~mask, 0).max()) if level.device.type == "cpu" and level.numel() else None
-    if top is not None and top + 1 <= MAX_LEVELS:  # every level at once: one sort, prefix sums per level
-        L = top + 1
-        onehot = torch.nn.functional.one_hot(level.clamp(0, L - 1), L).to(right.dtype)  # [B, N, L]
-        S = ramp_sums(z, (right[:, :, None, :] * onehot[..., None]).reshape(B, N, L * H), mask).reshape(B, N, L, H)
-        below = torch.nn.functional.pad(S.cumsum(2), (0, 0, 1, 0))[:, :, :L]  # sum over levels < l
-        return below.gather(2, level.clamp(0, L - 1)[:, :, None, None].expand(B, N, 1, H)).squeeze(2)
-    # the bits of the level, most significant first: j below i at the first bit where they differ
-    nbits = max(1, int(top + 1 if top is not None else N).bit_length())
-    out = 0
-    for bit in range(nbits):
-        b = ((level >> bit) & 1).bool()
-        part = ramp_sums(z, right, mask, group=level >> (bit + 1), select=~b)
-        out = out + torch.where(b[..., None], part, torch.zeros((), dtype=part.dtype, device=part.device))
-    return out
+def _levels(level: Tensor, mask: Tensor) -> Optional[int]:
+    """The number of relevance levels when it is free to read (CPU tensors) and small enough for one prefix sum
+    per level (:data:`MAX_LEVELS`); ``None`` otherwise (the bit sweep)."""
+    if level.device.type != "cpu" or not level.numel():
+        return None
+    L = int(level.masked_fill(~mask, 0).max()) + 1
+    return L if L <= MAX_LEVELS else None
 
 
-def ramp_contract(z: Tensor, right: Tensor, mask: Tensor, pair_weight: Optional[LevelPairWeight]) -> Tensor:
+def ramp_contract(z: Tensor, right: Tensor, mask: Tensor, pair_weight: Optional[LevelPairWeight],
+                  window: Optional[_Window] = None) -> Tensor:
     """``out[b, i, h] = sum_{j != i} w[i, j] ramp(z_j - z_i) right[b, j, h]`` over real ``j`` (rows of padded
-    items unspecified)."""
+    items unspecified); ``window``: the ungrouped :class:`_Window` of ``z`` if already computed."""
+    win = window if window is not None else _Window(z, mask)
     R = right
-    allsum = ramp_sums(z, R, mask)
-    self_term = 0.5 * R.to(allsum.dtype) * mask.to(allsum.dtype)[..., None]
+    B, N, H = R.shape
+    self_term = 0.5 * R.to(win.acc) * mask.to(win.acc)[..., None]
     if pair_weight is None:
-        return allsum - self_term
+        return win.sums(R) - self_term
     pw = pair_weight
     level = _dense_rank(pw.relevance, mask)
-    less = _less_level_sums(z, R, mask, level)  # partners less relevant than i
+    L = _levels(level, mask)
+    if L is not None:  # every level in one sum: S[.., l, :] = the sum over the partners of level l
+        onehot = torch.nn.functional.one_hot(level.clamp(0, L - 1), L).to(R.dtype)  # [B, N, L]
+        S = win.sums((R[:, :, None, :] * onehot[..., None]).reshape(B, N, L * H)).reshape(B, N, L, H)
+        idx = level.clamp(0, L - 1)[:, :, None, None].expand(B, N, 1, H)
+        less = torch.nn.functional.pad(S.cumsum(2), (0, 0, 1, 0)).gather(2, idx).squeeze(2)
+        equal = S.gather(2, idx).squeeze(2) - self_term
+        allsum = S.sum(2) - self_term
+    else:  # the bits of the level, most significant first: j below i at the first bit where they differ
+        nbits = max(1, int(N).bit_length())
+        less = 0
+        for bit in range(nbits):
+            b = ((level >> bit) & 1).bool()
+            part = _Window(z, mask, group=level >> (bit + 1)).sums(R, select=~b)
+            less = less + torch.where(b[..., None], part, torch.zeros((), dtype=part.dtype, device=part.device))
+        equal = _Window(z, mask, group=level).sums(R) - self_term if (pw.equal or pw.less) else None
+        allsum = win.sums(R) - self_term if pw.less else None
     out = pw.greater * less
-    if pw.equal or pw.less:
-        equal = ramp_sums(z, R, mask, group=level) - self_term
-        if pw.equal:
-            out = out + pw.equal * equal
-        if pw.less:
-            out = out + pw.less * (allsum - self_term - less - equal)
+    if pw.equal:
+        out = out + pw.equal * equal
+    if pw.less:
+        out = out + pw.less * (allsum - less - equal)
     return out
 
 
@@ -123,6 +144,11 @@ class RampRankOrderedBatch(SoftRankOrderedBatch):
     def _dense(self) -> Optional[Tensor]:
         return None  # never forms [B, N, N] pairs for positions or contractions
 
+    def _window(self) -> _Window:
+        if getattr(self, "_win", None) is None:
+            self._win = _Window(self._z(), self.mask)
+        return self._win
+
     def _pair(self, start: int, stop: int) -> Tensor:
         z, N = self._z(), self.mask.shape[1]
         keep = self.mask[:, start:stop, None] & self.mask[:, None, :] & _offdiag(start, stop, N, z.device)
@@ -131,7 +157,7 @@ class RampRankOrderedBatch(SoftRankOrderedBatch):
     def expected_positions(self) -> Tensor:
         if self._pos is None:
             one = torch.ones(*self.mask.shape, 1, dtype=self.scores.dtype, device=self.mask.device)
-            pos = ramp_contract(self._z(), one, self.mask, None)[..., 0].to(self.scores.dtype)
+            pos = ramp_contract(self._z(), one, self.mask, None, self._window())[..., 0].to(self.scores.dtype)
             self._pos = pos * self.mask.to(pos.dtype)
         return self._pos
 
@@ -155,7 +181,7 @@ class RampRankOrderedBatch(SoftRankOrderedBatch):
         R = right.to(self.scores.dtype)
         if which == "joint":
             R = R * self.exposure(browsing, relevance).to(R.dtype)[..., None]
-        out = ramp_contract(self._z(), R, self.mask, pair_weight)
+        out = ramp_contract(self._z(), R, self.mask, pair_weight, self._window())
         return (out * self.mask.to(out.dtype)[..., None]).to(right.dtype)
 
     def pair_block(self, context, start: int, stop: int) -> PairBlock:
