@@ -21,21 +21,22 @@ keys to vary, in the dotted syntax of the command line::
           grid: {model.lam: [1.0, 10.0]}   # a bundle may replace the values of grid keys for its trials
         none: {model.fairness_loss: null, grid: {model.lam: [0.0]}}
     seed: 0                           # seed of the random draws
-    objective: val/ndcg@10            # maximised: "best so far" and Optuna's target
+    objective: val/ndcg@10            # "best so far" and the study's target, in its declared direction
 
-``torchfair sweep --config FILE --out DIR [--workers K] [--search optuna --trials T]`` runs the trials (every
-trial of the file, or ``T`` trials proposed by Optuna's TPE sampler in the same space, maximising ``objective``),
-``K`` at a time, each in its own
-process (one GPU each when there are GPUs, ``CUDA_VISIBLE_DEVICES``), and shows trials done / running / failed and
-the best so far.  Nothing is lost: a finished trial writes ``DIR/trials/<trial id>/result.json`` atomically (its
-parameters, every exact validation and test measure, its checkpoint); running the same command again skips
-finished trials and reruns unfinished ones; a failing trial writes ``error.json`` (its traceback) and the others
-go on, its ``error.json`` holding the real error line; a second sweep on the same ``DIR`` is refused while the
-first holds its lock (a ``filelock``), unless both run with ``--share``: then they split the trials (a lock per
-trial).  Every key the file sets is parsed against the base config before any trial starts.  The trial id is a
-hash of the trial's whole resolved config (the base config file's content, the overrides, its variant bundles and
-grid / random values), so a changed base config or override trains new trials, while adding values to a grid
-keeps the finished trials of the other points.
+``torchfair sweep FILE --out DIR [--workers K] [--search optuna --trials T]`` runs the trials (every trial of the
+file, or ``T`` trials that Optuna's TPE sampler asks in the same space, optimising ``objective`` in its declared
+direction), ``K`` at a time, each in its own process (one GPU each when there are GPUs, ``CUDA_VISIBLE_DEVICES``),
+and shows trials done / running / failed and the best so far.  The sweep's Optuna study lives in
+``DIR/study.journal`` (Optuna's journal file storage): the grid's points are enqueued trials, each tagged with its
+trial id.  A finished trial writes ``DIR/trials/<trial id>/result.json`` atomically (its parameters, every exact
+validation and test measure, its checkpoint) and is told to the study; running the same command again reads the
+study, skips finished trials and reruns the others (also those a killed process left running); a failing trial
+writes ``error.json`` (its real error line) and the others go on.  A second sweep on the same ``DIR`` is refused
+while the first holds its lock (a ``filelock``), unless both run with ``--share``: then they (on one machine or
+several sharing ``DIR``) work on one study, every trial run once.  Every key the file sets is parsed against the
+base config before any trial starts.  The trial id is a hash of the trial's whole resolved config (the base config
+file's content, the overrides, its variant bundles and grid / random values), so a changed base config or override
+trains new trials, while adding values to a grid keeps the finished trials of the other points.
 
 Outputs: ``DIR/results.csv`` (and ``results.parquet`` when pyarrow is installed: ``pip install torchfair[parquet]``)
 with one row per trial (``trial_id``, ``status``, ``sweep``: the ``<sweep file>-<spec hash>`` that ran it,
@@ -43,10 +44,12 @@ with one row per trial (``trial_id``, ``status``, ``sweep``: the ``<sweep file>-
 of every fairness column against the objective's measure, over the current sweep's trials, as figures and tables;
 kinds and directions from the measure declarations).
 ``torchfair sweep-report DIR`` rebuilds them from a finished or partial sweep.  ``--backend ray [--address ...]``
-runs the trials through Ray Tune (one Tune trial per trial, GPUs as resources) into the same ``DIR``.
+runs the trials through Ray Tune (the grid as Tune's ``param_space``, one Tune trial per trial, GPUs as resources,
+an interrupted run resumed with ``Tuner.restore``) into the same ``DIR``.
 """
 from .report import collect_results, pareto_front, write_sweep_report
-from .runner import SweepLockedError, run_sweep
+from .runner import run_sweep
+from .study import SweepLockedError
 from .spec import UTILITY_COLUMN, SweepSpec, Trial, column_direction, expand_trials, load_sweep
 from .trial import check_trial_keys, run_trial, trial_args
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -174,6 +175,43 @@ def check_trial_keys(spec: SweepSpec, trials: Sequence[Trial]) -> None:
                              f"(torchfair fit says: {msg[:400]})") from None
         finally:
             sys.argv = saved
+
+
+def _prepare(out: Path, spec: SweepSpec, t: Trial, provenance: Optional[dict] = None) -> Path:
+    """The trial's directory, reset unless the trial is finished; ``trial.json`` describes it (its parameters,
+    resolved config, the base config's content hash, the sweep it belongs to, the torchfair version / commit)."""
+    tdir = out / "trials" / t.trial_id
+    tdir.mkdir(parents=True, exist_ok=True)
+    if _status(tdir) != "done":
+        for stale in tdir.iterdir():  # an unfinished or failed attempt starts afresh
+            if stale.is_dir():
+                shutil.rmtree(stale)
+            else:
+                stale.unlink()
+        _atomic_json(tdir / "trial.json", {"trial_id": t.trial_id, "params": t.params, "base": str(spec.base),
+                                           "base_sha256": spec.base_sha, "config": spec.trial_config(t.params),
+                                           "sweep": spec.label, "provenance": provenance or {}})
+    return tdir
+
+
+def _log_attempt(out: Path, trial_id: str) -> None:
+    """Append ``<trial id> <pid> <time>`` to ``out/attempts.log`` (one line per start: who ran what)."""
+    fd = os.open(out / "attempts.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, f"{trial_id} {os.getpid()} {time.time():.3f}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def _trial_process(tdir: Path, threads: int, gpu: Optional[int] = None) -> subprocess.Popen:
+    """The trial of ``tdir`` in a fresh interpreter (``python -m torchfair.sweep _trial``), its output in
+    ``trial.log``, ``threads`` torch threads and, with ``gpu``, that GPU alone (``CUDA_VISIBLE_DEVICES``)."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), TORCHFAIR_SWEEP_THREADS=str(threads))
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    with open(tdir / "trial.log", "w") as log:
+        return subprocess.Popen([sys.executable, "-m", "torchfair.sweep", "_trial", str(tdir)], stdout=log,
+                                stderr=subprocess.STDOUT, env=env)
 
 
 def _status(tdir: Path) -> str:
