@@ -1,0 +1,173 @@
+"""torchfair.metrics.declarations: the table of measure declarations and the ``Measure`` API.
+
+Every declaration is checked against the function it declares (its signature is the independent reference): the
+data tensors, the option names of every grid / range / soft-membership / default / ignored-global entry, the loss
+reducer's shape, the fields of record outputs.  The API: ``default``, ``range_for`` (option values compared by
+type and value), ``field_range``, ``accepts_soft``, ``direction``, ``RelevanceBound``; ``__post_init__`` rejects
+malformed declarations naming the field; ``get_declaration``.
+
+(That every public measure function is declared, that ``needs`` / ``browsing`` match the signature and the
+per-list output shape, and that the registry reads the declarations, are in tests/test_design.py; the declared
+ranges, soft membership and expectation flags are exercised on data by the contract harness,
+tests/contract_cases.py.)
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+
+import pytest
+import torch
+
+from torchfair.losses import REDUCERS
+from torchfair.metrics import declarations as D
+from torchfair.metrics import ndcg
+from torchfair.metrics.declarations import MAX_RELEVANCE, MEASURES, Measure, RelevanceBound, get_declaration
+
+NAMES = sorted(MEASURES)
+
+
+def _params(m):
+    return inspect.signature(m.fn).parameters
+
+
+def _small_batch(m):
+    """One call of the measure on a small batch with two groups present (the data its declaration names)."""
+    data = {"scores": torch.tensor([[3.0, 2.0, 2.0, 1.0, 0.0, -1.0]]),
+            "relevance": torch.tensor([[2.0, 0.0, 1.0, 1.0, 2.0, 0.0]]),
+            "groups": torch.tensor([[0, 1, 0, 1, 0, 1]])}
+    kw = {k: v for k, v in data.items() if k in m.data and k != "scores"}
+    kw.update(m.defaults)
+    if "return_valid" in _params(m):
+        kw["return_valid"] = True
+    if m.name == "mpc":
+        kw["eps"] = 0.5  # matched pairs need a threshold (one of eps, closest, quantile)
+    return m.fn(data["scores"], **kw)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_declared_data_are_the_tensor_parameters_of_the_function(name):
+    m = MEASURES[name]
+    params = _params(m)
+    assert list(params)[0] == "scores"
+    assert set(m.data) == {p for p in params if p in D.DATA}
+    for need in set(m.needs) - {"browsing"}:  # needed tensors are required arguments
+        assert params[need].default is inspect.Parameter.empty
+    for opt in set(m.data) - set(m.needs) - {"scores", "mask"}:  # the others are optional (IAA's groups)
+        assert params[opt].default is None
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_option_the_declaration_names_is_an_option_of_the_function(name):
+    m = MEASURES[name]
+    params = _params(m)
+    named = set(m.options) | set(m.option_ranges) | set(m.defaults) | set(m.ignore_global)
+    if not isinstance(m.soft_groups, bool):
+        named |= set(m.soft_groups)
+    for opt in named:
+        assert opt in params and opt not in D.DATA, (name, opt)
+        assert params[opt].kind is inspect.Parameter.KEYWORD_ONLY, (name, opt)
+    for opt, value in m.defaults.items():  # evaluation defaults differ from the function's own
+        assert value != m.default(opt), (name, opt)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if MEASURES[n].loss is not None])
+def test_the_default_loss_reducer_fits_the_output(name):
+    m = MEASURES[name]
+    shape = REDUCERS[m.loss][0]
+    if m.output != "record":
+        assert shape == m.output
+    else:
+        out = _small_batch(m)
+        value = getattr(out, m.loss_field)
+        assert value.dim() - 1 == {"list": 0, "group": 1, "pair": 2}[shape]
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if MEASURES[n].output == "record"])
+def test_record_field_ranges_name_floating_fields(name):
+    m = MEASURES[name]
+    out = _small_batch(m)
+    assert hasattr(out, "_fields")
+    for f in m.field_ranges:
+        assert f in out._fields and getattr(out, f).is_floating_point(), (name, f)
+
+
+def test_default_range_for_and_field_range():
+    awrf, rnd, mpc, ndcg_m = MEASURES["awrf"], MEASURES["rnd"], MEASURES["mpc"], MEASURES["ndcg"]
+    assert awrf.default("distance") == inspect.signature(awrf.fn).parameters["distance"].default
+    assert awrf.default("groups") is None and awrf.default("no_such_option") is None  # required / unknown
+    assert awrf.range_for() == awrf.range_for({"browsing": "rbp:0.8"}) == (0.0, 1.0)
+    assert awrf.range_for({"distance": "kl"}) == (0.0, math.inf)
+    assert rnd.range_for({"normalize": False}) == (0.0, math.inf)
+    # option values match by type and value: 0 is not False, so the default range applies
+    assert rnd.range_for({"normalize": 0}) == (0.0, 1.0)
+    assert mpc.field_range("std_error") == (0.0, math.inf)
+    assert mpc.field_range("estimate") == (-MAX_RELEVANCE, MAX_RELEVANCE)
+    assert mpc.field_range("n_pairs_unknown_field") == mpc.value_range
+    assert ndcg_m.field_range("anything") == (0.0, 1.0)
+    assert MEASURES["skew"].range_for() is None  # a signed log ratio: no documented bound
+
+
+def test_accepts_soft_reads_the_options_and_their_defaults():
+    pref = MEASURES["pref"]
+    assert pref.default("delta") == "kl"
+    assert pref.accepts_soft() and pref.accepts_soft({"delta": "kl"})
+    assert not pref.accepts_soft({"delta": "nd"}) and not pref.accepts_soft({"delta": "rd"})
+    assert MEASURES["dips"].accepts_soft({"tie_weight": 0.0}) and not MEASURES["rnd"].accepts_soft()
+
+
+def test_direction_and_relevance_bounds():
+    assert {MEASURES[n].direction for n in NAMES} == {"higher", "lower", "zero"}
+    for n in NAMES:
+        m = MEASURES[n]
+        assert m.direction == {True: "higher", False: "lower", None: "zero"}[m.higher_is_better]
+    assert MAX_RELEVANCE.scale == 1.0 and (-MAX_RELEVANCE).scale == -1.0 and -(-MAX_RELEVANCE) == MAX_RELEVANCE
+    assert repr(MAX_RELEVANCE) == "MAX_RELEVANCE" and repr(RelevanceBound(0.5)) == "0.5 * MAX_RELEVANCE"
+    assert MEASURES["rbp"].value_range == (0.0, MAX_RELEVANCE)
+
+
+def _measure(**kw):
+    base = dict(name="x", fn=ndcg, kind="utility", higher_is_better=True, needs=("relevance",), output="list",
+                validity="v", description="d", source="s", data=("scores", "relevance", "mask"))
+    base.update(kw)
+    return Measure(**base)
+
+
+@pytest.mark.parametrize("kw, field", [
+    (dict(needs=("relevance", "clicks")), "needs"),
+    (dict(output="record", loss="value"), "loss_field"),
+    (dict(data=("relevance", "mask")), "data"),
+    (dict(data=("scores", "weights")), "data"),
+    (dict(data=("scores", "mask")), "data"),  # relevance is needed but not among the data
+    (dict(value_range=(1.0, 0.0)), "value_range"),
+    (dict(value_range=(0.0, float("nan"))), "value_range"),
+    (dict(value_range=(False, 1.0)), "value_range"),
+    (dict(value_range=[0.0, 1.0]), "value_range"),
+    (dict(option_ranges={"k": {1: (2.0, 1.0)}}), "option_ranges"),
+    (dict(field_ranges={"loss": (0.0, 1.0)}), "field_ranges"),
+    (dict(output="record", field_ranges={"loss": (0.0, "one")}), "field_ranges"),
+    (dict(options={"k": ()}), "options"),
+    (dict(options={"k": [1, 2]}), "options"),
+])
+def test_malformed_declarations_name_the_field(kw, field):
+    with pytest.raises(ValueError, match=field):
+        _measure(**kw)
+
+
+def test_well_formed_declaration_and_frozen_table_entries():
+    m = _measure(value_range=(0.0, math.inf), options={"k": (1, 5)}, option_ranges={"k": {1: None}})
+    assert m.range_for({"k": 1}) is None and m.range_for({"k": 5}) == (0.0, math.inf)
+    _measure(value_range=(-MAX_RELEVANCE, MAX_RELEVANCE), output="record", field_ranges={"loss": (0.0, 1.0)})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        MEASURES["dips"].loss = "gap_square"  # type: ignore[misc]
+
+
+def test_table_keys_and_lookup():
+    assert all(MEASURES[n].name == n for n in NAMES) and len(NAMES) == len(D._DECLARED)
+    assert get_declaration("ndcg") is MEASURES["ndcg"]
+    for bad in ("NDCG", "no_such", None, ["dips"], 3):
+        with pytest.raises(ValueError, match="`measure` must be one of"):
+            get_declaration(bad)
+    assert set(D.BROWSING_SPECS) and all(
+        "browsing" in _params(MEASURES[n]) for n in NAMES if "browsing" in MEASURES[n].options)
