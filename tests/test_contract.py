@@ -12,7 +12,9 @@ For every public function and every ordering, on CPU in fp32 and fp64, with fp16
 * invalid input raises ``ValueError`` naming the argument in backticks; any other exception is a failure.
 
 The table of adapters (one row per public function, its options, documented ranges...) and the checks live in
-``tests/contract_cases.py``; ``python tests/contract_cases.py probe [ROW ...]`` reports every violation of a
+``tests/contract_cases.py``; the rows of the declared measures (``torchfair.metrics.MEASURES``) are generated from
+their declarations (documented range, data tensors, soft membership, options grid), the other rows are written
+by hand; ``python tests/contract_cases.py probe [ROW ...]`` reports every violation of a
 catalogue of degenerate inputs with a reproduction, ``python tests/contract_cases.py explore N [ROW ...]`` does the
 same for N random examples.  The violations still open are listed, with their causes, in
 ``KNOWN_CONTRACT_VIOLATIONS`` in ``tests/conftest.py``: those tests are marked xfail (not strict) unless
@@ -28,6 +30,10 @@ Tests
 * ``test_valid[row]``: hypothesis draws a batch, an ordering, a dtype mode and the row's options.
 * ``test_invalid[row]`` / ``test_invalid_construction[case]``: bad arguments (``contract_cases.INVALID``, applied
   to every row with that parameter or data argument) must raise ``ValueError`` naming them.
+* ``test_declared_measure[name]``: every declaration of ``torchfair.metrics.MEASURES`` (the measure rows above are
+  generated from them) through the shared :class:`tester.MeasureTester`: declaration against signature,
+  functional reductions and declared range, functional against the metric class accumulated over batches, a
+  padded batch against its lists alone, padding invariance, dtypes, over the declared option values.
 * ``test_mixture_is_expectation[row]``: for measures that are expectations over rankings, the value under
   ``Sampled(rankings)`` equals the mean of the values on each ranking (``mrr`` under ``Sampled``).
 * ``test_temperature_scale_invariance``: ``scale="std"`` soft orderings mean the same at any score magnitude.
@@ -64,6 +70,7 @@ from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
 import contract_cases as cc
+from tester import MeasureTester
 
 pytestmark = pytest.mark.contract
 
@@ -167,6 +174,13 @@ def test_every_family_and_ordering_is_swept():
                                 "browsing", "compat", "evaluation"}
     swept = {o for r in cc.ROWS for o in r.ordering_names()}
     assert set(cc.ORDERINGS) <= swept
+
+
+@pytest.mark.parametrize("name", list(cc.MEASURES))
+def test_declared_measure(name):
+    """The shared tester (``tests/tester.py``) on a declared measure: its declaration against the signature, the
+    functional against the metric class, a batch against its lists alone, padding, dtypes, over its options."""
+    MeasureTester(cc.MEASURES[name]).run_all()
 
 
 # ============================================================================================== valid input

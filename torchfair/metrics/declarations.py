@@ -216,8 +216,8 @@ _NONNEG = (0.0, INF)
 _UNNORMALISED = {"normalize": {False: _NONNEG}}
 # option grids
 _B = {"browsing": BROWSING_SPECS}
-_RATIO = {"protected": (0, 1), "reference": (0, 1), "amortize": (True,), **_B}
-_PREFIX = {"step": (1, 2, 3), "protected": (0, 1), "normalize": (False,)}
+_RATIO = {"protected": (0,), "reference": (0, 1), "amortize": (True,), **_B}
+_PREFIX = {"step": (1, 2, 3), "protected": (0,), "normalize": (False,)}
 _K = (1, 3, 10)
 
 _DECLARED: List[Measure] = [
@@ -388,7 +388,7 @@ _DECLARED: List[Measure] = [
                      "std_error": _NONNEG},
        data=_SRGM, soft_groups=False,
        options={"adjacent": (True,), "ci": ("query", "bootstrap", "none"), "browsing": ("rbp:0.8",),
-                "group": (0, 1)}),
+                "group": (0,)}),
     # ------------------------------------------------------------------ baselines' disparities
     _m("top1_exposure_gap", disparity.top1_exposure_gap, "fairness", None, ("groups",), "list",
        "undefined when the protected group or the rest is absent",
