@@ -107,9 +107,11 @@ class FairLightningCLI(LightningCLI):
 def run_lightning(argv: Sequence[str]) -> int:
     """Run ``torchfair <fit|validate|test|predict> ...``; returns the exit code (2 for a config error)."""
     saved = sys.argv
-    sys.argv = sys.argv[:1]  # the arguments are given explicitly (LightningCLI warns when sys.argv holds them too)
+    # LightningCLI reads the arguments from sys.argv, which also is what DDP's launcher hands to the processes it
+    # starts (`torchfair fit ...` again, one per device): it must hold this command, also when called from Python
+    sys.argv = sys.argv[:1] + list(argv)
     try:
-        FairLightningCLI(args=list(argv))
+        FairLightningCLI()
     except SystemExit as e:  # --help, --print_config, config errors (jsonargparse prints them)
         code = e.code
         return code if isinstance(code, int) else (0 if code is None else 2)
