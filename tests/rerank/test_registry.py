@@ -1,0 +1,111 @@
+"""torchfair.rerank.registry: the spec language (``parse_spec``, ``get_reranker``, ``Reranker``) -- round trips,
+values, the listing, errors naming the spec."""
+import math
+
+import pytest
+import torch
+
+from torchfair.rerank import (RERANKERS, Reranker, epsilon_greedy, fa_ir, get_reranker, list_rerankers, parse_spec,
+                              targeted_rerank)
+
+
+@pytest.mark.parametrize("spec", [
+    "none", "fair", "fair:p=0.4,alpha=0.05", "fair:p=0.5,k=none,adjust=false", "fa*ir:protected=0",
+    "detconstsort:distribution=0.3/0.7,k=10", "dcs:k=3", "epsgreedy:epsilon=0.1,seed=2", "epsilon_greedy",
+    "targeted:measure=dips,keep=10,relevance=top:10,tie_weight=0.5", "targeted:boosts=1/inf",
+    "targeted:measure=exposure_misallocation,max_utility_loss=0.02,relevance=top:10,browsing=rbp:0.8",
+])
+def test_parse_spec_round_trips(spec):
+    r = get_reranker(spec)
+    assert isinstance(r, Reranker) and get_reranker(r) is r
+    again = get_reranker(r.spec)
+    assert again.spec == r.spec and again.name == r.name and again.options == r.options
+    assert parse_spec(r.spec) == (r.name, r.options)
+    assert repr(r) == f"Reranker({r.spec!r})"
+
+
+def test_parse_spec_values():
+    assert parse_spec("targeted:relevance=top:10,keep=3") == ("targeted", {"relevance": "top:10", "keep": 3})
+    assert parse_spec("FAIR: p = 0.5 , adjust = true") == ("fair", {"p": 0.5, "adjust": True})
+    assert parse_spec("targeted:boosts=0.5/inf") == ("targeted", {"boosts": [0.5, math.inf]})
+    assert parse_spec("identity") == ("none", {})
+    r = get_reranker("fair:p=0.5,alpha=0.2,k=3")
+    s, g = torch.tensor([5., 4., 3., 2., 1.]), torch.tensor([0, 0, 0, 1, 1])
+    assert torch.equal(r(s, None, g).ranking, fa_ir(s, g, p=0.5, alpha=0.2, k=3).ranking)
+
+
+def test_list_rerankers_names_every_entry():
+    rows = list_rerankers()
+    assert [x[0] for x in rows] == list(RERANKERS)
+    for name, desc, src, opts in rows:
+        assert desc and isinstance(opts, list)
+        for o in opts:
+            if not o.startswith("("):  # every listed option is accepted by the spec language
+                get_reranker(f"{name}:{o}=none")
+    assert "p" in dict((r[0], r[3]) for r in rows)["fair"]
+
+
+def test_registry_round_trip_and_listing():
+    for spec in ("fair:p=0.4,alpha=0.05", "detconstsort:distribution=0.3/0.7,k=10", "epsgreedy:epsilon=0.1,seed=2",
+                 "targeted:measure=dips,keep=10,relevance=top:10,tie_weight=0.5", "targeted:boosts=1/inf"):
+        assert get_reranker(get_reranker(spec).spec).spec == get_reranker(spec).spec
+    assert parse_spec("targeted:relevance=top:10,keep=3") == ("targeted", {"relevance": "top:10", "keep": 3})
+    assert [x[0] for x in list_rerankers()] == list(RERANKERS)
+
+
+_S, _G = torch.randn(5), torch.tensor([0, 1, 0, 1, 0])
+
+
+@pytest.mark.parametrize("call, arg", [
+    (lambda: get_reranker("nope"), "spec"),
+    (lambda: get_reranker("fair:q=1"), "spec"),
+    (lambda: get_reranker("fair:p"), "spec"),
+    (lambda: get_reranker(""), "spec"),
+    (lambda: get_reranker("fair:mask=1"), "spec"),
+    (lambda: Reranker("nope"), "name"),
+    (lambda: get_reranker("fair")(_S), "groups"),
+])
+def test_bad_input_names_the_argument(call, arg):
+    with pytest.raises(ValueError, match=f"`{arg}`"):
+        call()
+
+
+def test_reranker_call_routes_the_inputs():
+    """``Reranker(...)(scores, relevance, groups, mask)``: "none" is the scores' own order; the targeted re-ranker
+    never sees the evaluation labels (its relevance estimate defaults to "zeros"); ``num_groups`` is passed on."""
+    gen = torch.Generator().manual_seed(3)
+    s = torch.randn(3, 8, generator=gen)
+    rel = torch.randint(0, 3, (3, 8), generator=gen).float()
+    g = torch.randint(0, 2, (3, 8), generator=gen)
+    g[:, 0], g[:, 1] = 0, 1
+    mask = torch.rand(3, 8, generator=gen) < 0.9
+    mask[:, :2] = True
+    none = get_reranker("none")(s, rel, g, mask)
+    start = torch.sort(torch.where(mask, s, torch.tensor(-1e9)), dim=-1, descending=True, stable=True).indices
+    assert torch.equal(none.ranking, start) and bool(none.met.all()) and not bool(none.one_group.any())
+    spec = get_reranker("targeted:measure=dips,browsing=uniform")
+    got = spec(s, rel, g, mask)
+    assert torch.equal(got.ranking, targeted_rerank(s, g, "zeros", measure="dips", browsing="uniform", mask=mask).ranking)
+    oracle = get_reranker("targeted:measure=dips,browsing=uniform,relevance=top:3")(s, rel, g, mask)
+    assert torch.equal(oracle.ranking, targeted_rerank(s, g, "top:3", measure="dips", browsing="uniform",
+                                                       mask=mask).ranking)
+    with pytest.raises(ValueError, match="`protected`"):  # num_groups reaches FA*IR's own check
+        get_reranker("fair:protected=2")(s, None, g, mask, num_groups=2)
+    assert torch.equal(get_reranker("epsgreedy:epsilon=0.5,seed=3")(s, None, None, mask).ranking,
+                       epsilon_greedy(s, epsilon=0.5, seed=3, mask=mask).ranking)  # group-blind: no groups needed
+
+
+@pytest.mark.parametrize("spec, why", [("fair:relevance=top:3", "relevance"), ("detconstsort:seed=1", "seed"),
+                                        ("epsgreedy:groups=1", "groups"), ("targeted:num_groups=2", "num_groups")])
+def test_options_are_checked_against_the_function(spec, why):
+    """Only the keyword options of the function (and the targeted re-ranker's relevance estimate) are accepted;
+    data arguments are never options."""
+    with pytest.raises(ValueError, match=f"'{why}' is not an option"):
+        get_reranker(spec)
+
+
+def test_spec_formats_values_back_to_the_language():
+    r = Reranker("targeted", {"boosts": [0.5, math.inf], "keep": 2, "relevance": "top:4", "max_utility_loss": None})
+    assert r.spec == "targeted:boosts=0.5/inf,keep=2,relevance=top:4,max_utility_loss=None"
+    assert parse_spec(r.spec) == ("targeted", r.options)
+    assert Reranker("none").spec == "none" and get_reranker("FA*IR").name == "fair"
