@@ -79,9 +79,10 @@ def _check_frame(df, name: str, columns: Sequence[str]) -> pd.DataFrame:
 class Encoded:
     """A MovieLens with contiguous indices.
 
-    ``ratings``: columns ``user``, ``item`` (indices), ``rating`` float32, ``timestamp`` int64, ``user_id``,
-    ``item_id`` (raw); ``items`` / ``users``: the tables sorted by raw id, row ``k`` = index ``k``;
-    ``item_ids`` / ``user_ids``: raw id by index (int64)."""
+    ``ratings``: columns ``user``, ``item`` (indices, int32: ML-25M has 162 541 users and 62 423 items),
+    ``rating`` float32, ``timestamp`` int64, ``user_id``, ``item_id`` (raw, the loaded frame's arrays shared, not
+    copied); ``items`` / ``users``: the tables sorted by raw id, row ``k`` = index ``k``; ``item_ids`` /
+    ``user_ids``: raw id by index (int64)."""
 
     variant: str
     ratings: pd.DataFrame
@@ -102,6 +103,11 @@ class Encoded:
     def __repr__(self) -> str:
         return (f"Encoded(variant={self.variant!r}, num_users={self.num_users}, num_items={self.num_items}, "
                 f"ratings={len(self.ratings)})")
+
+
+def _index_dtype(n: int):
+    """int32 for indices below 2**31 (every MovieLens variant), else int64."""
+    return np.int32 if n < 2 ** 31 else np.int64
 
 
 def encode(ml) -> Encoded:
@@ -130,12 +136,15 @@ def encode(ml) -> Encoded:
         bad = ids[idx_c] != raw
         if bad.any():
             raise ValueError(f"`ml.ratings` has {col} {int(raw[np.flatnonzero(bad)[0]])} not in its table")
-        cols[out] = idx_c.astype(np.int64)
-    enc = pd.DataFrame({"user": cols["user"], "item": cols["item"],
+        del bad
+        cols[out] = idx_c.astype(_index_dtype(len(ids)))
+        del idx, idx_c
+    # rating, timestamp and the raw ids are the loaded frame's arrays (no copy when their dtypes already fit)
+    enc = pd.DataFrame({"user": cols.pop("user"), "item": cols.pop("item"),
                         "rating": ratings["rating"].to_numpy(np.float32),
                         "timestamp": ratings["timestamp"].to_numpy(np.int64),
                         "user_id": ratings["user_id"].to_numpy(np.int64),
-                        "item_id": ratings["item_id"].to_numpy(np.int64)})
+                        "item_id": ratings["item_id"].to_numpy(np.int64)}, copy=False)
     return Encoded(variant=str(ml.variant), ratings=enc, items=items, users=users, item_ids=item_ids,
                    user_ids=user_ids, genres=list(ml.genres))
 
@@ -457,7 +466,7 @@ class RankingLists:
 
 
 class _ByUser:
-    """CSR view of a rating frame: the items (sorted) and ratings of each user index."""
+    """CSR view of a rating frame: the items (sorted; int32 below 2**31 items) and ratings of each user index."""
 
     def __init__(self, df: Optional[pd.DataFrame], num_users: int, name: str):
         if df is None or len(df) == 0:
@@ -466,14 +475,34 @@ class _ByUser:
             self.ratings = np.zeros(0, dtype=np.float32)
             return
         _check_frame(df, name, ("user", "item"))
-        u = df["user"].to_numpy(np.int64)
-        i = df["item"].to_numpy(np.int64)
+        u = df["user"].to_numpy()
+        i = df["item"].to_numpy()
+        if not (np.issubdtype(u.dtype, np.integer) and np.issubdtype(i.dtype, np.integer)):
+            u, i = u.astype(np.int64), i.astype(np.int64)
         if u.min() < 0 or u.max() >= num_users:
             raise ValueError(f"`{name}` has user indices outside [0, {num_users})")
+        if i.min() < 0:
+            raise ValueError(f"`{name}` has negative item indices")
         r = df["rating"].to_numpy(np.float32) if "rating" in df.columns else np.ones(len(df), np.float32)
         order = np.lexsort((i, u))
-        self.items, self.ratings = i[order], r[order]
+        self.items = i[order].astype(_index_dtype(int(i.max()) + 1), copy=False)
+        self.ratings = r[order]
+        del order
         self.indptr = np.r_[0, np.cumsum(np.bincount(u, minlength=num_users))].astype(np.int64)
+
+    @property
+    def num_users(self) -> int:
+        return len(self.indptr) - 1
+
+    @classmethod
+    def of(cls, df, num_users: int, name: str) -> "_ByUser":
+        """``df`` itself when it is already a view (one CSR copy of the training ratings shared by the datasets of
+        a data module), else the view of the frame ``df``."""
+        if isinstance(df, cls):
+            if df.num_users != num_users:
+                raise ValueError(f"`{name}` is a view over {df.num_users} users; expected {num_users}")
+            return df
+        return cls(df, num_users, name)
 
     def row(self, u: int) -> Tuple[np.ndarray, np.ndarray]:
         a, b = self.indptr[u], self.indptr[u + 1]
@@ -508,13 +537,13 @@ class TrainingListDataset(torch.utils.data.Dataset):
     user])``.  Set ``epoch`` (or call :meth:`set_epoch`) to re-draw the negatives."""
 
     def __init__(self, train: pd.DataFrame, num_users: int, num_items: int, *, num_negatives: int = 100,
-                 seed: int = 0, epoch: int = 0):
+                 seed: int = 0, epoch: int = 0):  # train: a frame, or the CSR view of another dataset
         self.num_users = check_int(num_users, "num_users", 1)
         self.num_items = check_int(num_items, "num_items", 1)
         self.num_negatives = check_int(num_negatives, "num_negatives", 0)
         self.seed = check_int(seed, "seed", 0)
         self.epoch = check_int(epoch, "epoch", 0)
-        self.by_user = _ByUser(train, self.num_users, "train")
+        self.by_user = _ByUser.of(train, self.num_users, "train")
         if len(self.by_user.items) and self.by_user.items.max() >= self.num_items:
             raise ValueError(f"`train` has item indices outside [0, {self.num_items})")
         self.users = self.by_user.users_with_rows()
@@ -524,7 +553,7 @@ class TrainingListDataset(torch.utils.data.Dataset):
 
     def lengths(self) -> np.ndarray:
         """``[len]`` length of every list: the user's training items plus the negatives they can get."""
-        counts = np.array([len(self.by_user.row(int(u))[0]) for u in self.users], dtype=np.int64)
+        counts = np.diff(self.by_user.indptr)[self.users]
         return counts + np.minimum(self.num_negatives, self.num_items - counts)
 
     def __len__(self) -> int:
@@ -542,26 +571,53 @@ class TrainingListDataset(torch.utils.data.Dataset):
 
 
 class EvaluationListDataset(torch.utils.data.Dataset):
-    """Evaluation lists built on access (see :func:`evaluation_lists`)."""
+    """Evaluation lists built on access (see :func:`evaluation_lists`); ``users``: keep only these user indices
+    (a sample), still in index order.  ``train`` (and ``target``, ``exclude``) may also be the CSR view another
+    dataset built (``dataset.seen``), so that a data module holds the training ratings once."""
 
     def __init__(self, train: pd.DataFrame, target: pd.DataFrame, num_items: int, *,
-                 exclude: Optional[pd.DataFrame] = None, num_users: Optional[int] = None):
+                 exclude: Optional[pd.DataFrame] = None, num_users: Optional[int] = None,
+                 users: Optional[Sequence[int]] = None):
         self.num_items = check_int(num_items, "num_items", 1)
-        frames = [f for f in (train, target, exclude) if f is not None and len(f)]
+        frames = [f for f in (train, target, exclude) if isinstance(f, pd.DataFrame) and len(f)]
         for f, name in ((train, "train"), (target, "target"), (exclude, "exclude")):
-            if f is not None:
+            if f is not None and not isinstance(f, _ByUser):
                 _check_frame(f, name, ("user", "item"))
         if num_users is None:
-            num_users = 1 + max((int(f["user"].max()) for f in frames), default=0)
+            views = [f.num_users for f in (train, target, exclude) if isinstance(f, _ByUser)]
+            num_users = views[0] if views else 1 + max((int(f["user"].max()) for f in frames), default=0)
         self.num_users = check_int(num_users, "num_users", 1)
-        self.seen = _ByUser(train, self.num_users, "train")
-        self.target = _ByUser(target, self.num_users, "target")
-        self.exclude = _ByUser(exclude, self.num_users, "exclude")
+        self.seen = _ByUser.of(train, self.num_users, "train")
+        self.target = _ByUser.of(target, self.num_users, "target")
+        self.exclude = _ByUser.of(exclude, self.num_users, "exclude")
         for b, name in ((self.seen, "train"), (self.target, "target"), (self.exclude, "exclude")):
             if len(b.items) and (b.items.min() < 0 or b.items.max() >= self.num_items):
                 raise ValueError(f"`{name}` has item indices outside [0, {self.num_items})")
         self.users = self.target.users_with_rows()
+        if users is not None:
+            want = np.asarray(users)
+            if want.ndim != 1 or (len(want) and not np.issubdtype(want.dtype, np.integer)):
+                raise ValueError(f"`users` must be a 1-D sequence of user indices; got {users!r}")
+            self.users = self.users[np.isin(self.users, want)]
         self._all = np.arange(self.num_items, dtype=np.int64)
+
+    def lengths(self) -> np.ndarray:
+        """``[len]`` the length of every list (the catalogue minus the user's ``train`` and ``exclude`` items),
+        known without building the lists: what a streamed evaluation needs up front."""
+        dropped = np.zeros(self.num_users, dtype=np.int64)
+        keys = []
+        for b in (self.seen, self.exclude):
+            counts = np.diff(b.indptr)
+            user = np.repeat(np.arange(self.num_users, dtype=np.int64), counts)
+            k = user * self.num_items + b.items  # ascending: users in order, items sorted within a user
+            first = np.r_[True, k[1:] != k[:-1]] if len(k) else np.zeros(0, dtype=bool)
+            dropped += np.bincount(user[first], minlength=self.num_users)  # an item listed twice drops once
+            keys.append(k[first])
+        if len(keys[0]) and len(keys[1]):  # an item both seen and excluded drops once
+            pos = np.minimum(np.searchsorted(keys[0], keys[1]), len(keys[0]) - 1)
+            both = keys[0][pos] == keys[1]
+            dropped -= np.bincount(keys[1][both] // self.num_items, minlength=self.num_users)
+        return (self.num_items - dropped)[self.users].astype(np.int64)
 
     def __len__(self) -> int:
         return len(self.users)
