@@ -419,7 +419,7 @@ ORDERINGS = ("Hard", "Hard(average)", "SoftRank", "NeuralSort", "SoftSort", "Fas
              "PlackettLuce(score_function)", "PlackettLuce(relaxed)", "PlackettLuce(exact)", "Sampled",
              "DoublyStochastic")
 #: orderings that carry gradients to the scores
-DIFFERENTIABLE = {"SoftRank", "NeuralSort", "SoftSort", "FastSoftRank", "PlackettLuce",
+DIFFERENTIABLE = {"SoftRank", "RampRank", "NeuralSort", "SoftSort", "FastSoftRank", "PlackettLuce",
                   "PlackettLuce(score_function)", "PlackettLuce(relaxed)", "PlackettLuce(exact)"}
 SOFT_RELAXATIONS = ("SoftRank", "NeuralSort", "SoftSort", "FastSoftRank")
 #: ``PlackettLuce(exact=True)`` enumerates N! rankings: only for short lists in the harness
@@ -451,6 +451,8 @@ def build_ordering(name: str, case: Case, mode: str):
         return to.Hard("average")
     if name == "SoftRank":
         return to.SoftRank(0.1)
+    if name == "RampRank":  # its own row only (not yet in ORDERINGS, which every row sweeps)
+        return to.RampRank(0.1)
     if name == "NeuralSort":
         return to.NeuralSort(0.1)
     if name == "SoftSort":
@@ -482,6 +484,7 @@ def ordering_code(name: str, case: Case, mode: str) -> str:
     if name in ("default", "none"):
         return "o = None\n"
     simple = {"Hard": "Hard()", "Hard(average)": "Hard('average')", "SoftRank": "SoftRank(0.1)",
+              "RampRank": "RampRank(0.1)",
               "NeuralSort": "NeuralSort(0.1)", "SoftSort": "SoftSort(0.1)", "FastSoftRank": "FastSoftRank(0.1)",
               "PlackettLuce": "PlackettLuce(samples=4, generator=torch.Generator().manual_seed(0))",
               "PlackettLuce(score_function)": "PlackettLuce(samples=4, estimator='score_function', "
@@ -1231,21 +1234,12 @@ def _browsing_out(hi_weight=1.0):
 
 
 def _groups_needed(measure: str) -> int:
-    """How many groups a registered measure needs with its default options (``protected=1`` needs 2)."""
-    if measure == "pref":  # its default delta="kl" is multinomial: `protected` is unused
-        return 1
-    try:
-        spec = tev.get_measure(measure)
-        fn = getattr(spec, "fn", None) or getattr(spec, "function", None)
-        sig = inspect.signature(fn).parameters
-    except Exception:  # noqa: BLE001 - a redesigned registry: assume no group parameter
-        return 1
-    need = 1
-    for p in ("protected", "reference", "group"):
-        d = sig.get(p)
-        if d is not None and isinstance(d.default, int) and not isinstance(d.default, bool):
-            need = max(need, d.default + 1)
-    return need
+    """How many groups a declared measure needs with its default options (``protected=1`` needs 2; PreF's
+    ``protected``, unused at its defaults (:data:`MEASURE_HARNESS`), needs none)."""
+    m = MEASURES.get(measure)
+    unused = MEASURE_HARNESS.get(measure, {}).get("unused", lambda o: set())({})
+    ids = [m.default(p) for p in ("protected", "reference", "group") if p not in unused] if m else []
+    return max([1] + [d + 1 for d in ids if isinstance(d, int) and not isinstance(d, bool)])
 
 
 def _evaluate_measures(case: Case) -> List[str]:
@@ -1256,25 +1250,9 @@ def _evaluate_measures(case: Case) -> List[str]:
     return names
 
 
-def _metric_measure(cls) -> str:
-    """The registered measure behind a FairnessMetric subclass (robust to how the classes are declared)."""
-    for attr in ("measure", "measure_name", "_measure"):
-        v = getattr(cls, attr, None)
-        if isinstance(v, str):
-            return v
-    try:
-        return inspect.getclosurevars(cls.__init__).nonlocals["measure"]
-    except Exception:  # noqa: BLE001
-        pass
-    try:
-        return cls(num_groups=2, **({"eps": 0.5} if cls.__name__ == "MPC" else {})).request.name
-    except Exception:  # noqa: BLE001
-        return cls.__name__.lower()
-
-
 def _metric_expect(cls):
     def expect(ctx):
-        if _groups_needed(_metric_measure(cls)) > ctx.case.G:  # e.g. DP(num_groups=1): protected=1 absent
+        if _groups_needed(cls.measure) > ctx.case.G:  # e.g. DP(num_groups=1): protected=1 absent
             return ("protected", "group", "groups", "num_groups")
         return None
 
@@ -1810,7 +1788,7 @@ def build_rows() -> List[Row]:
                 out=val(0.0, 1.0), grad="always"))
     # ------------------------------------------------------------------------------------------- orderings
     O = "orderings"
-    for cls, names in ((to.Hard, ("Hard", "Hard(average)")), (to.SoftRank, ("SoftRank",)),
+    for cls, names in ((to.Hard, ("Hard", "Hard(average)")), (to.SoftRank, ("SoftRank",)), (to.RampRank, ("RampRank",)),
                        (to.NeuralSort, ("NeuralSort",)), (to.SoftSort, ("SoftSort",)),
                        (to.FastSoftRank, ("FastSoftRank",)),
                        (to.PlackettLuce, ("PlackettLuce", "PlackettLuce(score_function)", "PlackettLuce(relaxed)",
@@ -1921,10 +1899,11 @@ def build_rows() -> List[Row]:
         obj = getattr(tev, name)
         if inspect.isclass(obj) and issubclass(obj, tev.FairnessMetric) and obj is not tev.FairnessMetric:
             kw = {"eps": 0.5} if name == "MPC" else {}
-            # the class's signature is the measure's: PreF's default delta="kl" leaves `protected` unused
+            # the class's signature is the measure's: what its defaults leave unused too (PreF's `protected`)
             add(Row(f"evaluation.{name}", obj, Ev, call=_metric_call(obj, kw), out=_metric_out, grad="never",
-                    expect=_metric_expect(obj), unused=(lambda o: {"protected"}) if name == "PreF" else None,
-                    orderings=("none",), soft=MEASURES[obj.measure].accepts_soft(), args=("scores", "relevance", "groups"),
+                    expect=_metric_expect(obj), unused=MEASURE_HARNESS.get(obj.measure, {}).get("unused"),
+                    orderings=("none",), soft=MEASURES[obj.measure].accepts_soft(),
+                    args=("scores", "relevance", "groups"),
                     code=f"metric = {name}(num_groups={{G}}{', eps=0.5' if kw else ''})\nmetric.update(s, r, g, m)\n"
                          f"out = metric.compute()"))
     add(Row("evaluation.FairnessMetric", tev.FairnessMetric, Ev,
@@ -1972,6 +1951,7 @@ EXEMPT: Dict[str, str] = {
     "orderings.SampledOrderedBatch": "result of Sampled (row orderings.Sampled)",
     "orderings.DoublyStochasticOrderedBatch": "result of DoublyStochastic (row orderings.DoublyStochastic)",
     "orderings.SoftRankOrderedBatch": "result of SoftRank (row orderings.SoftRank)",
+    "orderings.RampRankOrderedBatch": "result of RampRank (row orderings.RampRank)",
     "orderings.PermutationOrderedBatch": "result of NeuralSort / SoftSort (rows orderings.NeuralSort, SoftSort)",
     "orderings.FastSoftRankOrderedBatch": "result of FastSoftRank (row orderings.FastSoftRank)",
     "browsing.BrowsingModel": "abstract base class; every model has a row",
