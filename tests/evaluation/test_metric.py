@@ -1,10 +1,16 @@
-"""The generated metric classes (torchfair.evaluation.metric) have the measure's real signature."""
+"""torchfair.evaluation.metric: the torchmetrics accumulators -- exact corpus means against the measures list by
+list, invalid lists excluded, single columns and the named classes, distributed merges; the generated classes
+have the measure's real signature."""
 import inspect
 
 import pytest
 import torch
 
 import torchfair.evaluation.metric as M
+from evaluation_lists import direct_mean, make_lists, pad
+from torchfair.evaluation import (DIPS, IGI, REE, FairnessMetric, KendallTau, PairwiseAccuracy, available_measures,
+                                  parse_browsing)
+from torchfair.metrics import pairwise as pw
 from torchfair.evaluation.registry import get_measure
 from torchfair.metrics import dips
 
@@ -74,3 +80,117 @@ def test_renamed_names_still_work_with_a_deprecation_warning():
     assert ev.RankBiasedPrecision is not BrowsingRBP and "RBP" not in ev.__all__
     with pytest.raises(AttributeError):
         ev.no_such_name
+
+
+@pytest.mark.parametrize("cls,fn,kw", [(DIPS, pw.dips, {"browsing": "uniform", "tie_weight": 0.5}),
+                                       (DIPS, pw.dips, {}),
+                                       (IGI, pw.igi, {}), (REE, pw.ree, {"tie_weight": 0.5})])
+def test_metric_equals_mean_of_direct_per_list(cls, fn, kw):
+    lists = make_lists(20, seed=2)
+    metric = cls(**kw)
+    for start in range(0, 20, 6):  # ragged batches of padded lists
+        metric.update(*pad(lists[start:start + 6]))
+    out = metric.compute()
+    fkw = {"browsing": parse_browsing(kw["browsing"])} if "browsing" in kw else {}
+    if "tie_weight" in kw:
+        fkw["tie_weight"] = kw["tie_weight"]
+    name = metric.request.label
+    for col, pick in [("AB", lambda x: x[0, 1]), ("BA", lambda x: x[1, 0])]:
+        mean, n = direct_mean(lists, fn, pick, **fkw)
+        assert metric.counts[f"{name}_{col}"] == n
+        assert float(out[f"{name}_{col}"]) == pytest.approx(mean, abs=1e-10)
+    # the gap over lists where both directions are defined
+    vals = []
+    for d in lists:
+        v, ok = fn(d["scores"], d["relevance"], d["groups"], num_groups=2, return_valid=True, **fkw)
+        if ok[0, 1] and ok[1, 0]:
+            vals.append(float(v[0, 1] - v[1, 0]))
+    assert float(out[f"{name}_gap"]) == pytest.approx(sum(vals) / len(vals), abs=1e-10)
+
+
+def test_metric_invalid_lists_excluded():
+    # list 2 has one group only -> every DIPS column invalid there; it must not drag the mean to 0
+    lists = make_lists(3, seed=3, max_len=6)
+    lists[0]["groups"] = torch.tensor([0, 1] * 3)[:len(lists[0]["scores"])] if len(lists[0]["scores"]) > 1 else \
+        lists[0]["groups"]
+    one_group = {"scores": torch.tensor([0.3, 0.2, 0.9], dtype=torch.float64),
+                 "relevance": torch.tensor([1.0, 2.0, 0.0], dtype=torch.float64), "groups": torch.tensor([0, 0, 0])}
+    both = DIPS()
+    both.update(*pad(lists + [one_group]))
+    only = DIPS()
+    only.update(*pad(lists))
+    for k, v in only.compute().items():
+        assert float(both.compute()[k]) == pytest.approx(float(v))
+    assert both.counts == only.counts
+
+
+def test_metric_single_column_and_named_subclasses():
+    lists = make_lists(8, seed=4)
+    m = DIPS(column="dips_gap")
+    m.update(*pad(lists))
+    out = m.compute()
+    assert out.dim() == 0
+    full = DIPS()
+    full.update(*pad(lists))
+    assert float(out) == pytest.approx(float(full.compute()["dips_gap"]))
+    k = KendallTau()
+    k.update(*pad(lists))
+    mean, _ = direct_mean(lists, lambda s, r, g, num_groups, return_valid: pw.kendall_tau(s, r, return_valid=True),
+                          lambda x: x)
+    assert float(k.compute()["kendall_tau"]) == pytest.approx(mean)
+    pa = PairwiseAccuracy()
+    pa.update(*pad(lists))
+    assert "pairwise_accuracy_inter" in pa.compute()
+    assert DIPS.full_state_update is False and isinstance(m, FairnessMetric)
+    with pytest.raises(ValueError):
+        DIPS(column="nope")
+
+
+def test_metric_ids_beyond_num_groups_raise():
+    m = DIPS()  # two groups
+    with pytest.raises(ValueError):
+        m.update(torch.rand(1, 3), torch.rand(1, 3), torch.tensor([[0, 1, 2]]))
+
+
+def test_metric_distributed_style_merge():
+    lists = make_lists(16, seed=5, G=3)
+    a, b, whole = DIPS(num_groups=3), DIPS(num_groups=3), DIPS(num_groups=3)
+    a.update(*pad(lists[:9]))
+    b.update(*pad(lists[9:]))
+    whole.update(*pad(lists))
+    # 1) torchmetrics' merge_state (uses each state's dist_reduce_fx = sum)
+    merged = DIPS(num_groups=3)
+    merged.merge_state(a)
+    merged.merge_state(b)
+    # 2) summing the states by hand, as an all-reduce would
+    summed = DIPS(num_groups=3)
+    summed.total = a.total + b.total
+    summed.count = a.count + b.count
+    summed._update_count = 2  # as after a sync; avoids torchmetrics' compute-before-update warning
+    want = whole.compute()
+    for m in (merged, summed):
+        got = m.compute()
+        assert list(got) == list(want)
+        for k in want:
+            assert float(got[k]) == pytest.approx(float(want[k]), abs=1e-12)
+    assert a._reductions["total"] is not None  # declared with a reduction (sum) for sync
+
+
+def test_optional_metric_classes_exist_only_when_registered():
+    import torchfair.evaluation as ev
+    for cls_name, measure in [("NDCG", "ndcg"), ("AWRF", "awrf"), ("RND", "rnd")]:
+        assert hasattr(ev, cls_name) == (measure in available_measures())
+
+
+@pytest.mark.skipif("ndcg" not in available_measures(), reason="utility module absent")
+def test_ndcg_metric_matches_direct():
+    from torchfair.metrics.utility import ndcg
+    lists = make_lists(10, seed=6)
+    m = FairnessMetric("ndcg@3")
+    m.update(*pad(lists))
+    vals = []
+    for d in lists:
+        v, ok = ndcg(d["scores"], d["relevance"], k=3, return_valid=True)
+        if ok:
+            vals.append(float(v))
+    assert float(m.compute()["ndcg@3"]) == pytest.approx(sum(vals) / len(vals))
