@@ -46,7 +46,8 @@ from torchfair import metrics as tm
 from torchfair import orderings as to
 from torchfair.compat import expeval as cee
 from torchfair.compat import fairranktune as frt
-from torchfair.metrics.declarations import BROWSING_SPECS, MEASURES, Measure, RelevanceBound
+from torchfair.metrics.declarations import BROWSING_SPECS, MEASURES, Measure
+from tester import declared_range, pieces
 
 NAN = float("nan")
 INF = float("inf")
@@ -1017,40 +1018,24 @@ def val(lo=-INF, hi=INF, label="value", zero_invalid=True):
     return f
 
 
-def resolve_bound(b, ctx: Ctx) -> float:
-    """A declared bound as a number: :data:`~torchfair.metrics.declarations.MAX_RELEVANCE` (scaled) becomes the
-    largest relevance of the case's real items."""
-    return b.scale * max_rel(ctx) if isinstance(b, RelevanceBound) else float(b)
-
-
 def declared_out(m: Measure):
-    """The checked outputs of a declared measure, with its documented range under the call's options: a ``pair``
-    matrix and its gaps ``M - M^T`` (valid both ways), a ``record``'s fields that have a range (masked by
-    ``<field>_valid`` or by ``valid`` of the same shape), or the value with its validity."""
+    """The checked outputs of a declared measure: its pieces (:func:`tester.pieces`: the value, or the record
+    fields that have a range) with their declared range under the call's options, and a ``pair`` matrix's gaps
+    ``M - M^T`` (valid both ways)."""
 
     def f(res, ctx):
         given = {k: v for k, v in ctx.opts.items() if v is not OMIT}
-
-        def rng(r):
-            return (-INF, INF) if r is None else (resolve_bound(r[0], ctx), resolve_bound(r[1], ctx))
-
-        if m.output == "record":
-            out = []
-            for name in res._fields:
-                t, r = getattr(res, name), m.field_range(name, given)
-                if r is None or not isinstance(t, Tensor) or not t.is_floating_point():
-                    continue
-                v = getattr(res, f"{name}_valid", getattr(res, "valid", None))
-                out.append(Out(name, t, v if (v is not None and v.shape == t.shape) else None, *rng(r)))
-            return out
-        lo, hi = rng(m.range_for(given))
-        if m.output == "pair":
-            M, valid = res
-            gv = valid & valid.transpose(-1, -2)
-            d = M - M.transpose(-1, -2)
-            return [Out("M", M, valid, lo, hi),
-                    Out("M - M^T", torch.where(gv, d, torch.zeros_like(d)), gv, lo - hi, hi - lo)]
-        return val(lo, hi)(res, ctx)
+        out = []
+        for name, (v, ok) in pieces(m, res).items():
+            if m.output == "record" and m.field_range(name, given) is None:
+                continue
+            lo, hi = declared_range(m, name, given, max_rel(ctx))
+            out.append(Out("M" if m.output == "pair" else name, v, ok, lo, hi))
+            if m.output == "pair":
+                gv = ok & ok.transpose(-1, -2)
+                d = v - v.transpose(-1, -2)
+                out.append(Out("M - M^T", torch.where(gv, d, torch.zeros_like(d)), gv, lo - hi, hi - lo))
+        return out
 
     return f
 

@@ -116,30 +116,11 @@ class MeasureTester:
             args["return_valid"] = True
         return self.m.fn(s, **args, **{**self.base, **opts, **kw})
 
-    def entries(self, res, B: Optional[int] = None) -> Dict[str, Tuple[Tensor, Tensor]]:
-        """The per-list pieces of a result as ``name -> (value, valid)`` of the same shape (record fields whose
-        leading size is not ``B`` are batch-level and left out; integer fields are compared too).  ``valid`` is
-        ``None`` for a record field whose validity the record does not hold (RankParity's ``wins``)."""
-        if self.m.output != "record":
-            v, ok = res if isinstance(res, tuple) else (res, torch.ones_like(res, dtype=torch.bool))
-            return {"value": (v, _fit(ok, v))}
-        out = {}
-        for name in res._fields:
-            t = getattr(res, name)
-            if not isinstance(t, Tensor) or t.dtype == torch.bool or (B is not None and (t.dim() == 0 or
-                                                                                          t.shape[0] != B)):
-                continue
-            ok = getattr(res, f"{name}_valid", getattr(res, "valid", None))
-            out[name] = (t, ok if ok is not None and ok.shape == t.shape else None)
-        return out
+    def entries(self, res, B: Optional[int] = None) -> Dict[str, Tuple[Tensor, Optional[Tensor]]]:
+        return pieces(self.m, res, B)
 
     def range_of(self, name: str, opts, relevance: Tensor, mask: Tensor) -> Tuple[float, float]:
-        r = self.m.field_range(name, opts) if self.m.output == "record" else self.m.range_for(opts)
-        if r is None:
-            return -float("inf"), float("inf")
-        top = float(relevance[mask].max()) if mask.any() else 0.0
-        lo, hi = (b.scale * top if isinstance(b, RelevanceBound) else float(b) for b in r)
-        return lo, hi
+        return declared_range(self.m, name, opts, float(relevance[mask].max()) if mask.any() else 0.0)
 
     def _applicable(self, opts) -> bool:
         """Whether ``opts`` give one value per list on the corpus (not an error, not a batch-level value)."""
@@ -281,6 +262,35 @@ class MeasureTester:
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
+def pieces(m: Measure, res, B: Optional[int] = None) -> Dict[str, Tuple[Tensor, Optional[Tensor]]]:
+    """The pieces of a declared measure's result, ``name -> (value, valid)``: ``"value"`` with its validity
+    broadcast to its shape, or each tensor field of a ``record`` with ``<field>_valid`` or ``valid`` of its shape
+    (``None``: the record holds no validity of that field, e.g. RankParity's ``wins``).  With ``B``, the record
+    fields whose leading size is not ``B`` (batch-level) are left out."""
+    if m.output != "record":
+        v, ok = res if isinstance(res, tuple) else (res, torch.ones_like(res, dtype=torch.bool))
+        return {"value": (v, _fit(ok, v))}
+    out = {}
+    for name in res._fields:
+        t = getattr(res, name)
+        if not isinstance(t, Tensor) or t.dtype == torch.bool or (B is not None and (t.dim() == 0 or
+                                                                                      t.shape[0] != B)):
+            continue
+        ok = getattr(res, f"{name}_valid", getattr(res, "valid", None))
+        out[name] = (t, ok if ok is not None and ok.shape == t.shape else None)
+    return out
+
+
+def declared_range(m: Measure, name: str, opts: Mapping[str, Any], max_relevance: float) -> Tuple[float, float]:
+    """The declared range of piece ``name`` (:func:`pieces`) under ``opts``, as numbers (no range: unbounded;
+    :data:`~torchfair.metrics.declarations.MAX_RELEVANCE` bounds scale ``max_relevance``)."""
+    r = m.field_range(name, opts) if m.output == "record" else m.range_for(opts)
+    if r is None:
+        return -float("inf"), float("inf")
+    lo, hi = (b.scale * max_relevance if isinstance(b, RelevanceBound) else float(b) for b in r)
+    return lo, hi
+
+
 def _fit(valid: Tensor, value: Tensor) -> Tensor:
     valid = valid.to(torch.bool)
     return valid.reshape(tuple(valid.shape) + (1,) * (value.dim() - valid.dim())).expand_as(value)
