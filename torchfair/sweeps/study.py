@@ -250,6 +250,13 @@ class SweepStudy:
         return {tid for tid, entries in index.items() for sid, ft in entries if sid == self.study_id and (
             ft.state != T.FAIL or (ft.datetime_start or self.started) >= self.started)}
 
+    def _size(self) -> float:
+        """The number of points of the space (infinite with a float parameter)."""
+        d = self.optuna.distributions
+        return math.prod(len(v.choices) if isinstance(v, d.CategoricalDistribution) else
+                         v.high - v.low + 1 if isinstance(v, d.IntDistribution) else math.inf
+                         for v in self.space.values())
+
     def _ask(self) -> Optional[Claim]:
         T = self.optuna.trial.TrialState
         index = self._index()
@@ -262,7 +269,7 @@ class SweepStudy:
                     lock.release()
         for _ in range(100):  # a point already run is told its value and another one asked
             index = self._index()
-            if len(self._counted(index)) >= self.n_trials and not any(
+            if len(self._counted(index)) >= min(self.n_trials, self._size()) and not any(
                     sid == self.study_id and ft.state == T.WAITING for e in index.values() for sid, ft in e):
                 return None
             ot = self.study.ask(self.space)
