@@ -2,12 +2,15 @@
 
 Each :class:`Case` calls one public function on a batch ``(scores, relevance, groups, mask)`` with an ordering and
 returns the pieces to check: ``(name, value, valid, low, high)`` with the documented range of the valid entries
-(``valid=None``: every entry is defined), and the scalar to differentiate.  :func:`make_batch` builds the
+(``valid=None``: every entry is defined), and the scalar to differentiate.  The cases of the declared measures
+(:data:`torchfair.metrics.MEASURES`) are built by :func:`declared` from their declarations (data, range under the
+options, soft membership, groups needed); the other functions' cases are written out.  :func:`make_batch` builds the
 degenerate and extreme inputs real batches hold (all-tied scores, one group, one item, fully padded lists,
 grades up to 1000, relevance 1e-30, soft membership summing to less than 1, half precision).
 """
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Tuple
@@ -15,7 +18,9 @@ from typing import Callable, List, Optional, Tuple
 import torch
 from torch import Tensor
 
+from tester import declared_range, pieces
 from torchfair import metrics as M
+from torchfair.metrics import MEASURES
 from torchfair.orderings import Hard, PlackettLuce, SoftRank
 
 INF = math.inf
@@ -48,16 +53,31 @@ def _c(name, fn, lo, hi, **kw):
     return Case(name, call, **kw)
 
 
-def _ee(s, r, g, mask, o, G):
-    ee = M.expected_exposure(s, r, g, mask=mask, ordering=o, num_groups=G, browsing="rbp:0.8")
-    return [(f"expected_exposure.{f}", getattr(ee, f), None, 0.0, INF)
-            for f in ("loss", "disparity", "relevance", "target_norm")]
+def declared(name: str, groups: bool = False, rel: Optional[Callable[[Tensor], Tensor]] = None,
+             min_groups: Optional[int] = None, **opts) -> Case:
+    """The declared measure ``name`` called with ``opts``: the tensors it needs (``groups=True`` also passes its
+    optional groups; ``rel`` transforms the relevance), every piece of its result with a declared range
+    (:func:`tester.pieces`, :func:`tester.declared_range`), soft membership and the groups its default group ids
+    need from the declaration (``min_groups`` overrides it where an option leaves the ids unused)."""
+    m = MEASURES[name]
+    params = inspect.signature(m.fn).parameters
+    takes = [d for d in ("relevance", "groups") if d in m.needs or (d == "groups" and groups)]
+    label = name + "".join(f".{k}={v}" for k, v in opts.items())
 
+    def call(s, r, g, mask, o, G):
+        r = rel(r) if rel is not None else r
+        kw = {d: {"relevance": r, "groups": g}[d] for d in takes}
+        kw.update({"num_groups": G} if "groups" in kw else {}, mask=mask, **opts)
+        kw.update({"ordering": o} if "ordering" in params else {})
+        res = m.fn(s, **kw, **({"return_valid": True} if "return_valid" in params else {}))
+        top = float(r[mask].max()) if mask.any() else 0.0
+        return [(f"{label}.{p}", v, ok, *declared_range(m, p, opts, top)) for p, (v, ok) in pieces(m, res).items()
+                if m.output != "record" or m.field_range(p, opts) is not None]
 
-def _rank_parity(s, r, g, mask, o, G):
-    rp = M.rank_parity(s, g, mask=mask, ordering=o, num_groups=G)
-    return [("rank_parity.wins", rp.wins, None, 0.0, 1.0), ("rank_parity.per_group", rp.per_group, rp.valid, 0.0, 1.0),
-            ("rank_parity.pair", rp.pair, rp.valid, 0.0, 1.0)]
+    ids = [m.default(p) for p in ("protected", "reference", "group") if p not in opts]
+    need = max([1] + [d + 1 for d in ids if isinstance(d, int) and not isinstance(d, bool)])
+    return Case(label, call, needs_relevance="relevance" in takes, needs_groups="groups" in takes,
+                soft_groups=m.accepts_soft(opts), min_groups=need if min_groups is None else min_groups)
 
 
 def _ind_dis(s, r, g, mask, o, G):
@@ -120,73 +140,27 @@ def _mono(s, r, g, mask, o, G):
 
 CASES: List[Case] = [
     # ------------------------------------------------------------------ utility
-    _c("dcg", lambda s, r, g, m, o, G: M.dcg(s, r, mask=m, ordering=o, return_valid=True), 0.0, INF,
-       needs_relevance=True),
-    _c("ndcg", lambda s, r, g, m, o, G: M.ndcg(s, r, mask=m, ordering=o, return_valid=True), 0.0, 1.0,
-       needs_relevance=True),
-    _c("ndcg@3.linear", lambda s, r, g, m, o, G: M.ndcg(s, r, k=3, gain="linear", mask=m, ordering=o,
-                                                         return_valid=True), 0.0, 1.0, needs_relevance=True),
-    _c("precision@2", lambda s, r, g, m, o, G: M.precision(s, r, k=2, mask=m, ordering=o, return_valid=True),
-       0.0, 1.0, needs_relevance=True),
-    _c("recall@2", lambda s, r, g, m, o, G: M.recall(s, r, k=2, mask=m, ordering=o, return_valid=True), 0.0, 1.0,
-       needs_relevance=True),
-    _c("mrr", lambda s, r, g, m, o, G: M.mrr(s, r, mask=m, ordering=o, return_valid=True), 0.0, 1.0,
-       needs_relevance=True),
-    _c("rbp", lambda s, r, g, m, o, G: M.rbp(s, (r > 0).to(s.dtype), k=4, mask=m, ordering=o, return_valid=True),
-       0.0, 1.0, needs_relevance=True),
-    _c("err", lambda s, r, g, m, o, G: M.err(s, r, mask=m, ordering=o, return_valid=True), 0.0, 1.0,
-       needs_relevance=True),
+    declared("dcg"), declared("ndcg"), declared("ndcg", k=3, gain="linear"), declared("precision", k=2),
+    declared("recall", k=2), declared("mrr"), declared("rbp", rel=lambda r: (r > 0).to(r.dtype), k=4),
+    declared("err"),
     Case("ideal", _ideal, needs_relevance=True, differentiable=False),
     # ------------------------------------------------------------------ pairwise
-    _c("dips", lambda s, r, g, m, o, G: M.dips(s, r, g, mask=m, ordering=o, num_groups=G, return_valid=True,
-                                                browsing="rbp:0.9"), 0.0, 1.0, needs_relevance=True, needs_groups=True),
-    _c("dips@3", lambda s, r, g, m, o, G: M.dips(s, r, g, k=3, mask=m, ordering=o, num_groups=G, return_valid=True),
-       0.0, 1.0, needs_relevance=True, needs_groups=True),
-    _c("igi", lambda s, r, g, m, o, G: M.igi(s, r, g, mask=m, ordering=o, num_groups=G, return_valid=True,
-                                              tie_weight=0.5), 0.0, 1.0, needs_relevance=True, needs_groups=True),
-    _c("ree@2", lambda s, r, g, m, o, G: M.ree(s, r, g, k=2, mask=m, ordering=o, num_groups=G, return_valid=True),
-       0.0, 1.0, needs_relevance=True, needs_groups=True),
-    _c("pairwise_accuracy", lambda s, r, g, m, o, G: M.pairwise_accuracy(s, r, g, mask=m, ordering=o, num_groups=G,
-                                                                          return_valid=True), 0.0, 1.0,
-       needs_relevance=True, needs_groups=True),
-    _c("discordant_fraction", lambda s, r, g, m, o, G: M.discordant_fraction(s, r, mask=m, ordering=o,
-                                                                              return_valid=True), 0.0, 1.0,
-       needs_relevance=True),
-    _c("kendall_tau", lambda s, r, g, m, o, G: M.kendall_tau(s, r, mask=m, ordering=o, return_valid=True), -1.0, 1.0,
-       needs_relevance=True),
-    Case("rank_parity", _rank_parity, needs_groups=True),
+    declared("dips", browsing="rbp:0.9"), declared("dips", k=3), declared("igi", tie_weight=0.5),
+    declared("ree", k=2),
+    declared("pairwise_accuracy"), declared("discordant_fraction"), declared("kendall_tau"), declared("rank_parity"),
     Case("individual_dissatisfaction", _ind_dis, needs_relevance=True, needs_groups=True),
     Case("pairwise_gap", _pairwise_gap, needs_relevance=True, needs_groups=True),
     Case("accuracy_gaps", _accuracy_gaps, needs_relevance=True, needs_groups=True, min_groups=2),
     # ------------------------------------------------------------------ exposure
-    _c("exposure_misallocation", lambda s, r, g, m, o, G: M.exposure_misallocation(
-        s, r, g, mask=m, ordering=o, num_groups=G, return_valid=True), -1.0, 1.0,
-       needs_relevance=True, needs_groups=True),
-    _c("exposure_misallocation.ea@2", lambda s, r, g, m, o, G: M.exposure_misallocation(
-        s, r, g, target="ea", k=2, browsing="logarithmic", mask=m, ordering=o, num_groups=G, return_valid=True),
-       -1.0, 1.0, needs_relevance=True, needs_groups=True),
+    declared("exposure_misallocation"),
+    declared("exposure_misallocation", target="ea", k=2, browsing="logarithmic"),
     Case("misallocation_norm", _misallocation_norm, needs_relevance=True, needs_groups=True),
     Case("individual_misallocation", _ind_mis, needs_relevance=True),
-    Case("expected_exposure", _ee, needs_relevance=True, needs_groups=True),
-    _c("iaa", lambda s, r, g, m, o, G: M.iaa(s, r, g, mask=m, ordering=o, num_groups=G, return_valid=True), 0.0, 2.0,
-       needs_relevance=True, needs_groups=True),
-    _c("iaa.lists", lambda s, r, g, m, o, G: M.iaa(s, r, mask=m, ordering=o, amortize=False, return_valid=True),
-       0.0, 2.0, needs_relevance=True),
-    _c("awrf", lambda s, r, g, m, o, G: M.awrf(s, g, mask=m, ordering=o, num_groups=G, return_valid=True), 0.0, 1.0,
-       needs_groups=True),
-    _c("awrf.rd", lambda s, r, g, m, o, G: M.awrf(s, g, distance="rd", target="list", mask=m, ordering=o,
-                                                   num_groups=G, return_valid=True), 0.0, INF, needs_groups=True),
-    _c("awrf.kl", lambda s, r, g, m, o, G: M.awrf(s, g, distance="kl", k=3, mask=m, ordering=o, num_groups=G,
-                                                   return_valid=True), 0.0, INF, needs_groups=True),
-    _c("dp", lambda s, r, g, m, o, G: M.dp(s, g, mask=m, ordering=o, num_groups=G, return_valid=True), 0.0, INF,
-       needs_groups=True, min_groups=2),
-    _c("eur", lambda s, r, g, m, o, G: M.eur(s, r, g, mask=m, ordering=o, num_groups=G, return_valid=True), 0.0, INF,
-       needs_relevance=True, needs_groups=True, min_groups=2),
-    _c("rur", lambda s, r, g, m, o, G: M.rur(s, r, g, mask=m, ordering=o, num_groups=G, return_valid=True), 0.0, INF,
-       needs_relevance=True, needs_groups=True, min_groups=2),
-    _c("rur.amortized", lambda s, r, g, m, o, G: M.rur(s, r, g, amortize=True, mask=m, ordering=o, num_groups=G,
-                                                        return_valid=True), 0.0, INF,
-       needs_relevance=True, needs_groups=True, min_groups=2),
+    declared("expected_exposure", groups=True, browsing="rbp:0.8"),
+    declared("iaa", groups=True), declared("iaa", amortize=False),
+    declared("exposure_share"),
+    declared("awrf"), declared("awrf", distance="rd", target="list"), declared("awrf", distance="kl", k=3),
+    declared("dp"), declared("eur"), declared("rur"), declared("rur", amortize=True),
     _c("log_dp", lambda s, r, g, m, o, G: M.log_dp(s, g, mask=m, ordering=o, num_groups=G, return_valid=True),
        -INF, INF, needs_groups=True, min_groups=2),
     _c("log_eur", lambda s, r, g, m, o, G: M.log_eur(s, r, g, mask=m, ordering=o, num_groups=G, return_valid=True),
@@ -194,28 +168,14 @@ CASES: List[Case] = [
     _c("log_rur", lambda s, r, g, m, o, G: M.log_rur(s, r, g, k=3, mask=m, ordering=o, num_groups=G,
                                                       return_valid=True), -INF, INF,
        needs_relevance=True, needs_groups=True, min_groups=2),
-    _c("exp_rr", lambda s, r, g, m, o, G: M.exp_rr(s, g, mask=m, ordering=o, num_groups=G, return_valid=True),
-       0.0, 1.0, needs_groups=True),
+    declared("exp_rr"),
     # ------------------------------------------------------------------ prefix
-    _c("rnd", lambda s, r, g, m, o, G: M.rnd(s, g, step=2, protected=0, mask=m, ordering=o, num_groups=G,
-                                              return_valid=True), 0.0, 1.0, needs_groups=True, soft_groups=False),
-    _c("rrd", lambda s, r, g, m, o, G: M.rrd(s, g, step=1, protected=0, mask=m, ordering=o, num_groups=G,
-                                              return_valid=True), 0.0, 1.0, needs_groups=True, soft_groups=False),
-    _c("rkl", lambda s, r, g, m, o, G: M.rkl(s, g, step=2, protected=0, mask=m, ordering=o, num_groups=G,
-                                              return_valid=True), 0.0, 1.0, needs_groups=True),
-    _c("pref.kl", lambda s, r, g, m, o, G: M.pref(s, g, step=1, mask=m, ordering=o, num_groups=G, return_valid=True),
-       0.0, 1.0, needs_groups=True),
-    _c("pref.nd@3", lambda s, r, g, m, o, G: M.pref(s, g, delta="nd", protected=0, step=1, k=3, mask=m, ordering=o,
-                                                     num_groups=G, return_valid=True), 0.0, 1.0,
-       needs_groups=True, soft_groups=False),
-    _c("skew", lambda s, r, g, m, o, G: M.skew(s, g, k=2, mask=m, ordering=o, num_groups=G, return_valid=True),
-       -INF, INF, needs_groups=True),
-    _c("ndkl", lambda s, r, g, m, o, G: M.ndkl(s, g, mask=m, ordering=o, num_groups=G, return_valid=True), 0.0, INF,
-       needs_groups=True),
-    _c("ndkl.equal", lambda s, r, g, m, o, G: M.ndkl(s, g, target="equal", k=3, mask=m, ordering=o, num_groups=G,
-                                                      return_valid=True), 0.0, INF, needs_groups=True),
-    _c("fair", lambda s, r, g, m, o, G: M.fair(s, g, protected=0, mask=m, ordering=o, num_groups=G,
-                                                return_valid=True), 0.0, 1.0, needs_groups=True, soft_groups=False),
+    declared("rnd", step=2, protected=0), declared("rrd", step=1, protected=0), declared("rkl", step=2, protected=0),
+    declared("pref", step=1, min_groups=1),  # delta="kl" (the default) leaves `protected` unused
+    declared("pref", delta="nd", protected=0, step=1, k=3),
+    declared("skew", k=2), declared("ndkl"), declared("ndkl", target="equal", k=3), declared("fair", protected=0),
+    # ------------------------------------------------------------------ baselines' disparities
+    declared("top1_exposure_gap"), declared("disparate_exposure"),
     # ------------------------------------------------------------------ calibration and the monotonicity test
     Case("mpc", _mpc, needs_relevance=True, needs_groups=True, soft_groups=False, differentiable=False),
     Case("monotonicity", _mono, needs_groups=True, differentiable=False, needs_known=True),
