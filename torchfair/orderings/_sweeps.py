@@ -12,9 +12,39 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .._validation import work_dtype
+from .._validation import check_choice, work_dtype
 
 __all__ = ["LevelPairWeight", "contract_all_pairs"]
+
+#: ``backend`` of the sweeps: ``"auto"`` (the compiled kernels of :mod:`torchfair.orderings._fenwick` for plain CPU
+#: tensors when numba imports, else torch), ``"numba"`` (those kernels, an error where they cannot run) or
+#: ``"torch"`` (the reference, any device)
+BACKENDS = ("auto", "torch", "numba")
+
+_FENWICK = None  # None: not imported yet; False: numba unavailable; else the module
+
+
+def kernels(backend: str, *tensors: Tensor):
+    """The compiled kernel module when ``backend`` picks it for ``tensors`` (float32 / float64 where floating, on
+    the CPU, not carrying gradients), else ``None`` (the torch code)."""
+    global _FENWICK
+    check_choice(backend, "backend", BACKENDS)
+    if backend == "torch":
+        return None
+    if _FENWICK is None:
+        try:
+            from . import _fenwick
+            _FENWICK = _fenwick
+        except Exception:  # pragma: no cover - depends on the environment
+            _FENWICK = False
+    grad = torch.is_grad_enabled()
+    ok = _FENWICK is not False and _FENWICK.supported(*tensors) and all(
+        t.dtype in (torch.float32, torch.float64) or not t.is_floating_point() for t in tensors) and not any(
+        grad and t.requires_grad for t in tensors)
+    if not ok and backend == "numba":
+        raise ValueError("backend='numba' needs numba and plain float32 / float64 CPU tensors without gradients; "
+                         "backend='torch' runs anywhere")
+    return _FENWICK if ok else None
 
 
 class LevelPairWeight:
@@ -46,9 +76,18 @@ class LevelPairWeight:
 
 
 # ---------------------------------------------------------------------------------------------- sorted sweeps
-def contract_all_pairs(right: Tensor, mask: Tensor, pw: Optional[LevelPairWeight]) -> Tensor:
+def contract_all_pairs(right: Tensor, mask: Tensor, pw: Optional[LevelPairWeight], backend: str = "auto"
+                       ) -> Tensor:
     """``out[b, i, h] = sum_{j != i real} w[b, i, j] right[b, j, h]`` (``which="one"`` of
-    :meth:`OrderedBatch.contract`: pair counts that do not depend on the ordering) in ``O(B N H log N)``."""
+    :meth:`OrderedBatch.contract`: pair counts that do not depend on the ordering) in ``O(B N H log N)``.
+    ``backend``: see :data:`BACKENDS` (the compiled kernel sums per relevance rank, ``O(B N H)`` after a radix
+    sort)."""
+    if pw is not None:
+        K = kernels(backend, right, mask, pw.relevance)
+        if K is not None:
+            return K.all_pairs(right, mask, pw)
+    else:
+        check_choice(backend, "backend", BACKENDS)
     acc = _accumulation_dtype(right)
     maskf = mask.to(acc)[..., None]
     V = right.to(acc) * maskf

@@ -23,8 +23,8 @@ from torch import Tensor
 from .._validation import check_choice
 from ..browsing import BrowsingModel
 from .base import PAIR_BLOCK_ELEMENTS, LevelPairWeight, OrderedBatch, Ordering, PairBlock, ranked_exposure, _promote
-from ._sweeps import (_accumulation_dtype, _at, _combine, _dense_rank, _less_before, _prefix, _rank_bits,
-                      _segments, _take, _untake, contract_all_pairs)
+from ._sweeps import (BACKENDS, _accumulation_dtype, _at, _combine, _dense_rank, _less_before, _prefix, _rank_bits,
+                      _segments, _take, _untake, contract_all_pairs, kernels)
 
 
 __all__ = ["Hard", "HardOrderedBatch", "scores_from_ranking"]
@@ -69,24 +69,36 @@ class _Ctx:
 class HardOrderedBatch(OrderedBatch):
     """Result of :class:`Hard`: sorted order, positions and tie blocks of a batch."""
 
-    def __init__(self, scores: Tensor, mask: Tensor, ties: str):
+    def __init__(self, scores: Tensor, mask: Tensor, ties: str, backend: str = "auto"):
         self.scores = scores
         self.mask = mask
         self.ties = ties
+        self.backend = check_choice(backend, "backend", BACKENDS)
         B, N = scores.shape
         dev = scores.device
-        key = torch.where(mask, scores, torch.full_like(scores, float("-inf")))
-        sorted_key, order = torch.sort(key, dim=-1, descending=True, stable=True)
+        K = kernels(backend, scores, mask)
+        if K is not None:  # the same stable order by a radix sort of the float bits
+            order, self.positions = K.sort_desc(scores, mask)
+            sorted_key = None
+        else:
+            key = torch.where(mask, scores, torch.full_like(scores, float("-inf")))
+            sorted_key, order = torch.sort(key, dim=-1, descending=True, stable=True)
+            self.positions = torch.empty_like(order).scatter_(-1, order, torch.arange(N, device=dev).expand(B, N))
         ar = torch.arange(N, device=dev).expand(B, N)
         self.order = order  # [B, N]: item at position k
-        self.positions = torch.empty_like(order).scatter_(-1, order, ar)  # [B, N]: position of item i
+        # self.positions [B, N]: position of item i
         self.n_items = mask.sum(-1)  # [B]
-        if ties == "average":
-            new = torch.ones_like(sorted_key, dtype=torch.bool)
-            new[:, 1:] = sorted_key[:, 1:] != sorted_key[:, :-1]
-            block_sorted = torch.cumsum(new.long(), -1) - 1  # block id of position k
-        else:
-            block_sorted = ar
+        if ties == "first":  # every position is its own tie block
+            self.block_sorted = ar
+            self.block = self.positions
+            self.block_size = torch.ones((), dtype=scores.dtype, device=dev).expand(B, N)
+            self.block_start = ar
+            return
+        if sorted_key is None:
+            sorted_key = torch.where(mask, scores, torch.full_like(scores, float("-inf"))).gather(-1, order)
+        new = torch.ones_like(sorted_key, dtype=torch.bool)
+        new[:, 1:] = sorted_key[:, 1:] != sorted_key[:, :-1]
+        block_sorted = torch.cumsum(new.long(), -1) - 1  # block id of position k
         self.block_sorted = block_sorted
         self.block = block_sorted.gather(-1, self.positions)  # block id of item i
         ones = torch.ones(B, N, dtype=scores.dtype, device=dev)
@@ -183,6 +195,16 @@ class HardOrderedBatch(OrderedBatch):
 
     def _contract_sorted(self, right: Tensor, which: str, pw: Optional[LevelPairWeight],
                          browsing: Optional[BrowsingModel], relevance: Optional[Tensor]) -> Tensor:
+        backend = getattr(self, "backend", "auto")
+        if which == "one":  # every other real item, whatever the order
+            return contract_all_pairs(right, self.mask, pw, backend)
+        ctx = self.pair_context(browsing if which == "joint" else None, relevance)
+        K = kernels(backend, self.order, self.mask, right, *(() if pw is None else (pw.relevance,)))
+        if K is not None:
+            average = self.ties == "average"
+            return K.sweep(self.order, self.mask, right, pw, ctx.exposure if which == "joint" else None,
+                           self.block_sorted if average else None,
+                           ctx.tie_joint if (average and which == "joint") else 0.5)
         B, N = self.mask.shape
         H = right.shape[-1]
         acc = _accumulation_dtype(right)
@@ -193,10 +215,6 @@ class HardOrderedBatch(OrderedBatch):
         def combine(less_rel: Tensor, equal_rel: Tensor, more_rel: Tensor) -> Tensor:
             return _combine(pw, less_rel, equal_rel, more_rel)
 
-        if which == "one":  # every other real item, whatever the order
-            return contract_all_pairs(right, self.mask, pw)
-
-        ctx = self.pair_context(browsing if which == "joint" else None, relevance)
         if pw is None or self.ties == "first":
             seq = self.order  # position order (tie blocks ascending)
         else:  # tie blocks ascending, most relevant first inside a block
@@ -248,15 +266,22 @@ class HardOrderedBatch(OrderedBatch):
 
 
 class Hard(Ordering):
-    """Sort the scores (descending). See the module docstring for ``ties`` ("first" or "average")."""
+    """Sort the scores (descending). See the module docstring for ``ties`` ("first" or "average").
+
+    ``backend``: ``"auto"`` (default: the compiled kernels of :mod:`torchfair.orderings._fenwick` for plain
+    float32 / float64 CPU tensors, the torch code elsewhere), ``"numba"`` (those kernels; an error where they
+    cannot run) or ``"torch"`` (the torch code, the reference, on every device).  Same values either way, up to
+    float64 rounding of the sums."""
 
     differentiable = False
 
-    def __init__(self, ties: str = "first"):
+    def __init__(self, ties: str = "first", *, backend: str = "auto"):
         self.ties = check_choice(ties, "ties", ("first", "average"))
+        self.backend = check_choice(backend, "backend", BACKENDS)
 
     def __call__(self, scores: Tensor, mask: Tensor) -> HardOrderedBatch:
-        return HardOrderedBatch(_promote(scores.detach()), mask, self.ties)
+        return HardOrderedBatch(_promote(scores.detach()), mask, self.ties, self.backend)
 
     def __repr__(self) -> str:
-        return f"Hard(ties={self.ties!r})"
+        extra = "" if self.backend == "auto" else f", backend={self.backend!r}"
+        return f"Hard(ties={self.ties!r}{extra})"

@@ -1,0 +1,463 @@
+"""Compiled (numba) kernels of the hard ordering for CPU tensors: the sort and the pair-free sweeps.
+
+Imported lazily by :mod:`torchfair.orderings.hard` and :mod:`torchfair.orderings._sweeps` (importing numba costs
+more than importing torchfair); the torch code of those modules is the reference, runs on every device and is what
+these kernels must reproduce (tests/orderings/test_hard_kernels.py checks them against each other).
+
+* :func:`sort_desc` -- the order of :class:`~torchfair.orderings.Hard`: descending scores, ties by list index,
+  padded items keyed ``-inf``.  A least-significant-digit radix sort of the float bits mapped to unsigned keys of
+  the same order (8-bit digits, a pass skipped when one digit holds the whole list), so it is stable by
+  construction: ``O(N)`` per list, several times faster than a comparison sort.  ``-0.0`` sorts as ``0.0`` and
+  every NaN above ``+inf`` (first), as ``torch.sort`` does.
+* :func:`sweep` -- :meth:`HardOrderedBatch.contract <torchfair.orderings.hard.HardOrderedBatch.contract>` for a
+  :class:`~torchfair.orderings.base.LevelPairWeight` (or no pair weight): per list, the relevance is radix-sorted
+  into dense ranks, then the ranking is walked once, top to bottom, with a Fenwick (binary indexed) tree over the
+  relevance ranks holding what the items already passed contribute (``right``, times the exposure for
+  ``which="joint"``): an item reads the sum below its rank (one prefix query), at its rank (a per-rank array) and
+  the rest, then adds itself.  ``O(N log L)`` for ``L`` distinct relevance values, ``O(N H)`` scratch per thread.
+  Under ``ties="average"`` the items of a tie block are all read before any is added, and their tied partners are
+  summed by relevance category with a second tree that is cleared after the block.
+* :func:`all_pairs` -- :func:`~torchfair.orderings._sweeps.contract_all_pairs` (pair counts, order free): per-rank
+  sums and one prefix over the ranks, ``O(N + L)`` after the rank sort.
+
+Sums are accumulated in float64 whatever the input dtype (as the torch sweeps do) and written in the dtype of
+``right``.  Lists run in parallel on ``torch.get_num_threads()`` threads: the kernels release the GIL
+(``nogil``) and a small thread pool of this module runs contiguous slices of the batch (no OpenMP runtime beside
+torch's, safe to call from several threads and after ``fork``).
+"""
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Optional
+
+import numba
+import numpy as np
+import torch
+from torch import Tensor
+
+__all__ = ["sort_desc", "sweep", "all_pairs", "supported"]
+
+#: lists x items below which a call runs on the calling thread only (thread hand-off costs ~50 us)
+PARALLEL_MIN_ELEMENTS = 1 << 15
+
+_U8 = np.uint64(8)
+_U255 = np.uint64(255)
+
+
+# ------------------------------------------------------------------------------------------------ keys and sort
+@numba.njit(cache=True, nogil=True)
+def _ukey(v, wide):  # pragma: no cover - compiled
+    """Unsigned integer key with the order of the float whose bits are ``v`` (int32 or int64 bits): ``-0.0`` maps
+    to the key of ``0.0`` and every NaN above ``+inf``."""
+    x = np.int64(v)
+    if wide:
+        if x < 0 and (x & 0x7FFFFFFFFFFFFFFF) == 0:
+            x = np.int64(0)
+        elif (x & 0x7FFFFFFFFFFFFFFF) > 0x7FF0000000000000:
+            x = np.int64(0x7FFFFFFFFFFFFFFF)
+        if x < 0:
+            x = x ^ np.int64(0x7FFFFFFFFFFFFFFF)
+        return np.uint64(x) ^ np.uint64(0x8000000000000000)
+    if x < 0 and (x & 0x7FFFFFFF) == 0:
+        x = np.int64(0)
+    elif (x & 0x7FFFFFFF) > 0x7F800000:
+        x = np.int64(0x7FFFFFFF)
+    if x < 0:
+        x = x ^ np.int64(0x7FFFFFFF)
+    return np.uint64(x + 2147483648)
+
+
+@numba.njit(cache=True, nogil=True)
+def _radix(keys, idx, k2, i2, n, npass, cnt):  # pragma: no cover - compiled
+    """Stable ascending LSD radix sort of ``keys[:n]`` (uint64, ``npass`` low bytes significant) carrying
+    ``idx[:n]``; the result is left in ``keys`` / ``idx`` (``k2`` / ``i2``: scratch of the same size)."""
+    if n <= 1:
+        return
+    for p in range(npass):
+        for d in range(256):
+            cnt[p, d] = 0
+    for j in range(n):
+        u = keys[j]
+        for p in range(npass):
+            cnt[p, np.int64((u >> (_U8 * np.uint64(p))) & _U255)] += 1
+    sk, si, dk, di = keys, idx, k2, i2
+    swapped = False
+    for p in range(npass):
+        sh = _U8 * np.uint64(p)
+        if cnt[p, np.int64((sk[0] >> sh) & _U255)] == n:  # one digit holds every key: nothing to do
+            continue
+        tot = 0
+        for d in range(256):
+            c = cnt[p, d]
+            cnt[p, d] = tot
+            tot += c
+        for j in range(n):
+            u = sk[j]
+            d = np.int64((u >> sh) & _U255)
+            q = cnt[p, d]
+            cnt[p, d] = q + 1
+            dk[q] = u
+            di[q] = si[j]
+        sk, dk = dk, sk
+        si, di = di, si
+        swapped = not swapped
+    if swapped:
+        for j in range(n):
+            keys[j] = sk[j]
+            idx[j] = si[j]
+
+
+@numba.njit(cache=True, nogil=True)
+def _sort_rows(bits, wide, mask, order, positions, b0, b1):  # pragma: no cover - compiled
+    B, N = bits.shape
+    npass = 8 if wide else 4
+    top = np.uint64(0xFFFFFFFFFFFFFFFF) if wide else np.uint64(0xFFFFFFFF)
+    ninf = _ukey(np.int64(-4503599627370496) if wide else np.int64(-8388608), wide)  # bits of -inf
+    keys = np.empty(N, np.uint64)
+    k2 = np.empty(N, np.uint64)
+    idx = np.empty(N, np.int64)
+    i2 = np.empty(N, np.int64)
+    cnt = np.empty((8, 256), np.int64)
+    for b in range(b0, b1):
+        for j in range(N):
+            u = _ukey(bits[b, j], wide) if mask[b, j] else ninf
+            keys[j] = top - u  # descending
+            idx[j] = j
+        _radix(keys, idx, k2, i2, N, npass, cnt)
+        for k in range(N):
+            i = idx[k]
+            order[b, k] = i
+            positions[b, i] = k
+
+
+@numba.njit(cache=True, nogil=True)
+def _rank_row(bits, wide, mask, b, keys, idx, k2, i2, cnt, rank):  # pragma: no cover - compiled
+    """Dense rank of the relevance (bits of row ``b``) among the real items into ``rank`` (0 = least relevant;
+    padded items get the number of distinct values ``L``); returns ``L``."""
+    N = bits.shape[1]
+    n = 0
+    for j in range(N):
+        if mask[b, j]:
+            keys[n] = _ukey(bits[b, j], wide)
+            idx[n] = j
+            n += 1
+        else:
+            rank[j] = -1
+    _radix(keys, idx, k2, i2, n, 8 if wide else 4, cnt)
+    L = 0
+    for q in range(n):
+        if q > 0 and keys[q] != keys[q - 1]:
+            L += 1
+        rank[idx[q]] = L
+    L = L + 1 if n > 0 else 0
+    for j in range(N):
+        if rank[j] < 0:
+            rank[j] = L
+    return L
+
+
+# ------------------------------------------------------------------------------------------------ sweeps
+#: up to this many distinct relevance values a sweep keeps the sums below every rank in a plain array (an insertion
+#: updates all of them, branch-free: graded relevance); above, a Fenwick tree (``O(log L)`` per insertion and query)
+DENSE_LEVELS = 64
+
+
+@numba.njit(cache=True, nogil=True, inline='always')
+def _below(tree, r, dense):  # pragma: no cover - compiled
+    """Sum of what was added at the ranks below ``r``."""
+    if dense:
+        return tree[r]
+    acc = 0.0
+    j = r
+    while j > 0:
+        acc += tree[j]
+        j -= j & (-j)
+    return acc
+
+
+@numba.njit(cache=True, nogil=True, inline='always')
+def _add(tree, r, w, L, dense):  # pragma: no cover - compiled
+    """Add ``w`` at rank ``r``."""
+    if dense:
+        for t in range(L):
+            tree[t] += w if t > r else 0.0
+        return
+    j = r + 1
+    while j <= L:
+        tree[j] += w
+        j += j & (-j)
+
+
+@numba.njit(cache=True, nogil=True, inline='always')
+def _clear(tree, r, L, dense):  # pragma: no cover - compiled
+    """Zero what an :func:`_add` at rank ``r`` touched (the rest is already zero)."""
+    if dense:
+        for t in range(L):
+            tree[t] = 0.0
+        return
+    j = r + 1
+    while j <= L:
+        tree[j] = 0.0
+        j += j & (-j)
+
+
+@numba.njit(cache=True, nogil=True)
+def _sweep_rows(order, mask, rbits, wide, has_rel, V, f, use_f, blk, average, tie, tie_arr, use_tie_arr,
+                wg, we, wl, out, b0, b1):  # pragma: no cover - compiled
+    """``out[b, i] = sum_{j above i} w(r_i, r_j) W_j`` (+ tied partners under ``average``), ``W = V f``; one pass
+    down the ranking per column of ``V`` (scalar sums, no inner loop over the columns)."""
+    B, N = order.shape
+    H = V.shape[2]
+    keys = np.empty(N, np.uint64)
+    k2 = np.empty(N, np.uint64)
+    idx = np.empty(N, np.int64)
+    i2 = np.empty(N, np.int64)
+    cnt = np.empty((8, 256), np.int64)
+    rank = np.zeros(N, np.int64)
+    tree = np.empty(N + 2)  # below each rank, of W (dense) or a Fenwick tree over the ranks (1-based)
+    same = np.empty(N + 1)  # W per rank
+    btree = np.zeros(N + 2)  # the same two of V inside a tie block, cleared after it
+    bsame = np.zeros(N + 1)
+    res = np.empty(N)  # per position, under average ties
+    for b in range(b0, b1):
+        L = _rank_row(rbits, wide, mask, b, keys, idx, k2, i2, cnt, rank) if has_rel else 1
+        dense = L <= DENSE_LEVELS
+        for h in range(H):
+            for q in range(L + 1):
+                tree[q] = 0.0
+            for q in range(L):
+                same[q] = 0.0
+            tot = 0.0
+            if not average:  # every position its own block: read, then write, item by item
+                for q in range(N):
+                    i = order[b, q]
+                    if not mask[b, i]:
+                        continue
+                    r = rank[i]
+                    lt = _below(tree, r, dense)
+                    eq = same[r]
+                    v = wg * lt
+                    if we != 0.0:
+                        v += we * eq
+                    if wl != 0.0:
+                        v += wl * (tot - lt - eq)
+                    out[b, i, h] = v
+                    w = np.float64(V[b, i, h])
+                    if use_f:
+                        w *= np.float64(f[b, i])
+                    _add(tree, r, w, L, dense)
+                    same[r] += w
+                    tot += w
+                continue
+            k = 0
+            while k < N:
+                e = k + 1
+                while e < N and blk[b, e] == blk[b, k]:
+                    e += 1
+                for q in range(k, e):  # read: everything in earlier blocks
+                    i = order[b, q]
+                    if not mask[b, i]:
+                        continue
+                    r = rank[i]
+                    lt = _below(tree, r, dense)
+                    eq = same[r]
+                    v = wg * lt
+                    if we != 0.0:
+                        v += we * eq
+                    if wl != 0.0:
+                        v += wl * (tot - lt - eq)
+                    res[q] = v
+                if e - k > 1:  # tied partners: the block's own V by relevance category
+                    btot = 0.0
+                    for q in range(k, e):
+                        i = order[b, q]
+                        if mask[b, i]:
+                            vi = np.float64(V[b, i, h])
+                            _add(btree, rank[i], vi, L, dense)
+                            bsame[rank[i]] += vi
+                            btot += vi
+                    for q in range(k, e):
+                        i = order[b, q]
+                        if not mask[b, i]:
+                            continue
+                        r = rank[i]
+                        vi = np.float64(V[b, i, h])
+                        lt = _below(btree, r, dense)
+                        eq = bsame[r] - vi
+                        v = wg * lt
+                        if we != 0.0:
+                            v += we * eq
+                        if wl != 0.0:
+                            v += wl * (btot - vi - lt - eq)
+                        res[q] += (np.float64(tie_arr[b, i]) if use_tie_arr else tie) * v
+                    for q in range(k, e):
+                        i = order[b, q]
+                        if mask[b, i]:
+                            _clear(btree, rank[i], L, dense)
+                            bsame[rank[i]] = 0.0
+                for q in range(k, e):
+                    i = order[b, q]
+                    if mask[b, i]:
+                        out[b, i, h] = res[q]
+                for q in range(k, e):  # write: the block joins the items above
+                    i = order[b, q]
+                    if not mask[b, i]:
+                        continue
+                    r = rank[i]
+                    w = np.float64(V[b, i, h])
+                    if use_f:
+                        w *= np.float64(f[b, i])
+                    _add(tree, r, w, L, dense)
+                    same[r] += w
+                    tot += w
+                k = e
+
+
+@numba.njit(cache=True, nogil=True)
+def _all_pairs_rows(mask, rbits, wide, V, wg, we, wl, out, b0, b1):  # pragma: no cover - compiled
+    """``out[b, i] = sum_{j != i real} w(r_i, r_j) V_j`` by per-rank sums."""
+    B, N = mask.shape
+    H = V.shape[2]
+    keys = np.empty(N, np.uint64)
+    k2 = np.empty(N, np.uint64)
+    idx = np.empty(N, np.int64)
+    i2 = np.empty(N, np.int64)
+    cnt = np.empty((8, 256), np.int64)
+    rank = np.zeros(N, np.int64)
+    per = np.empty(N + 1)  # V per rank
+    below = np.empty(N + 1)  # V over the ranks below
+    for b in range(b0, b1):
+        L = _rank_row(rbits, wide, mask, b, keys, idx, k2, i2, cnt, rank)
+        for h in range(H):
+            for q in range(L):
+                per[q] = 0.0
+            tot = 0.0
+            for i in range(N):
+                if mask[b, i]:
+                    vi = np.float64(V[b, i, h])
+                    per[rank[i]] += vi
+                    tot += vi
+            run = 0.0
+            for r in range(L):
+                below[r] = run
+                run += per[r]
+            for i in range(N):
+                if not mask[b, i]:
+                    continue
+                r = rank[i]
+                vi = np.float64(V[b, i, h])
+                lt = below[r]
+                eq = per[r] - vi
+                v = wg * lt
+                if we != 0.0:
+                    v += we * eq
+                if wl != 0.0:
+                    v += wl * (tot - vi - lt - eq)
+                out[b, i, h] = v
+
+
+# ------------------------------------------------------------------------------------------------ dispatch
+_POOL: Optional[ThreadPoolExecutor] = None
+_POOL_KEY = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """The module's thread pool, rebuilt after a ``fork`` (a child inherits no worker thread) or when more
+    workers are asked for."""
+    global _POOL, _POOL_KEY
+    with _POOL_LOCK:
+        if _POOL is None or _POOL_KEY[0] != os.getpid() or _POOL_KEY[1] < workers:
+            _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="torchfair-hard")
+            _POOL_KEY = (os.getpid(), workers)
+        return _POOL
+
+
+def _run(kernel, args, B: int, N: int) -> None:
+    """``kernel(*args, b0, b1)`` over the lists ``[0, B)``, in contiguous slices on ``torch.get_num_threads()``
+    threads (the calling thread takes the last slice)."""
+    threads = min(torch.get_num_threads(), B, os.cpu_count() or 1)
+    if threads <= 1 or B * N < PARALLEL_MIN_ELEMENTS:
+        kernel(*args, 0, B)
+        return
+    bounds = [B * t // threads for t in range(threads + 1)]
+    pool = _pool(threads - 1)
+    futs = [pool.submit(kernel, *args, bounds[t], bounds[t + 1]) for t in range(threads - 1)]
+    kernel(*args, bounds[-2], bounds[-1])
+    for fu in futs:
+        fu.result()
+
+
+def supported(*tensors: Tensor) -> bool:
+    """Whether the kernels can take these tensors: plain CPU tensors (no tensor subclass, as under
+    ``torch.compile`` or ``vmap``), outside compilation."""
+    if torch.compiler.is_compiling():
+        return False
+    return all(type(t) is Tensor and t.device.type == "cpu" for t in tensors)
+
+
+def _bits(x: Tensor):
+    """Integer view of the float bits of ``x`` (float32 / float64), and whether they are 64-bit."""
+    x = x.detach().contiguous()
+    if x.dtype == torch.float64:
+        return x.view(torch.int64).numpy(), True
+    return x.to(torch.float32).view(torch.int32).numpy(), False
+
+
+def sort_desc(scores: Tensor, mask: Tensor):
+    """``(order, positions)``, ``[B, N]`` int64 each: the stable descending sort of ``where(mask, scores, -inf)``
+    (``torch.sort(..., descending=True, stable=True).indices``) and its inverse permutation."""
+    B, N = scores.shape
+    bits, wide = _bits(scores)
+    order = torch.empty(B, N, dtype=torch.int64)
+    positions = torch.empty(B, N, dtype=torch.int64)
+    _run(_sort_rows, (bits, wide, mask.contiguous().numpy(), order.numpy(), positions.numpy()), B, N)
+    return order, positions
+
+
+def _weights(pw):
+    return (1.0, 1.0, 1.0) if pw is None else (pw.greater, pw.equal, pw.less)
+
+
+def sweep(order: Tensor, mask: Tensor, right: Tensor, pw, factor: Optional[Tensor] = None,
+          block_sorted: Optional[Tensor] = None, tie=0.5) -> Tensor:
+    """``out[b, i, h] = sum_{j} w[b, i, j] X[b, i, j] right[b, j, h]`` for the hard ranking ``order`` with
+    ``X[i, j] = factor_j 1(j in an earlier tie block than i) + tie_i 1(j != i in i's tie block)`` (``factor``
+    default 1, ``tie`` a float or a ``[B, N]`` tensor; tie blocks are the runs of equal ``block_sorted`` along the
+    positions, every position its own block when it is ``None``) and ``w`` the :class:`LevelPairWeight` ``pw``
+    (1 when ``None``).  ``[B, N, H]`` in ``right``'s dtype, 0 for padded items."""
+    B, N = order.shape
+    H = right.shape[-1]
+    out = torch.zeros(B, N, H, dtype=right.dtype)
+    dummy2 = np.zeros((1, 1), np.float32)
+    dummyi = np.zeros((1, 1), np.int64)
+    if pw is not None:
+        rbits, wide = _bits(pw.relevance)
+    else:
+        rbits, wide = np.zeros((1, 1), np.int32), False
+    f = dummy2 if factor is None else factor.detach().contiguous().numpy()
+    average = block_sorted is not None
+    blk = dummyi if not average else block_sorted.contiguous().numpy()
+    tie_arr = isinstance(tie, Tensor)
+    ta = tie.detach().contiguous().numpy() if tie_arr else dummy2
+    g, e, l = _weights(pw)
+    args = (order.contiguous().numpy(), mask.contiguous().numpy(), rbits, wide, pw is not None,
+            right.detach().contiguous().numpy(), f, factor is not None, blk, average,
+            0.0 if tie_arr else float(tie), ta, tie_arr, g, e, l, out.numpy())
+    _run(_sweep_rows, args, B, N)
+    return out
+
+
+def all_pairs(right: Tensor, mask: Tensor, pw) -> Tensor:
+    """``out[b, i, h] = sum_{j != i real} w[b, i, j] right[b, j, h]`` for the :class:`LevelPairWeight` ``pw``,
+    ``[B, N, H]`` in ``right``'s dtype, 0 for padded items."""
+    B, N = mask.shape
+    H = right.shape[-1]
+    out = torch.zeros(B, N, H, dtype=right.dtype)
+    rbits, wide = _bits(pw.relevance)
+    g, e, l = _weights(pw)
+    _run(_all_pairs_rows, (mask.contiguous().numpy(), rbits, wide, right.detach().contiguous().numpy(), g, e, l,
+                           out.numpy()), B, N)
+    return out
