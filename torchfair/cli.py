@@ -490,6 +490,14 @@ def _add_evaluate(sub) -> None:
                                                  "(names as in `torchfair metrics --measures`)")
     p.add_argument("--mpc-group", type=int, default=1, help="the group whose MPC is reported (id; -1: no MPC)")
     p.add_argument("--device", default="cpu", help="where to score the lists (cpu, cuda, cuda:1...)")
+    p.add_argument("--users", type=int, default=None, metavar="N",
+                   help="evaluate a seeded sample of N users (default: all); the sample (size, seed, SHA-256 of the "
+                        "ids) is recorded in report.json and its ids written to DIR/eval_users.txt")
+    p.add_argument("--users-seed", type=int, default=0, metavar="S", help="seed of the --users sample")
+    p.add_argument("--stream", choices=("auto", "yes", "no"), default="auto",
+                   help="score and measure the lists in chunks, keeping only per-list values (same numbers); auto: "
+                        "when the lists hold more than 2**26 entries (e.g. every ML-20M user)")
+    p.add_argument("--chunk-users", type=int, default=512, metavar="N", help="lists per chunk when streaming")
 
 
 def _run_evaluate(args) -> int:
@@ -508,15 +516,27 @@ def _run_evaluate(args) -> int:
         raise ValueError("`--out` is required: the directory for the report files")
     if args.bootstrap < 0:
         raise ValueError(f"`--bootstrap` must be >= 0; got {args.bootstrap}")
+    if args.users is not None and args.users < 1:
+        raise ValueError(f"`--users` must be >= 1; got {args.users}")
+    if args.users_seed < 0:
+        raise ValueError(f"`--users-seed` must be >= 0; got {args.users_seed}")
+    if args.chunk_users < 1:
+        raise ValueError(f"`--chunk-users` must be >= 1; got {args.chunk_users}")
     check_out(args.out, args.overwrite, option="--out", hint="--overwrite")  # before any scoring
     report = evaluate_checkpoints(args.ckpt, args.out, config=args.fit_config, names=args.name, rerank=args.rerank,
                                   bootstrap=args.bootstrap, seed=args.seed, confidence=args.confidence,
                                   device=args.device, mpc_group=None if args.mpc_group < 0 else args.mpc_group,
                                   split=args.split, popularity=args.popularity,
                                   measures=split_measures(args.measures) if args.measures else None,
-                                  overwrite=args.overwrite)
+                                  overwrite=args.overwrite, users=args.users, users_seed=args.users_seed,
+                                  stream={"auto": None, "yes": True, "no": False}[args.stream],
+                                  chunk_users=args.chunk_users)
     print(markdown_table(report))
-    print(f"\nwrote {os.path.join(args.out, 'report.json')}, report.md, exposure_by_position.png")
+    u = report["users"]
+    print(f"\n{u['n_lists']} of {u['of']} users" + (f" (sample of {u['sample']}, seed {u['seed']}, ids sha256 "
+                                                      f"{u['sha256'][:12]}...)" if u["sample"] is not None else ""))
+    print(f"wrote {os.path.join(args.out, 'report.json')}, report.md, exposure_by_position.png"
+          + (f", {u['ids_file']}" if u.get("ids_file") else ""))
     return 0
 
 

@@ -14,16 +14,26 @@ With several checkpoints on the same test lists, the report adds each one's diff
 *paired* bootstrap interval (the same users drawn for both).
 
 Outputs in ``out``: ``report.json`` (everything, machine-readable), ``report.md`` (the table) and
-``exposure_by_position.png`` (per position, the share of users whose item there belongs to each group).
+``exposure_by_position.png`` (per position, the share of users whose item there belongs to each group), and with a
+user sample ``eval_users.txt`` (the sampled users' raw ids, one per line).
+
+Scale: ``users=N`` evaluates a seeded sample of N users (the data module's ``eval_users``), recorded in
+``report["users"]`` (size, seed, how many users it was drawn from, SHA-256 of the ids file).  When the lists are
+too many to hold (``stream=None``: more than 2**26 list entries in all, e.g. ML-20M's 138 493 users x 26 744 items),
+they are scored, measured and dropped chunk by chunk (:class:`~torchfair.evaluation.table.StreamingEvaluation`):
+only the per-list values, the position counts and MPC's sums are kept, and the means, bootstrap intervals and
+position shares are bit-identical to the eager path's (MPC equal up to rounding: its cluster-robust variance is
+summed per chunk).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -31,11 +41,15 @@ from torch import Tensor
 
 from ..evaluation.report import jsonable, markdown_table
 
-__all__ = ["evaluate_checkpoints", "load_checkpoint", "score_lists", "write_report", "LoadedRun", "rerank_lists",
-           "markdown_table"]
+__all__ = ["evaluate_checkpoints", "load_checkpoint", "score_lists", "iter_score_lists", "write_report", "LoadedRun",
+           "rerank_lists", "markdown_table"]
 
 #: browsing model of the added exposure-share columns and of MPC's matching (the DIPS default)
 REPORT_BROWSING = "rbp:0.9"
+#: ``stream=None`` streams when the lists hold more entries than this (2**26 entries: about 1.6 GB of list tensors)
+STREAM_ENTRIES = 2 ** 26
+#: name of the ids file written next to the report for a user sample
+USERS_FILE = "eval_users.txt"
 
 
 @dataclass
@@ -73,11 +87,13 @@ def _load_yaml(path: str) -> Dict[str, Any]:
     return dict(cfg)
 
 
-def load_checkpoint(path: str, config: Optional[str] = None, device: str = "cpu") -> LoadedRun:
+def load_checkpoint(path: str, config: Optional[str] = None, device: str = "cpu",
+                    data_overrides: Optional[Mapping[str, Any]] = None) -> LoadedRun:
     """Rebuild a checkpoint's ranker and data module through Lightning
     (``FairRankingModule.load_from_checkpoint`` and ``MovieLensDataModule.load_from_checkpoint``: the saved
     hyperparameters, with LightningCLI's class_path configs re-instantiated); ``config`` (a ``torchfair fit`` YAML)
-    overrides the data settings (``data:``) and the measures (``model: measures:``)."""
+    overrides the data settings (``data:``) and the measures (``model: measures:``); ``data_overrides`` (a dict of
+    data module arguments, e.g. ``{"eval_users": 2000}``) overrides both."""
     from .datamodule import MovieLensDataModule
     from .module import FairRankingModule
 
@@ -99,6 +115,8 @@ def load_checkpoint(path: str, config: Optional[str] = None, device: str = "cpu"
     if not data_hp and not data_over:
         raise ValueError(f"`--ckpt` {path}: the checkpoint has no data settings (its data module did not save "
                          f"hyperparameters); give them with `--config` (a YAML with a `data:` section)")
+    if data_overrides:
+        data_over.update(data_overrides)
     info = hp.get("data_info") or record.get("data_info")
     if not info:
         raise ValueError(f"`--ckpt` {path}: the checkpoint records no `data_info`, so its ranker cannot be rebuilt")
@@ -123,10 +141,17 @@ def load_checkpoint(path: str, config: Optional[str] = None, device: str = "cpu"
     return LoadedRun(path, model, dm, meta)
 
 
-@torch.no_grad()
 def score_lists(model, datamodule, split: str = "test", device: str = "cpu") -> List[Dict[str, Any]]:
     """Score every ``split`` list: ``[{"list_id": user, "scores", "relevance", "groups", "items"}]`` (1-D, real
     items only, on the CPU)."""
+    return [li for chunk in iter_score_lists(model, datamodule, split, device, chunk_users=None) for li in chunk]
+
+
+@torch.no_grad()
+def iter_score_lists(model, datamodule, split: str = "test", device: str = "cpu",
+                     chunk_users: Optional[int] = 1024) -> Iterator[List[Dict[str, Any]]]:
+    """The lists of :func:`score_lists` in chunks of whole loader batches (at least ``chunk_users`` lists each,
+    the last one smaller; ``None``: one chunk), scored batch by batch exactly as :func:`score_lists` scores them."""
     datamodule.setup("test" if split == "test" else "validate")
     loader = datamodule.test_dataloader() if split == "test" else datamodule.val_dataloader()
     out: List[Dict[str, Any]] = []
@@ -138,21 +163,38 @@ def score_lists(model, datamodule, split: str = "test", device: str = "cpu") -> 
             m = mask[b]
             out.append({"list_id": int(batch["user"][b]), "scores": s[b][m], "items": batch["items"][b].cpu()[m],
                         "relevance": batch["relevance"][b].cpu()[m].float(), "groups": batch["groups"][b].cpu()[m]})
-    return out
+        if chunk_users is not None and len(out) >= chunk_users:
+            yield out
+            out = []
+    if out:
+        yield out
+
+
+class _PositionShares:
+    """Running sums of :func:`_position_shares` (the same additions in the same order, chunk after chunk)."""
+
+    def __init__(self, G: int, top: int):
+        self.G, self.tot, self.cnt = G, np.zeros((top, G)), np.zeros((top, 1))
+
+    def add(self, lists: List[Dict[str, Any]]) -> None:
+        top = self.tot.shape[0]
+        for li in lists:
+            order = torch.argsort(li["scores"], descending=True, stable=True)[:top]
+            g = li["groups"][order]
+            memb = torch.nn.functional.one_hot(g.long(), self.G).double() if not g.is_floating_point() else g.double()
+            n = memb.shape[0]
+            self.tot[:n] += memb.numpy()
+            self.cnt[:n] += 1
+
+    def value(self) -> np.ndarray:
+        return self.tot / np.maximum(self.cnt, 1)
 
 
 def _position_shares(lists: List[Dict[str, Any]], G: int, top: int) -> np.ndarray:
     """``[top, G]``: at each position, the mean membership of the item placed there (over lists that long)."""
-    tot = np.zeros((top, G))
-    cnt = np.zeros((top, 1))
-    for li in lists:
-        order = torch.argsort(li["scores"], descending=True, stable=True)[:top]
-        g = li["groups"][order]
-        memb = torch.nn.functional.one_hot(g.long(), G).double() if not g.is_floating_point() else g.double()
-        n = memb.shape[0]
-        tot[:n] += memb.numpy()
-        cnt[:n] += 1
-    return tot / np.maximum(cnt, 1)
+    acc = _PositionShares(G, top)
+    acc.add(lists)
+    return acc.value()
 
 
 def _mpc(lists: List[Dict[str, Any]], G: int, group: int) -> Dict[str, Any]:
@@ -170,12 +212,73 @@ def _mpc(lists: List[Dict[str, Any]], G: int, group: int) -> Dict[str, Any]:
             "pairs": "adjacent items of the two groups, every gap (Korevaar et al., §4.1, adjacent variant)"}
 
 
+class _MPCStream:
+    """:func:`_mpc` from lists seen chunk by chunk.  Its clusters (the items of one list, Korevaar et al. §4.1.4,
+    :func:`~torchfair.metrics.mpc_cluster_variance` without global item ids) never span two lists, so the pooled
+    estimate and the sandwich variance follow from sums kept per chunk: with ``A_a``, ``B_a`` the sums of ``w d``
+    and ``w`` over the pairs holding item ``a`` and ``theta`` the estimate,
+    ``sum_a (A_a - theta B_a)^2 - sum_p w_p^2 (d_p - theta)^2`` (each matched pair is its own dyad).  Equal to the
+    one-batch value up to rounding."""
+
+    def __init__(self, G: int, group: int, batch: int = 128):
+        self.G, self.group, self.batch = G, group, batch
+        self.sums = np.zeros(8)  # SW, SWD, SAA, SAB, SBB, PAA, PAB, PBB
+        self.n_pairs = 0
+        self.soft = False
+
+    def add(self, lists: List[Dict[str, Any]]) -> None:
+        from ..evaluation.table import _pad
+        from ..metrics.calibration import matched_pairs
+
+        if self.G < 2 or any(li["groups"].is_floating_point() for li in lists):
+            self.soft = True
+            return
+        for a in range(0, len(lists), self.batch):
+            part = lists[a:a + self.batch]
+            s, r, g, m = _pad([(li["scores"], li["relevance"], li["groups"]) for li in part], False, self.G,
+                              torch.device("cpu"))
+            p = matched_pairs(s.double(), r.double(), g, group=self.group, adjacent=True, quantile=1.0, mask=m,
+                              num_groups=self.G)
+            if p.diff.numel() == 0:
+                continue
+            w, d = p.weight.double(), p.diff.double()
+            wd = w * d
+            N = s.shape[1]
+            sums = [w.sum(), wd.sum()]
+            saa = sab = sbb = torch.zeros((), dtype=torch.float64)
+            for side in (p.item_g, p.item_other):  # an item is on one side of its pairs only
+                _, inv = torch.unique(p.query * N + side, return_inverse=True)
+                A = torch.zeros(int(inv.max()) + 1, dtype=torch.float64).index_add_(0, inv, wd)
+                B = torch.zeros(int(inv.max()) + 1, dtype=torch.float64).index_add_(0, inv, w)
+                saa, sab, sbb = saa + (A * A).sum(), sab + (A * B).sum(), sbb + (B * B).sum()
+            sums += [saa, sab, sbb, (wd * wd).sum(), (w * wd).sum(), (w * w).sum()]
+            self.sums += np.array([float(x) for x in sums])
+            self.n_pairs += int(d.numel())
+
+    def value(self) -> Dict[str, Any]:
+        if self.soft:
+            return {"defined": False, "why": "MPC needs hard groups"}
+        SW, SWD, SAA, SAB, SBB, PAA, PAB, PBB = self.sums.tolist()
+        if not SW > 0:
+            return {"defined": False, "group": self.group, "estimate": 0.0, "ci_low": 0.0, "ci_high": 0.0,
+                    "n_pairs": self.n_pairs}
+        theta = SWD / SW
+        meat = (SAA - 2 * theta * SAB + theta ** 2 * SBB) - (PAA - 2 * theta * PAB + theta ** 2 * PBB)
+        se = math.sqrt(max(meat, 0.0) / (SW * SW))
+        z = math.sqrt(2.0) * float(torch.erfinv(torch.tensor(0.95, dtype=torch.float64)))
+        return {"defined": bool(self.n_pairs > 0), "group": self.group, "estimate": theta, "ci_low": theta - z * se,
+                "ci_high": theta + z * se, "n_pairs": self.n_pairs,
+                "pairs": "adjacent items of the two groups, every gap (Korevaar et al., §4.1, adjacent variant)",
+                "streamed": "pooled from per-chunk sums (equal to the one-batch value up to rounding)"}
+
+
 def evaluate_checkpoints(ckpts: Sequence[str], out: Optional[str] = None, *, config: Optional[str] = None,
                          names: Optional[Sequence[str]] = None, bootstrap: int = 1000, seed: int = 0,
                          confidence: float = 0.95, device: str = "cpu", mpc_group: Optional[int] = 1,
                          top: int = 50, split: str = "test", measures: Optional[Sequence[str]] = None,
-                         rerank: Sequence[str] = (), popularity: bool = False, overwrite: bool = False
-                         ) -> Dict[str, Any]:
+                         rerank: Sequence[str] = (), popularity: bool = False, overwrite: bool = False,
+                         users: Optional[int] = None, users_seed: int = 0, stream: Optional[bool] = None,
+                         chunk_users: int = 512) -> Dict[str, Any]:
     """Evaluate checkpoints on their test lists and (with ``out``) write ``report.json``, ``report.md`` and
     ``exposure_by_position.png`` there; returns the report dict.
 
@@ -194,14 +297,20 @@ def evaluate_checkpoints(ckpts: Sequence[str], out: Optional[str] = None, *, con
     lists ranked by the items' training rating counts (:class:`~torchfair.training.Popularity`), paired with that
     checkpoint (the baseline a recommender must beat).  The report layer is :mod:`torchfair.evaluation.report`.
 
+    ``users``: evaluate a sample of this many users (of those with ``split`` lists), drawn with ``users_seed``
+    (:func:`~torchfair.training.datamodule.sample_users`; ``None``: every user, whatever sample the run was
+    validated on); recorded in ``report["users"]`` and, with ``out``, as the ids file ``eval_users.txt``.
+    ``stream``: score and measure the lists ``chunk_users`` at a time, keeping only per-list values (``None``: when
+    the lists hold more than :data:`STREAM_ENTRIES` entries); the numbers are those of the eager path (module doc).
+
     Example::
 
         report = evaluate_checkpoints(["plain.ckpt", "dips.ckpt"], "reports/", names=["ListNet", "+DIPS"])
         report["models"]["+DIPS"]["measures"]["dips_gap"]["mean"]
     """
-    from ..evaluation import evaluate_lists
     from ..evaluation.report import compare
     from ..rerank import get_reranker
+    from .._validation import check_int
 
     if not ckpts:
         raise ValueError("`ckpts` is empty: give at least one checkpoint")
@@ -211,63 +320,146 @@ def evaluate_checkpoints(ckpts: Sequence[str], out: Optional[str] = None, *, con
         raise ValueError(f"`split` must be 'test' or 'val'; got {split!r}")
     if names is not None and len(names) != len(ckpts):
         raise ValueError(f"`names` has {len(names)} entries for {len(ckpts)} checkpoints")
+    if users is not None:
+        check_int(users, "users", 1)
+    check_int(users_seed, "users_seed", 0)
+    check_int(chunk_users, "chunk_users", 1)
+    if stream is not None and not isinstance(stream, bool):
+        raise ValueError(f"`stream` must be a bool or None; got {stream!r}")
     if out is not None:
         check_out(out, overwrite)
     rerankers = [get_reranker(r) for r in rerank]  # a bad spec fails before any work
     names = list(names) if names is not None else _default_names(ckpts)
-    runs = [load_checkpoint(p, config, device) for p in ckpts]  # fail on a bad file before any work
-    tables, lists_of, extra, reference, same = {}, {}, {}, {}, {}
-    for name, run in zip(names, runs):
-        lists = score_lists(run.model, run.datamodule, split, device)
+    if popularity and "popularity" in names:
+        raise ValueError("`names`: 'popularity' is the name of the popularity run; call a checkpoint otherwise")
+    sample = {"eval_users": users, "eval_users_seed": users_seed if users is not None else None}
+    runs = [load_checkpoint(p, config, device, data_overrides=sample) for p in ckpts]  # bad files fail first
+    tables, extra, reference, same, digests = {}, {}, {}, {}, {}
+    streamed = []
+    for k, (name, run) in enumerate(zip(names, runs)):
         info = run.meta["data_info"]
         G = int(info.get("num_groups") or 2)
         group_names = list(info.get("group_names") or [str(g) for g in range(G)])
         asked = list(measures) if measures is not None else list(run.meta["measures"])
         run.meta["measures"] = asked
         asked = asked + [f"exposure_share:browsing={REPORT_BROWSING}"]
-        variants = [(name, None, lists)] + [(f"{name} + {r.spec}", r, rerank_lists(lists, r, G)) for r in rerankers]
-        for vname, r, vlists in variants:
-            tables[vname] = evaluate_lists(vlists, asked, bootstrap=bootstrap, seed=seed, confidence=confidence,
-                                     num_groups=G, batch_size=1024, max_batch_elements=2 ** 21,
-                                     validate_args=False, group_names=group_names)
-            lists_of[vname] = vlists
-            extra[vname] = {
-                "meta": {**run.meta, "rerank": None if r is None else r.spec}, "group_names": group_names,
-                "position_share": _position_shares(vlists, G, top).tolist(),
-                "mpc": _mpc(vlists, G, mpc_group) if mpc_group is not None and mpc_group < G else {"defined": False},
-            }
+        variants = [(name, None)] + [(f"{name} + {r.spec}", r) for r in rerankers]
+        if popularity and k == 0:
+            variants.append(("popularity", "popularity"))
+        dm = run.datamodule
+        dm.setup("test" if split == "test" else "validate")
+        ds = dm.test_dataset if split == "test" else dm.val_dataset
+        lengths = ds.lengths()
+        on = stream if stream is not None else int(lengths.sum()) > STREAM_ENTRIES
+        streamed.append(bool(on))
+        pop = None
+        if popularity and k == 0:
+            from .rankers import Popularity
+            pop = Popularity.from_datamodule(dm)
+        mpc_on = mpc_group is not None and mpc_group < G
+        res = _evaluate_run(run, variants, asked, G, group_names, split, device, pop, lengths if on else None,
+                            chunk_users, bootstrap=bootstrap, seed=seed, confidence=confidence, top=top,
+                            mpc_group=mpc_group if mpc_on else None)
+        for vname, r in variants:
+            table, shares, mpc = res["variants"][vname]
+            tables[vname] = table
+            if r == "popularity":
+                meta = {"checkpoint": "(none)", "epoch": "-", "ranker": "popularity (training rating counts)",
+                        "fairness_loss": None, "lam": None, "rerank": None, "measures": run.meta["measures"]}
+            else:
+                meta = {**run.meta, "rerank": None if r is None else r.spec}
+            extra[vname] = {"meta": meta, "group_names": group_names, "position_share": shares.tolist(),
+                            "mpc": mpc if mpc_on else {"defined": False}}
             if r is not None:
-                reference[vname] = name
-                same[vname] = True
+                reference[vname], same[vname] = name, True
+        digests[name] = res["digest"]
         if name != names[0]:
             reference[name] = names[0]
-            same[name] = _same_lists(lists_of[names[0]], lists)
-    if popularity:
-        from .rankers import Popularity
-
-        if "popularity" in tables:
-            raise ValueError("`names`: 'popularity' is the name of the popularity run; call a checkpoint otherwise")
-        run = runs[0]
-        G = int(run.meta["data_info"].get("num_groups") or 2)
-        plists = score_lists(Popularity.from_datamodule(run.datamodule), run.datamodule, split, device)
-        first = extra[names[0]]
-        tables["popularity"] = evaluate_lists(plists, list(run.meta["measures"]) +
-                                        [f"exposure_share:browsing={REPORT_BROWSING}"], bootstrap=bootstrap,
-                                        seed=seed, confidence=confidence, num_groups=G, batch_size=1024,
-                                        max_batch_elements=2 ** 21, validate_args=False,
-                                        group_names=first["group_names"])
-        extra["popularity"] = {
-            "meta": {"checkpoint": "(none)", "epoch": "-", "ranker": "popularity (training rating counts)",
-                     "fairness_loss": None, "lam": None, "rerank": None, "measures": run.meta["measures"]},
-            "group_names": first["group_names"], "position_share": _position_shares(plists, G, top).tolist(),
-            "mpc": _mpc(plists, G, mpc_group) if mpc_group is not None and mpc_group < G else {"defined": False}}
-        reference["popularity"], same["popularity"] = names[0], True
+            same[name] = digests[name] == digests[names[0]]
+    order = [v for n, run in zip(names, runs) for v in [n] + [f"{n} + {r.spec}" for r in rerankers]] + \
+        (["popularity"] if popularity else [])
+    tables = {v: tables[v] for v in order}
     report = compare(tables, reference=reference, same_lists=same, bootstrap=bootstrap, seed=seed,
                      confidence=confidence, extra=extra)
     report.update(split=split, browsing_of_added_columns=REPORT_BROWSING)
+    report["users"] = _users_record(runs[0].datamodule, split, users, users_seed, streamed, chunk_users,
+                                    USERS_FILE if out is not None and users is not None else None)
     if out is not None:
         write_report(report, out)
+        if users is not None:
+            ids = np.sort(runs[0].datamodule.eval_user_ids(split))
+            with open(os.path.join(out, USERS_FILE), "w") as f:
+                f.write("".join(f"{int(u)}\n" for u in ids))
     return report
+
+
+def _users_record(dm, split: str, users: Optional[int], users_seed: int, streamed: List[bool], chunk_users: int,
+                  ids_file: Optional[str]) -> Dict[str, Any]:
+    """What ``report["users"]`` records: which users were evaluated (and how)."""
+    from .datamodule import user_ids_sha256
+
+    ids = dm.eval_user_ids(split)
+    ds = dm.test_dataset if split == "test" else dm.val_dataset
+    rec = {"sample": users, "seed": users_seed if users is not None else None, "n_lists": int(len(ids)),
+           "of": int(len(ds.target.users_with_rows())), "sha256": user_ids_sha256(ids), "ids_file": ids_file,
+           "sha256_of": "the users' raw ids in increasing order, one per line (the bytes of the ids file)",
+           "streamed": streamed, "chunk_users": chunk_users if any(streamed) else None}
+    return rec
+
+
+def _lists_digest(h, lists: List[Dict[str, Any]]) -> None:
+    for li in lists:
+        h.update(int(li["list_id"]).to_bytes(8, "little", signed=True))
+        h.update(li["items"].numpy().tobytes())
+        h.update(li["relevance"].numpy().tobytes())
+
+
+def _evaluate_run(run, variants, asked, G: int, group_names, split: str, device: str, pop,
+                  lengths: Optional[np.ndarray], chunk_users: int, *, bootstrap: int, seed: int, confidence: float,
+                  top: int, mpc_group: Optional[int]) -> Dict[str, Any]:
+    """Tables, position shares and MPC of a run's variants (the run itself, its re-rankings, popularity): eagerly
+    (``lengths`` None: every list held, :func:`evaluate_lists`) or streamed chunk by chunk."""
+    from ..evaluation import evaluate_lists
+    from ..evaluation.table import StreamingEvaluation
+
+    kw = dict(bootstrap=bootstrap, seed=seed, confidence=confidence, num_groups=G, batch_size=1024,
+              max_batch_elements=2 ** 21, validate_args=False, group_names=group_names)
+    h = hashlib.sha256()
+    out: Dict[str, Any] = {}
+
+    def variant_lists(lists, r):
+        if r is None:
+            return lists
+        if r == "popularity":  # the popularity ranker's scores: its training counts gathered at the items
+            return [{**li, "scores": pop.counts[li["items"]]} for li in lists]
+        return rerank_lists(lists, r, G)
+
+    if lengths is None:
+        lists = score_lists(run.model, run.datamodule, split, device)
+        _lists_digest(h, lists)
+        for vname, r in variants:
+            vl = variant_lists(lists, r)
+            table = evaluate_lists(vl, asked, **kw)
+            mpc = _mpc(vl, G, mpc_group) if mpc_group is not None else {"defined": False}
+            out[vname] = (table, _position_shares(vl, G, top), mpc)
+        return {"variants": out, "digest": h.hexdigest()}
+    streams = {v: StreamingEvaluation(asked, lengths=lengths, **kw) for v, _ in variants}
+    shares = {v: _PositionShares(G, top) for v, _ in variants}
+    mpcs = {v: _MPCStream(G, mpc_group) for v, _ in variants} if mpc_group is not None else {}
+    for lists in iter_score_lists(run.model, run.datamodule, split, device, chunk_users):
+        _lists_digest(h, lists)
+        for vname, r in variants:
+            vl = variant_lists(lists, r)
+            streams[vname].add(vl)
+            shares[vname].add(vl)
+            if vname in mpcs:
+                mpcs[vname].add(vl)
+            del vl
+        del lists
+    for vname, _ in variants:
+        out[vname] = (streams[vname].result(), shares[vname].value(),
+                      mpcs[vname].value() if vname in mpcs else {"defined": False})
+    return {"variants": out, "digest": h.hexdigest()}
 
 
 def rerank_lists(lists: List[Dict[str, Any]], reranker, num_groups: int, batch_size: int = 256
