@@ -67,14 +67,16 @@ def _lists(draw):
 
 
 @SETTINGS
-@given(data=_lists(), ties=st.sampled_from(["first", "average"]), fname=st.sampled_from(sorted(BROWSING)))
-def test_quantities_are_the_mean_over_the_orders_of_the_real_items(data, ties, fname):
+@given(data=_lists(), ties=st.sampled_from(["first", "average"]), fname=st.sampled_from(sorted(BROWSING)),
+       backend=st.sampled_from(["torch", "numba"]))
+def test_quantities_are_the_mean_over_the_orders_of_the_real_items(data, ties, fname, backend):
+    """Both backends of Hard (the torch reference and the compiled kernels) against the loops."""
     s, rel, mask = data
     if ties == "average" and fname == "cascade":
         fname = "rbp"  # a relevance-dependent model needs a strict order (test_cascade_needs_a_strict_order)
     F, refF = BROWSING[fname]
     B, N = s.shape
-    ob = Hard(ties)(torch.where(mask, s, torch.full_like(s, float("nan"))), mask)  # padded slots hold NaN
+    ob = Hard(ties, backend=backend)(torch.where(mask, s, torch.full_like(s, float("nan"))), mask)  # NaN padding
     rel_in = torch.where(mask, rel, torch.full_like(rel, float("nan")))
     pos, e, R = ob.expected_positions(), ob.exposure(F, rel_in), ob.position_matrix()
     eye = torch.eye(N, dtype=F64).expand(B, N, N)
