@@ -3,7 +3,7 @@ the pairs.
 
 * ``LevelPairWeight``: its dense rows and its level matrix;
 * ``contract_all_pairs`` (``which="one"``: pair counts that do not depend on the ordering) with and without a level
-  weight, ties in relevance, padding;
+  weight, ties in relevance, padding, on both backends (torch and the compiled kernel);
 * the primitives: ``_less_before`` (the wavelet sweep), ``_segments``, ``_dense_rank``, ``_take`` / ``_untake``,
   ``_prefix``, ``_rank_bits``.
 """
@@ -60,11 +60,12 @@ def test_level_pair_weight_rows_and_level_matrix_are_the_comparison_of_relevance
 
 
 @SETTINGS
-@given(data=_batch(), weighted=st.booleans())
-def test_contract_all_pairs_is_the_sum_over_every_other_real_item(data, weighted):
+@given(data=_batch(), weighted=st.booleans(), backend=st.sampled_from(["torch", "numba"]))
+def test_contract_all_pairs_is_the_sum_over_every_other_real_item(data, weighted, backend):
+    """Both backends (the torch sweep and the compiled kernel) against the loop over pairs."""
     rel, mask, right, (gt, eq, lt) = data
     pw = LevelPairWeight(rel, gt, eq, lt) if weighted else None
-    out = contract_all_pairs(right, mask, pw)
+    out = contract_all_pairs(right, mask, pw, backend)
     assert out.dtype == right.dtype and out.shape == right.shape
     B, N, H = right.shape
     for b in range(B):
@@ -85,10 +86,11 @@ def test_contract_all_pairs_ignores_padded_slots():
     rel = torch.tensor([[2.0, float("nan"), 1.0, 2.0]], dtype=F64)
     mask = torch.tensor([[True, False, True, True]])
     right = torch.tensor([[[1.0], [1e9], [10.0], [100.0]]], dtype=F64)
-    out = contract_all_pairs(right, mask, LevelPairWeight(rel, greater=1.0, equal=0.5, less=0.0))
-    # item 0 (r = 2): item 2 less relevant (x1), item 3 equally relevant (x0.5); item 2: nothing less relevant
-    assert out[0, :, 0].tolist() == [10.0 + 50.0, 0.0, 0.0, 0.5 + 10.0]
-    assert contract_all_pairs(right, mask, None)[0, :, 0].tolist() == [110.0, 0.0, 101.0, 11.0]
+    for backend in ("torch", "numba"):
+        out = contract_all_pairs(right, mask, LevelPairWeight(rel, greater=1.0, equal=0.5, less=0.0), backend)
+        # item 0 (r = 2): item 2 less relevant (x1), item 3 equally relevant (x0.5); item 2: nothing less relevant
+        assert out[0, :, 0].tolist() == [10.0 + 50.0, 0.0, 0.0, 0.5 + 10.0]
+        assert contract_all_pairs(right, mask, None, backend)[0, :, 0].tolist() == [110.0, 0.0, 101.0, 11.0]
 
 
 @SETTINGS
