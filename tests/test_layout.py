@@ -26,9 +26,6 @@ EXCEPTIONS = {
                            "a re-export shim of torchfair.sweeps kept for old imports and for `python -m torchfair.sweep "
                            "_trial`, the trial subprocess that the runner starts; its names are tested with the "
                            "modules that define them"),
-    "torchfair/orderings/_fenwick.py": ("tests/orderings/test_hard_kernels.py",
-                                        "the compiled (numba) kernels behind Hard(backend=...): checked against the "
-                                        "torch reference of hard.py / _sweeps.py, as the module docstring says"),
 }
 
 #: folders being split by module, and the files they are split into
