@@ -15,7 +15,7 @@ import pytest
 
 import torchfair.sweep
 from torchfair.cli import main as cli_main
-from torchfair.sweeps import SweepLockedError, collect_results, load_sweep, run_sweep
+from torchfair.sweeps import SweepLockedError, collect_results, run_sweep
 from torchfair.sweeps.runner import _Progress
 from torchfair.sweeps.study import JOURNAL
 

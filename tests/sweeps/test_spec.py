@@ -91,7 +91,8 @@ def test_variants_are_named_bundles_crossed_with_the_grid(write_yaml):
     path = write_yaml({"base": str(BASE), "overrides": {"trainer.max_epochs": 1},
                        "grid": {"model.lam": [0.0], "seed_everything": [0, 1]},
                        "variants": {"loss": {"none": {"model.fairness_loss": None},
-                                             "deltr": {"model.fairness_loss": loss, "grid": {"model.lam": [1.0, 10.0]}}},
+                                             "deltr": {"model.fairness_loss": loss,
+                                                       "grid": {"model.lam": [1.0, 10.0]}}},
                                     "groups": {"pop": {"data.groups": "popularity"},
                                                "drama": {"data.groups": "genre", "data.genre": "Drama",
                                                          "trainer.max_epochs": 2}}}})

@@ -228,3 +228,18 @@ def test_the_study_lock_is_portable_and_refuses_a_second_holder(tmp_path):
         holder.wait()
     with _lock(tmp_path):  # released by the OS when its holder died: no stale lock
         pass
+
+
+def test_a_search_trial_left_running_by_a_dead_process_is_asked_again(tmp_path, sweep_file):
+    spec = load_sweep(sweep_file({"seed_everything": [0, 1]}, random={"model.lam": {"loguniform": [0.01, 1.0]}}))
+    out = tmp_path / "out"
+    dead = SweepStudy(out, spec, "optuna", n_trials=2)
+    left = dead.claim()
+    left.lock.release()  # its process died
+    live = SweepStudy(out, spec, "optuna", n_trials=2)
+    again = live.claim()
+    assert again.trial.trial_id == left.trial.trial_id and again.number != left.number
+    _result(out, again.trial)
+    live.finish(again, True)
+    assert len(_run(live, out)) == 1 and live.counts()["done"] == 2
+    assert live.study.trials[left.number].state == S.FAIL

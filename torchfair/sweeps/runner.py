@@ -197,7 +197,7 @@ def _run_local(out: Path, spec: SweepSpec, study: SweepStudy, trials: List[Trial
     # import of Lightning per trial); with GPUs each trial is a fresh interpreter, as CUDA must not be
     # initialised before CUDA_VISIBLE_DEVICES is set
     warm = _warm_context() if gpus == 0 else None
-    shown = None
+    shown = (counts["done"], 0, counts["failed"])
     try:
         while True:
             while len(running) < workers:
@@ -209,12 +209,12 @@ def _run_local(out: Path, spec: SweepSpec, study: SweepStudy, trials: List[Trial
                 _log_attempt(out, tid)
                 gpu = free_gpus.pop(0) if free_gpus else None
                 running[tid] = (_start_trial(tdir, threads, gpu, warm), gpu, claim)
-            result = None
             if not running:
                 if not study.unfinished():
                     break
                 time.sleep(0.5)  # the trials other processes run (a shared sweep)
             time.sleep(0.2)
+            ended = []
             for tid, (p, gpu, claim) in list(running.items()):
                 if p.poll() is None:
                     continue
@@ -227,12 +227,12 @@ def _run_local(out: Path, spec: SweepSpec, study: SweepStudy, trials: List[Trial
                                                        f"trial process exited with {p.returncode}"})
                 ok = _status(tdir) == "done"
                 study.finish(claim, ok, None if ok else json.loads((tdir / "error.json").read_text()).get("error"))
-                result = json.loads((tdir / "result.json").read_text()) if ok else None
+                ended.append(json.loads((tdir / "result.json").read_text()) if ok else None)
             counts = study.counts()
             now = (counts["done"], len(running), counts["failed"])
-            if now != shown or result is not None:
+            for result in ended or ([None] if now != shown else []):  # also the others' trials (shared)
                 prog.update(*now, result)
-                shown = now
+            shown = now
     except BaseException:
         for p, _, _ in running.values():
             p.terminate()

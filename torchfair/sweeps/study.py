@@ -101,9 +101,9 @@ class Claim(NamedTuple):
 
 
 class SweepStudy:
-    """The sweep's study in ``out/study.journal`` (see the module docstring).  ``search="grid"``: :meth:`enqueue`
-    the trials, then :meth:`claim` them one by one; ``search="optuna"``: :meth:`claim` asks TPE for up to
-    ``n_trials`` distinct trials.  :meth:`finish` tells the study how a claimed trial ended."""
+    """The sweep's study in ``out/study.journal`` (see the module docstring): :meth:`prepare` (a grid: enqueue its
+    trials), then :meth:`claim` trials one by one (a search: TPE asks up to ``n_trials`` distinct trials) and
+    :meth:`finish` each; ``started``: when this run began (a trial failed since then is not retried)."""
 
     def __init__(self, out: Path, spec: SweepSpec, search: str = "grid", n_trials: Optional[int] = None,
                  started: Optional[datetime] = None):
@@ -205,15 +205,14 @@ class SweepStudy:
             lock = _claim(self.out, tid)
             if lock is None:
                 continue
-            entries = self._index().get(tid, [])  # read again under the lock
-            self._recover(tid, entries, lock)
+            self._recover(tid, self._index().get(tid, []))  # read again under the lock
             for sid, ft in self._index().get(tid, []):
                 if sid == self.study_id and ft.state == T.WAITING and self._set_state(sid, ft.number, T.RUNNING):
                     return Claim(trial, ft.number, lock)
             lock.release()
         return None
 
-    def _recover(self, tid: str, entries: Sequence[Any], lock) -> None:
+    def _recover(self, tid: str, entries: Sequence[Any]) -> None:
         """Under the trial's lock: a ``RUNNING`` trial was left by a process that died.  Told complete when it wrote
         its result, else failed and enqueued again."""
         T = self.optuna.trial.TrialState
@@ -264,8 +263,9 @@ class SweepStudy:
             if any(sid == self.study_id and ft.state == T.RUNNING for sid, ft in entries):
                 lock = _claim(self.out, tid)
                 if lock is not None:
-                    self.trials.setdefault(tid, self.spec.make_trial(entries[-1][1].params))
-                    self._recover(tid, self._index().get(tid, []), lock)
+                    params = next(ft.params for sid, ft in entries if sid == self.study_id and ft.state == T.RUNNING)
+                    self.trials.setdefault(tid, self.spec.make_trial(params))
+                    self._recover(tid, self._index().get(tid, []))
                     lock.release()
         for _ in range(100):  # a point already run is told its value and another one asked
             index = self._index()
@@ -279,14 +279,13 @@ class SweepStudy:
             others = [(sid, ft) for sid, ft in index.get(t.trial_id, []) if ft.number != ot.number
                       or sid != self.study_id]
             state = self._state(others)
-            if state in ("done", "active"):
+            lock = None if state in ("done", "active") else _claim(self.out, t.trial_id)
+            if lock is None:  # a duplicate: told the value it has, or failed while another process runs it
                 ot.set_user_attr("duplicate", True)
-                self.study.tell(ot, self._value(t.trial_id)) if state == "done" else \
+                if state == "done":
+                    self.study.tell(ot, self._value(t.trial_id))
+                else:
                     self.study.tell(ot, state=T.FAIL)
-                continue
-            lock = _claim(self.out, t.trial_id)
-            if lock is None:
-                self.study.tell(ot, state=T.FAIL)
                 continue
             self.trials[t.trial_id] = t
             return Claim(t, ot.number, lock)
