@@ -5,14 +5,16 @@ values its declaration says are worth testing.
 :class:`MeasureTester` checks, on a small deterministic corpus (several batches of lists of different lengths, two
 groups, graded relevance, padded slots holding NaN scores and garbage relevance / group ids):
 
-* :meth:`~MeasureTester.run_functional`: the functional's ``reduction="mean"`` / ``"sum"`` are the mean / sum of
-  its per-list values over the valid lists (entry by entry), and valid values lie in the declared range;
+* :meth:`~MeasureTester.run_declaration`: the declaration against the function's signature (data tensors, options);
+* :meth:`~MeasureTester.run_functional`: valid values lie in the declared range, invalid ones are 0, and
+  ``reduction="mean"`` / ``"sum"`` are the mean / sum of the per-list values over the valid lists (entry by
+  entry);
 * :meth:`~MeasureTester.run_class`: the metric class (:mod:`torchfair.evaluation.metric`), updated batch by batch,
   computes the mean over valid lists of the functional's per-list values (the columns of
   :mod:`torchfair.evaluation.registry`, rebuilt here from the documented naming);
 * :meth:`~MeasureTester.run_batch_vs_lists`: a padded batch gives, list by list, what each list gives alone
   (``[N]`` input of its real items, no mask), hard and soft membership, exact and relaxed ordering;
-* :meth:`~MeasureTester.run_padding`: extra padded slots anywhere in the lists change nothing;
+* :meth:`~MeasureTester.run_padding`: extra padded slots (first and last) change nothing;
 * :meth:`~MeasureTester.run_dtypes`: fp16 / bf16 / fp32 inputs give float32 results, fp64 float64, all equal to
   the fp64 values up to the float32 rounding.
 
@@ -40,7 +42,7 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 @functools.lru_cache(maxsize=None)
 def corpus(soft: bool = False) -> Tuple[Tuple[Tensor, Tensor, Tensor, Tensor], ...]:
-    """Three float64 batches ``(scores, relevance, groups, mask)`` of 3, 1 and 2 lists (padded widths 6, 4, 5).
+    """Three float64 batches ``(scores, relevance, groups, mask)`` of 3, 1 and 2 lists (padded widths 6, 6, 5).
     Scores are distinct quarters (exact in every float dtype), every list holds a grade-2 item (ERR's default
     ``max_grade`` is then the same for a list, a batch and the corpus), one list has a single group and one an
     unknown (-1) item; padded slots hold NaN scores, relevance 7 and group id 5 (soft: NaN rows)."""
@@ -150,8 +152,9 @@ class MeasureTester:
         for k in list(m.option_ranges) + list(soft):
             _assert(k in params, f"{k!r} (option_ranges / soft_groups) is not an option of {m.fn.__name__}", {})
 
-    def run_functional(self, opts: Mapping[str, Any]) -> None:
-        """Reductions against the per-list values, and the declared range on the valid entries."""
+    def run_functional(self, opts: Mapping[str, Any], reductions: bool = True) -> None:
+        """The declared range on the valid entries, zeros on the invalid ones, and (``reductions``) the
+        reductions against the per-list values."""
         for s, r, g, mask in corpus():
             per = self.entries(self.call(s, r, g, mask, opts, **self._none()), s.shape[0])
             for name, (v, ok) in per.items():
@@ -162,7 +165,7 @@ class MeasureTester:
                 _assert(bool(((vals >= lo - tol) & (vals <= hi + tol)).all()),
                         f"{name}: valid values {vals.tolist()} outside the declared range [{lo}, {hi}]", opts)
                 _assert(bool((v[~ok] == 0).all()), f"{name}: invalid entries are not 0: {v[~ok].tolist()}", opts)
-            if "reduction" not in self.params:
+            if not reductions or "reduction" not in self.params:
                 continue
             for red in ("mean", "sum"):
                 got = self.entries(self.call(s, r, g, mask, opts, reduction=red))
@@ -245,15 +248,15 @@ class MeasureTester:
                     _close(w, v, f"{name}: {dt} input against fp64", opts, tol=1e-4)
 
     def run_all(self) -> None:
-        """Every check at the defaults; every declared option value alone through the functional, class and
-        batch checks, the latter with the exact ordering and integer ids (the values that raise for this corpus, or
-        give a batch-level value, are skipped)."""
+        """Every check at the defaults; every declared option value alone through the range, class and batch
+        checks, the latter with the exact ordering and integer ids (the values that raise for this corpus, or give
+        a batch-level value, are skipped)."""
         self.run_declaration()
         for i, opts in enumerate(self.option_sets()):
             if not self._applicable(opts):
                 _assert(i > 0, "the default options give no per-list value on the corpus", opts)
                 continue
-            self.run_functional(opts)
+            self.run_functional(opts, reductions=i == 0)
             self.run_class(opts)
             self.run_batch_vs_lists(opts, variants=i == 0)
             if i == 0:
