@@ -1,5 +1,6 @@
-"""Training: rankers against their formulas, the LightningModule, every config under fast_dev_run, config errors,
-checkpoint evaluation (``torchfair evaluate``)."""
+"""Training end to end: every config under fast_dev_run, config errors, loggers, init_from, checkpoint evaluation
+(``torchfair evaluate``), re-rankers in evaluate, popularity; the rankers and the module are in test_rankers.py and
+test_module.py."""
 import json
 import math
 import os
@@ -12,9 +13,7 @@ import torch
 pl = pytest.importorskip("pytorch_lightning")
 
 from torchfair.cli import main as cli_main  # noqa: E402
-from torchfair.losses import DIPSLoss, ListNetLoss  # noqa: E402
-from torchfair.training import (FairRankingModule, MatrixFactorization, MovieLensDataModule, TwoTower,  # noqa: E402
-                                build_ranker)
+from torchfair.training import FairRankingModule, MovieLensDataModule  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "configs").glob("ml100k_*.yaml"))
@@ -22,98 +21,6 @@ CONFIGS = sorted((ROOT / "configs").glob("ml100k_*.yaml"))
 SYNTH = ["--data.variant", "synthetic", "--data.n_test", "3", "--data.n_val", "2", "--data.num_negatives", "5",
          "--data.batch_size", "16", "--data.eval_batch_size", "32", "--trainer.enable_progress_bar", "false",
          "--trainer.enable_model_summary", "false"]
-
-
-# ------------------------------------------------------------------------------------------------ rankers
-def test_mf_is_dot_plus_biases():
-    mf = MatrixFactorization(num_users=4, num_items=6, dim=3)
-    with torch.no_grad():
-        for p in mf.parameters():
-            p.normal_()
-    user, items = torch.tensor([1, 3]), torch.tensor([[0, 5, 2], [4, 4, 1]])
-    with torch.no_grad():
-        got = mf({"user": user, "items": items})
-    for b in range(2):
-        u = int(user[b])
-        for n in range(3):
-            i = int(items[b, n])
-            P, Q = mf.user_factors.weight.detach(), mf.item_factors.weight.detach()
-            want = sum(float(P[u, d] * Q[i, d]) for d in range(3)) \
-                + float(mf.user_bias.weight[u, 0]) + float(mf.item_bias.weight[i, 0]) + float(mf.global_bias.detach())
-            assert math.isclose(float(got[b, n]), want, rel_tol=1e-5, abs_tol=1e-5)
-
-
-def test_two_tower_uses_features_and_checks_the_batch():
-    tt = TwoTower(num_users=3, num_items=5, user_cardinalities=[4, 3], num_genres=2, num_decades=3, dim=4)
-    batch = {"user": torch.tensor([0, 2]), "items": torch.tensor([[0, 1, 4], [2, 3, 0]]),
-             "user_features": torch.tensor([[1, 2], [3, 0]]),
-             "item_genres": torch.rand(2, 3, 2), "item_decade": torch.tensor([[1, 2, 0], [3, 3, 1]])}
-    s = tt(batch)
-    assert s.shape == (2, 3) and torch.isfinite(s).all()
-    changed = dict(batch, item_genres=batch["item_genres"] + 1)
-    assert not torch.allclose(tt(changed), s)  # the genres enter the score
-    with pytest.raises(ValueError, match="item_genres"):
-        tt({k: v for k, v in batch.items() if k != "item_genres"})
-    with pytest.raises(ValueError, match="use_ids"):
-        TwoTower(num_users=3, num_items=5, use_ids=False)
-
-
-def test_build_ranker_by_name_path_and_module():
-    info = {"num_users": 3, "num_items": 5, "num_groups": 2, "user_cardinalities": [2], "num_genres": 2,
-            "num_decades": 1}
-    assert build_ranker("mf", info, {"dim": 7}).user_factors.weight.shape == (3, 7)
-    assert isinstance(build_ranker("torchfair.training.rankers.TwoTower", info), TwoTower)
-    mod = torch.nn.Linear(2, 2)
-    assert build_ranker(mod, info) is mod
-    with pytest.raises(ValueError, match="`ranker`"):
-        build_ranker("nope", info)
-    with pytest.raises(ValueError, match="`ranker`"):
-        build_ranker("no.such.module.Class", info)
-    with pytest.raises(ValueError, match="`ranker_args`"):
-        build_ranker("mf", info, {"width": 3})
-    with pytest.raises(ValueError, match="`num_users`"):
-        MatrixFactorization(0, 3)
-    mf = MatrixFactorization(3, 5)
-    for bad, name in (({"user": torch.tensor([0.5]), "items": torch.tensor([[0, 1]])}, "user"),
-                      ({"user": torch.tensor([0]), "items": torch.tensor([0, 1])}, "items"),
-                      ({"user": torch.tensor([0, 1]), "items": torch.tensor([[0, 1]])}, "items"),
-                      ({"user": torch.tensor([0])}, "items")):
-        with pytest.raises(ValueError, match=name):
-            mf(bad)
-
-
-# ------------------------------------------------------------------------------------------------ module
-def test_module_validates_its_arguments():
-    for kw, name in (({"lam": -1.0}, "lam"), ({"schedule": "cosine"}, "schedule"), ({"lr": 0.0}, "lr"),
-                     ({"measures": ["nope"]}, "measure"), ({"ranker_args": [1]}, "ranker_args"),
-                     ({"utility_loss": 3}, "utility_loss")):
-        with pytest.raises(ValueError, match=name):
-            FairRankingModule(**kw)
-
-
-def test_module_trains_validates_and_reloads_from_the_checkpoint_alone(tmp_path):
-    pl.seed_everything(0)
-    dm = MovieLensDataModule("synthetic", n_test=3, n_val=2, num_negatives=5, batch_size=16)
-    model = FairRankingModule("mf", {"dim": 8}, utility_loss=ListNetLoss(), fairness_loss=DIPSLoss(num_groups=2),
-                              lam=0.5, measures=["ndcg@10", "dips"])
-    trainer = pl.Trainer(max_epochs=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, default_root_dir=tmp_path)
-    trainer.fit(model, dm)
-    m = trainer.callback_metrics
-    for k in ("train/utility", "train/fairness", "train/lambda", "val/ndcg@10", "val/dips_gap"):
-        assert k in m and torch.isfinite(m[k]), k
-    assert model.objective.current_step == trainer.global_step  # the lambda schedule advanced once per step
-    path = tmp_path / "m.ckpt"
-    trainer.save_checkpoint(path)
-    ckpt = torch.load(path, weights_only=False)
-    assert ckpt["torchfair"]["data_info"]["num_users"] == dm.num_users
-    assert ckpt["datamodule_hyper_parameters"]["variant"] == "synthetic"
-    back = FairRankingModule.load_from_checkpoint(path, fairness_loss=DIPSLoss(num_groups=2))
-    batch = next(iter(dm.test_dataloader()))
-    model.eval()
-    back.eval()
-    with torch.no_grad():
-        assert torch.equal(model(batch), back(batch))
 
 
 # ------------------------------------------------------------------------------------------------ the CLI
@@ -353,41 +260,6 @@ def test_evaluate_cli_rerank_and_list_rerankers(tiny_checkpoints, tmp_path, caps
     assert cli_main(["evaluate", "--ckpt", str(tiny_checkpoints[0]), "--out", str(tmp_path / "rep2"), "--rerank",
                      "nope"]) == 2
     assert "unknown re-ranker 'nope'" in capsys.readouterr().err
-
-
-def test_module_rerank_validates_the_reranked_scores():
-    """FairRankingModule(rerank=...) computes its exact validation measures on the re-ranked lists: equal to the
-    measures of a plain model's scores re-ranked by hand."""
-    from torchfair.evaluation import NDCG
-    from torchfair.rerank import get_reranker
-
-    dm = MovieLensDataModule("synthetic", n_test=3, n_val=2, num_negatives=5, batch_size=16)
-    kw = dict(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-              enable_model_summary=False, limit_train_batches=2)
-    pl.seed_everything(0)
-    plain = FairRankingModule("mf", {"dim": 8}, measures=["ndcg@10"])
-    trainer = pl.Trainer(**kw)
-    trainer.fit(plain, dm)
-    spec = "targeted:measure=exposure_misallocation,keep=1"
-    with pytest.raises(ValueError, match="unknown re-ranker"):
-        FairRankingModule("mf", {"dim": 8}, rerank="nope")
-    reranked = FairRankingModule("mf", {"dim": 8}, measures=["ndcg@10"], rerank=spec)
-    reranked._build(dict(plain.hparams["data_info"]))
-    reranked.ranker.load_state_dict(plain.ranker.state_dict())
-    got = pl.Trainer(**kw).validate(reranked, dm, verbose=False)[0]["val/ndcg@10"]
-    metric = NDCG(k=10)
-    r = get_reranker(spec)
-    dm.setup("validate")
-    with torch.no_grad():
-        for batch in dm.val_dataloader():
-            s = plain(batch)
-            metric.update(r(s, None, batch["groups"], batch["mask"], num_groups=2).scores, batch["relevance"],
-                          batch["groups"], batch["mask"])
-    value = metric.compute()
-    value = next(iter(value.values())) if isinstance(value, dict) else value
-    assert math.isclose(got, float(value), rel_tol=1e-5)
-    raw = pl.Trainer(**kw).validate(plain, dm, verbose=False)[0]["val/ndcg@10"]
-    assert not math.isclose(got, raw, rel_tol=1e-9)  # the re-ranker changed something
 
 
 # ------------------------------------------------------------------------------------------------ popularity

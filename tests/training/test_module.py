@@ -1,0 +1,87 @@
+"""torchfair/training/module.py: FairRankingModule's arguments, training, reloading and re-ranked validation."""
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+pl = pytest.importorskip("pytorch_lightning")
+
+from torchfair.losses import DIPSLoss, ListNetLoss  # noqa: E402
+from torchfair.training import FairRankingModule, MovieLensDataModule  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = sorted((ROOT / "configs").glob("ml100k_*.yaml"))
+#: the synthetic stand-in (60 users, 80 items, no network) for every config
+SYNTH = ["--data.variant", "synthetic", "--data.n_test", "3", "--data.n_val", "2", "--data.num_negatives", "5",
+         "--data.batch_size", "16", "--data.eval_batch_size", "32", "--trainer.enable_progress_bar", "false",
+         "--trainer.enable_model_summary", "false"]
+
+
+# ------------------------------------------------------------------------------------------------ module
+def test_module_validates_its_arguments():
+    for kw, name in (({"lam": -1.0}, "lam"), ({"schedule": "cosine"}, "schedule"), ({"lr": 0.0}, "lr"),
+                     ({"measures": ["nope"]}, "measure"), ({"ranker_args": [1]}, "ranker_args"),
+                     ({"utility_loss": 3}, "utility_loss")):
+        with pytest.raises(ValueError, match=name):
+            FairRankingModule(**kw)
+
+
+def test_module_trains_validates_and_reloads_from_the_checkpoint_alone(tmp_path):
+    pl.seed_everything(0)
+    dm = MovieLensDataModule("synthetic", n_test=3, n_val=2, num_negatives=5, batch_size=16)
+    model = FairRankingModule("mf", {"dim": 8}, utility_loss=ListNetLoss(), fairness_loss=DIPSLoss(num_groups=2),
+                              lam=0.5, measures=["ndcg@10", "dips"])
+    trainer = pl.Trainer(max_epochs=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, default_root_dir=tmp_path)
+    trainer.fit(model, dm)
+    m = trainer.callback_metrics
+    for k in ("train/utility", "train/fairness", "train/lambda", "val/ndcg@10", "val/dips_gap"):
+        assert k in m and torch.isfinite(m[k]), k
+    assert model.objective.current_step == trainer.global_step  # the lambda schedule advanced once per step
+    path = tmp_path / "m.ckpt"
+    trainer.save_checkpoint(path)
+    ckpt = torch.load(path, weights_only=False)
+    assert ckpt["torchfair"]["data_info"]["num_users"] == dm.num_users
+    assert ckpt["datamodule_hyper_parameters"]["variant"] == "synthetic"
+    back = FairRankingModule.load_from_checkpoint(path, fairness_loss=DIPSLoss(num_groups=2))
+    batch = next(iter(dm.test_dataloader()))
+    model.eval()
+    back.eval()
+    with torch.no_grad():
+        assert torch.equal(model(batch), back(batch))
+
+
+def test_module_rerank_validates_the_reranked_scores():
+    """FairRankingModule(rerank=...) computes its exact validation measures on the re-ranked lists: equal to the
+    measures of a plain model's scores re-ranked by hand."""
+    from torchfair.evaluation import NDCG
+    from torchfair.rerank import get_reranker
+
+    dm = MovieLensDataModule("synthetic", n_test=3, n_val=2, num_negatives=5, batch_size=16)
+    kw = dict(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+              enable_model_summary=False, limit_train_batches=2)
+    pl.seed_everything(0)
+    plain = FairRankingModule("mf", {"dim": 8}, measures=["ndcg@10"])
+    trainer = pl.Trainer(**kw)
+    trainer.fit(plain, dm)
+    spec = "targeted:measure=exposure_misallocation,keep=1"
+    with pytest.raises(ValueError, match="unknown re-ranker"):
+        FairRankingModule("mf", {"dim": 8}, rerank="nope")
+    reranked = FairRankingModule("mf", {"dim": 8}, measures=["ndcg@10"], rerank=spec)
+    reranked._build(dict(plain.hparams["data_info"]))
+    reranked.ranker.load_state_dict(plain.ranker.state_dict())
+    got = pl.Trainer(**kw).validate(reranked, dm, verbose=False)[0]["val/ndcg@10"]
+    metric = NDCG(k=10)
+    r = get_reranker(spec)
+    dm.setup("validate")
+    with torch.no_grad():
+        for batch in dm.val_dataloader():
+            s = plain(batch)
+            metric.update(r(s, None, batch["groups"], batch["mask"], num_groups=2).scores, batch["relevance"],
+                          batch["groups"], batch["mask"])
+    value = metric.compute()
+    value = next(iter(value.values())) if isinstance(value, dict) else value
+    assert math.isclose(got, float(value), rel_tol=1e-5)
+    raw = pl.Trainer(**kw).validate(plain, dm, verbose=False)[0]["val/ndcg@10"]
+    assert not math.isclose(got, raw, rel_tol=1e-9)  # the re-ranker changed something
