@@ -210,3 +210,13 @@ def test_register_checks_and_needs():
     cols = get_measure("dips").compute(torch.tensor([0.3, 0.2, 0.9]), torch.tensor([1.0, 2.0, 0.0]),
                                        torch.tensor([0, 1, 1]))
     assert all(v.shape == (1,) for v, _ in cols.values())
+
+
+def test_parse_request_strips_spaces_around_names_and_cut_offs():
+    from torchfair.evaluation import parse_request
+
+    assert parse_request("awrf : distance=kl").name == "awrf"
+    r = parse_request(" ndcg @ 5 ")
+    assert (r.name, r.options["k"]) == ("ndcg", 5)
+    with pytest.raises(ValueError, match="cut-off"):
+        parse_request("ndcg@ten")

@@ -221,8 +221,12 @@ def parse_request(req: Union[str, Tuple[str, Mapping[str, Any]], MeasureRequest]
                 opts[k] = _parse_value(v)
     if "@" in s:
         s, k = s.split("@", 1)
-        opts["k"] = int(k)
-    r = MeasureRequest(s, opts)
+        try:
+            opts["k"] = int(k)
+        except ValueError:
+            raise ValueError(f"cannot parse the cut-off {k.strip()!r} of measure {req!r}: use name@k, e.g. "
+                             f"ndcg@10") from None
+    r = MeasureRequest(s.strip(), opts)
     if label is not None:
         r.label = label
     return r
