@@ -236,9 +236,9 @@ def _run_local(out: Path, spec: SweepSpec, study: SweepStudy, trials: List[Trial
     except BaseException:
         for p, _, _ in running.values():
             p.terminate()
-        for p, _, claim in running.values():
+        for tid, (p, _, claim) in running.items():
             p.wait()
-            study.finish(claim, False, "interrupted")
+            study.finish(claim, _status(out / "trials" / tid) == "done", "interrupted")
         raise
     finally:
         prog.close()

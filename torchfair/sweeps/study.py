@@ -172,8 +172,8 @@ class SweepStudy:
     def prepare(self, trials: Sequence[Trial] = ()) -> int:
         """Grid / random: enqueue the ``trials`` that are not complete, queued or running (a failed trial is
         retried, unless it failed since this sweep started: another process of a shared sweep ran it); a
-        ``result.json`` no study knows (written without the study, e.g. by the Ray backend) is recorded as a
-        complete trial.  Returns the number of trials complete before this run."""
+        ``result.json`` the study does not count as complete (written without it, e.g. by the Ray backend) is
+        recorded as a complete trial.  Returns the number of trials complete before this run."""
         index = self._index()
         if self.space is not None:
             return sum(self._state(index[tid]) == "done" for tid in self._counted(index))
@@ -182,7 +182,7 @@ class SweepStudy:
         for t in trials:
             entries = index.get(t.trial_id, [])
             state = self._state(entries)
-            if state == "new" and (self.out / "trials" / t.trial_id / "result.json").is_file():
+            if state in ("new", "failed") and (self.out / "trials" / t.trial_id / "result.json").is_file():
                 self.study.add_trial(self.optuna.trial.create_trial(
                     value=self._value(t.trial_id), user_attrs={**self._attrs(t), "recorded": "result.json"}))
                 state = "done"
