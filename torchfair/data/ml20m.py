@@ -133,7 +133,6 @@ def _draw_profiles(rng: np.random.Generator, sizes: np.ndarray, forced: list, we
     them) by weighted sampling without replacement; returns ``(user_of_row, item_of_row)`` grouped by user in a
     random order within each user."""
     I = len(weights)
-    n = len(sizes)
     heavy = sizes > max(_MIN_RATINGS, _HEAVY * I)
     users_out, items_out = [], []
     light = np.flatnonzero(~heavy)
