@@ -19,7 +19,10 @@ A row (:class:`Row`) says how to call one public object: which data it takes (``
 (``options``: the first value of each list is the default used by the deterministic sweep), how to read its
 result into checked outputs with their documented ranges (``out``), whether gradients must flow (``grad``),
 and whether it accepts soft membership.  Rows are grouped in families (``pairwise``, ``exposure``, ``prefix``,
-``utility``, ``calibration``, ``losses``, ``orderings``, ``browsing``, ``compat``, ``evaluation``).
+``utility``, ``calibration``, ``losses``, ``orderings``, ``browsing``, ``compat``, ``evaluation``).  The rows of
+the declared measures (``torchfair.metrics.MEASURES``) are generated from their declarations (:func:`measure_row`:
+data, documented range under the options, soft membership, expectation over rankings, options grid), with what the
+harness adds in :data:`MEASURE_HARNESS`; the rows of the other public objects are written out.
 """
 from __future__ import annotations
 
