@@ -6,8 +6,8 @@ ranking (descending scores, ties by list index), RBP browsing ``F(k) = gamma**k`
     M[g, h] = 1 / C[g, h] * sum_{i in g} sum_{j in h, pos_j < pos_i} F(pos_j) [1(r_i > r_j) + c_t 1(r_i = r_j)]
     C[g, h] = max(N_g sum_{k < N_h} F(k), N_h sum_{k < N_g} F(k))          (0 where C = 0)
 
-Per list: one stable argsort of the scores, one argsort of the relevance (dense relevance ranks), then a sweep down
-the ranking with one Fenwick (binary indexed) tree per group over the relevance ranks, holding the exposure of the
+Per list: one stable argsort of the scores, one argsort of the relevance (dense relevance ranks; integer grades
+``0..n-1`` are used as they are, without a sort), then a sweep down the ranking with one Fenwick (binary indexed) tree per group over the relevance ranks, holding the exposure of the
 items already passed: an item of relevance rank ``r`` reads the exposure of each group's items below ``r`` (one
 prefix query per group) and of its own rank (a plain per-rank array), then adds its own exposure to its group's
 tree.  ``O(N log N)`` per list (the sorts; the sweep is ``O(N G log L)`` for ``L`` relevance levels), compiled with
@@ -24,18 +24,30 @@ from numba import prange
 __all__ = ["dips_fenwick"]
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(nogil=True)
 def _one_list(scores, rel, grp, G, gamma, tie, S, sizes):  # pragma: no cover - compiled
     n = scores.shape[0]
     order = np.argsort(-scores, kind="mergesort")  # stable: ties by index
-    by_rel = np.argsort(rel)
     rank = np.empty(n, np.int64)
-    L = 0
+    graded = True  # integer grades 0..n-1 are their own ranks (the usual graded labels): no sort needed
+    top = 0
     for q in range(n):
-        if q > 0 and rel[by_rel[q]] != rel[by_rel[q - 1]]:
-            L += 1
-        rank[by_rel[q]] = L
-    L += 1
+        x = rel[q]
+        if not (x >= 0 and x < n and x == np.floor(x)):
+            graded = False
+            break
+        rank[q] = np.int64(x)
+        top = max(top, rank[q])
+    if graded:
+        L = top + 1
+    else:
+        by_rel = np.argsort(rel)
+        L = 0
+        for q in range(n):
+            if q > 0 and rel[by_rel[q]] != rel[by_rel[q - 1]]:
+                L += 1
+            rank[by_rel[q]] = L
+        L += 1
     tree = np.zeros((G, L + 1))  # Fenwick trees, 1-based, one per group
     same = np.zeros((G, L))  # exposure already passed, per group and relevance rank
     f = 1.0
@@ -60,7 +72,7 @@ def _one_list(scores, rel, grp, G, gamma, tie, S, sizes):  # pragma: no cover - 
         f *= gamma
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(nogil=True)
 def _normalise(S, sizes, gamma, M):  # pragma: no cover - compiled
     G = S.shape[0]
     for g in range(G):
@@ -71,7 +83,7 @@ def _normalise(S, sizes, gamma, M):  # pragma: no cover - compiled
             M[g, h] = min(1.0, S[g, h] / c) if c > 0 else 0.0
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(nogil=True)
 def _serial(scores, rel, grp, G, gamma, tie, M):  # pragma: no cover - compiled
     for b in range(scores.shape[0]):
         S = np.zeros((G, G))
@@ -80,7 +92,7 @@ def _serial(scores, rel, grp, G, gamma, tie, M):  # pragma: no cover - compiled
         _normalise(S, sizes, gamma, M[b])
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
+@numba.njit(nogil=True, parallel=True)
 def _parallel(scores, rel, grp, G, gamma, tie, M):  # pragma: no cover - compiled
     for b in prange(scores.shape[0]):
         S = np.zeros((G, G))

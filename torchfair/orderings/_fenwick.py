@@ -132,11 +132,60 @@ def _sort_rows(bits, wide, mask, order, positions, b0, b1):  # pragma: no cover 
             positions[b, i] = k
 
 
+_HASH_SLOTS = 128  # open-addressing table for up to _HASH_LEVELS distinct relevance values
+_HASH_LEVELS = 64
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_HASH_SHIFT = np.uint64(57)  # 64 - log2(_HASH_SLOTS)
+
+
 @numba.njit(cache=True, nogil=True)
-def _rank_row(bits, wide, mask, b, keys, idx, k2, i2, cnt, rank):  # pragma: no cover - compiled
+def _rank_row(bits, wide, mask, b, keys, idx, k2, i2, cnt, rank, hkey, hslot):  # pragma: no cover - compiled
     """Dense rank of the relevance (bits of row ``b``) among the real items into ``rank`` (0 = least relevant;
-    padded items get the number of distinct values ``L``); returns ``L``."""
+    padded items get the number of distinct values ``L``); returns ``L``.
+
+    Graded relevance first: the distinct values are collected in a small hash table (``hkey`` / ``hslot``, 128
+    slots) and sorted alone, one pass over the list; past 64 distinct values the list is radix-sorted instead."""
     N = bits.shape[1]
+    for t in range(_HASH_SLOTS):
+        hslot[t] = -1
+    d = 0
+    n = 0
+    small = True
+    for j in range(N):
+        if not mask[b, j]:
+            rank[j] = -1
+            continue
+        n += 1
+        u = _ukey(bits[b, j], wide)
+        t = np.int64((u * _GOLDEN) >> _HASH_SHIFT)
+        while hslot[t] >= 0 and hkey[t] != u:
+            t = (t + 1) & (_HASH_SLOTS - 1)
+        if hslot[t] < 0:
+            if d == _HASH_LEVELS:
+                small = False
+                break
+            hslot[t] = d
+            hkey[t] = u
+            d += 1
+        rank[j] = t  # the slot, for now
+    if small:
+        m = 0  # the distinct keys with their slots, in increasing order (insertion sort)
+        for t in range(_HASH_SLOTS):
+            if hslot[t] >= 0:
+                u = hkey[t]
+                q = m
+                while q > 0 and keys[q - 1] > u:
+                    keys[q] = keys[q - 1]
+                    idx[q] = idx[q - 1]
+                    q -= 1
+                keys[q] = u
+                idx[q] = t
+                m += 1
+        for q in range(m):
+            hslot[idx[q]] = q
+        for j in range(N):
+            rank[j] = hslot[rank[j]] if rank[j] >= 0 else m
+        return m
     n = 0
     for j in range(N):
         if mask[b, j]:
@@ -204,10 +253,12 @@ def _clear(tree, r, L, dense):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _sweep_rows(order, mask, rbits, wide, has_rel, V, f, use_f, blk, average, tie, tie_arr, use_tie_arr,
+def _sweep_rows(order, mask, rbits, wide, has_rel, V, f, f_mode, blk, average, tie, tie_arr, use_tie_arr,
                 wg, we, wl, out, b0, b1):  # pragma: no cover - compiled
     """``out[b, i] = sum_{j above i} w(r_i, r_j) W_j`` (+ tied partners under ``average``), ``W = V f``; one pass
-    down the ranking per column of ``V`` (scalar sums, no inner loop over the columns)."""
+    down the ranking per column of ``V`` (scalar sums, no inner loop over the columns).  ``f_mode``: 0 no factor,
+    1 ``f[b, i]`` per item, 2 ``f[b, k]`` per position, 3 ``f[0, k]`` per position for every list, 0 from the
+    position ``n_b`` (the list's number of real items) on."""
     B, N = order.shape
     H = V.shape[2]
     keys = np.empty(N, np.uint64)
@@ -216,14 +267,23 @@ def _sweep_rows(order, mask, rbits, wide, has_rel, V, f, use_f, blk, average, ti
     i2 = np.empty(N, np.int64)
     cnt = np.empty((8, 256), np.int64)
     rank = np.zeros(N, np.int64)
+    hkey = np.empty(_HASH_SLOTS, np.uint64)
+    hslot = np.empty(_HASH_SLOTS, np.int64)
     tree = np.empty(N + 2)  # below each rank, of W (dense) or a Fenwick tree over the ranks (1-based)
     same = np.empty(N + 1)  # W per rank
     btree = np.zeros(N + 2)  # the same two of V inside a tie block, cleared after it
     bsame = np.zeros(N + 1)
     res = np.empty(N)  # per position, under average ties
     for b in range(b0, b1):
-        L = _rank_row(rbits, wide, mask, b, keys, idx, k2, i2, cnt, rank) if has_rel else 1
+        L = _rank_row(rbits, wide, mask, b, keys, idx, k2, i2, cnt, rank, hkey, hslot) if has_rel else 1
         dense = L <= DENSE_LEVELS
+        n_real = 0
+        for i in range(N):
+            if mask[b, i]:
+                n_real += 1
+            else:
+                for h in range(H):
+                    out[b, i, h] = 0.0
         for h in range(H):
             for q in range(L + 1):
                 tree[q] = 0.0
@@ -245,8 +305,12 @@ def _sweep_rows(order, mask, rbits, wide, has_rel, V, f, use_f, blk, average, ti
                         v += wl * (tot - lt - eq)
                     out[b, i, h] = v
                     w = np.float64(V[b, i, h])
-                    if use_f:
+                    if f_mode == 1:
                         w *= np.float64(f[b, i])
+                    elif f_mode == 2:
+                        w *= np.float64(f[b, q])
+                    elif f_mode == 3:
+                        w *= np.float64(f[0, q]) if q < n_real else 0.0
                     _add(tree, r, w, L, dense)
                     same[r] += w
                     tot += w
@@ -307,7 +371,7 @@ def _sweep_rows(order, mask, rbits, wide, has_rel, V, f, use_f, blk, average, ti
                         continue
                     r = rank[i]
                     w = np.float64(V[b, i, h])
-                    if use_f:
+                    if f_mode == 1:
                         w *= np.float64(f[b, i])
                     _add(tree, r, w, L, dense)
                     same[r] += w
@@ -326,10 +390,16 @@ def _all_pairs_rows(mask, rbits, wide, V, wg, we, wl, out, b0, b1):  # pragma: n
     i2 = np.empty(N, np.int64)
     cnt = np.empty((8, 256), np.int64)
     rank = np.zeros(N, np.int64)
+    hkey = np.empty(_HASH_SLOTS, np.uint64)
+    hslot = np.empty(_HASH_SLOTS, np.int64)
     per = np.empty(N + 1)  # V per rank
     below = np.empty(N + 1)  # V over the ranks below
     for b in range(b0, b1):
-        L = _rank_row(rbits, wide, mask, b, keys, idx, k2, i2, cnt, rank)
+        L = _rank_row(rbits, wide, mask, b, keys, idx, k2, i2, cnt, rank, hkey, hslot)
+        for i in range(N):
+            if not mask[b, i]:
+                for h in range(H):
+                    out[b, i, h] = 0.0
         for h in range(H):
             for q in range(L):
                 per[q] = 0.0
@@ -376,16 +446,29 @@ def _pool(workers: int) -> ThreadPoolExecutor:
 
 
 def _run(kernel, args, B: int, N: int) -> None:
-    """``kernel(*args, b0, b1)`` over the lists ``[0, B)``, in contiguous slices on ``torch.get_num_threads()``
-    threads (the calling thread takes the last slice)."""
+    """``kernel(*args, b0, b1)`` over the lists ``[0, B)`` on ``torch.get_num_threads()`` threads (the calling
+    one included), which take slices of about ``B / (4 threads)`` lists in turn until none is left: a thread that
+    the machine runs late (shared cores) delays the call by one slice at most."""
     threads = min(torch.get_num_threads(), B, os.cpu_count() or 1)
     if threads <= 1 or B * N < PARALLEL_MIN_ELEMENTS:
         kernel(*args, 0, B)
         return
-    bounds = [B * t // threads for t in range(threads + 1)]
+    chunks = min(B, 4 * threads)
+    bounds = [B * t // chunks for t in range(chunks + 1)]
+    it = iter(range(chunks))
+    lock = threading.Lock()
+
+    def work():
+        while True:
+            with lock:
+                c = next(it, None)
+            if c is None:
+                return
+            kernel(*args, bounds[c], bounds[c + 1])
+
     pool = _pool(threads - 1)
-    futs = [pool.submit(kernel, *args, bounds[t], bounds[t + 1]) for t in range(threads - 1)]
-    kernel(*args, bounds[-2], bounds[-1])
+    futs = [pool.submit(work) for _ in range(threads - 1)]
+    work()
     for fu in futs:
         fu.result()
 
@@ -421,31 +504,38 @@ def _weights(pw):
     return (1.0, 1.0, 1.0) if pw is None else (pw.greater, pw.equal, pw.less)
 
 
-def sweep(order: Tensor, mask: Tensor, right: Tensor, pw, factor: Optional[Tensor] = None,
+def sweep(order: Tensor, mask: Tensor, right: Tensor, pw, factor: Optional[Tensor] = None, factor_by: str = "item",
           block_sorted: Optional[Tensor] = None, tie=0.5) -> Tensor:
     """``out[b, i, h] = sum_{j} w[b, i, j] X[b, i, j] right[b, j, h]`` for the hard ranking ``order`` with
-    ``X[i, j] = factor_j 1(j in an earlier tie block than i) + tie_i 1(j != i in i's tie block)`` (``factor``
-    default 1, ``tie`` a float or a ``[B, N]`` tensor; tie blocks are the runs of equal ``block_sorted`` along the
-    positions, every position its own block when it is ``None``) and ``w`` the :class:`LevelPairWeight` ``pw``
-    (1 when ``None``).  ``[B, N, H]`` in ``right``'s dtype, 0 for padded items."""
+    ``X[i, j] = f_j 1(j in an earlier tie block than i) + tie_i 1(j != i in i's tie block)`` and ``w`` the
+    :class:`LevelPairWeight` ``pw`` (1 when ``None``).
+
+    ``f_j`` is 1 without ``factor``, else ``factor[b, j]`` (``factor_by="item"``), ``factor[b, pos_j]``
+    (``"position"``) or ``factor[0, pos_j]`` for ``pos_j < n_b`` and 0 beyond (``"row"``: one ``[1, N]`` row of
+    position weights for every list, ``n_b`` the list's number of real items).  ``tie`` is a float or a ``[B, N]``
+    tensor; tie blocks are the runs of equal ``block_sorted`` along the positions (every position its own block
+    when it is ``None``; ``factor_by`` must then be ``"item"``).  ``[B, N, H]`` in ``right``'s dtype, 0 for padded
+    items."""
     B, N = order.shape
     H = right.shape[-1]
-    out = torch.zeros(B, N, H, dtype=right.dtype)
-    dummy2 = np.zeros((1, 1), np.float32)
-    dummyi = np.zeros((1, 1), np.int64)
+    out = torch.empty(B, N, H, dtype=right.dtype)
+    V = right.detach().contiguous().numpy()
+    dummy = np.zeros((1, 1), V.dtype)
     if pw is not None:
         rbits, wide = _bits(pw.relevance)
     else:
         rbits, wide = np.zeros((1, 1), np.int32), False
-    f = dummy2 if factor is None else factor.detach().contiguous().numpy()
+    mode = 0 if factor is None else {"item": 1, "position": 2, "row": 3}[factor_by]
+    f = dummy if factor is None else factor.detach().contiguous().numpy()
     average = block_sorted is not None
-    blk = dummyi if not average else block_sorted.contiguous().numpy()
+    if average and mode > 1:
+        raise ValueError("per-position factors need ties='first'")
+    blk = np.zeros((1, 1), np.int64) if not average else block_sorted.contiguous().numpy()
     tie_arr = isinstance(tie, Tensor)
-    ta = tie.detach().contiguous().numpy() if tie_arr else dummy2
+    ta = tie.detach().contiguous().numpy() if tie_arr else dummy
     g, e, l = _weights(pw)
-    args = (order.contiguous().numpy(), mask.contiguous().numpy(), rbits, wide, pw is not None,
-            right.detach().contiguous().numpy(), f, factor is not None, blk, average,
-            0.0 if tie_arr else float(tie), ta, tie_arr, g, e, l, out.numpy())
+    args = (order.contiguous().numpy(), mask.contiguous().numpy(), rbits, wide, pw is not None, V, f, mode, blk,
+            average, 0.0 if tie_arr else float(tie), ta, tie_arr, g, e, l, out.numpy())
     _run(_sweep_rows, args, B, N)
     return out
 
@@ -455,7 +545,7 @@ def all_pairs(right: Tensor, mask: Tensor, pw) -> Tensor:
     ``[B, N, H]`` in ``right``'s dtype, 0 for padded items."""
     B, N = mask.shape
     H = right.shape[-1]
-    out = torch.zeros(B, N, H, dtype=right.dtype)
+    out = torch.empty(B, N, H, dtype=right.dtype)
     rbits, wide = _bits(pw.relevance)
     g, e, l = _weights(pw)
     _run(_all_pairs_rows, (mask.contiguous().numpy(), rbits, wide, right.detach().contiguous().numpy(), g, e, l,

@@ -198,13 +198,20 @@ class HardOrderedBatch(OrderedBatch):
         backend = getattr(self, "backend", "auto")
         if which == "one":  # every other real item, whatever the order
             return contract_all_pairs(right, self.mask, pw, backend)
-        ctx = self.pair_context(browsing if which == "joint" else None, relevance)
         K = kernels(backend, self.order, self.mask, right, *(() if pw is None else (pw.relevance,)))
         if K is not None:
-            average = self.ties == "average"
-            return K.sweep(self.order, self.mask, right, pw, ctx.exposure if which == "joint" else None,
-                           self.block_sorted if average else None,
-                           ctx.tie_joint if (average and which == "joint") else 0.5)
+            if self.ties == "first":  # exposure by position: the kernel reads it down the ranking
+                f, by = None, "item"
+                if which == "joint" and not browsing.relevance_dependent:  # one row of position weights
+                    N = self.mask.shape[1]
+                    f, by = browsing.item_exposure(torch.zeros(1, N, dtype=self.scores.dtype)), "row"
+                elif which == "joint":
+                    f, by = self._sorted_exposure(browsing, relevance), "position"
+                return K.sweep(self.order, self.mask, right, pw, f, by)
+            ctx = self.pair_context(browsing if which == "joint" else None, relevance)
+            return K.sweep(self.order, self.mask, right, pw, ctx.exposure if which == "joint" else None, "item",
+                           self.block_sorted, ctx.tie_joint if which == "joint" else 0.5)
+        ctx = self.pair_context(browsing if which == "joint" else None, relevance)
         B, N = self.mask.shape
         H = right.shape[-1]
         acc = _accumulation_dtype(right)
