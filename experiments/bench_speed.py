@@ -7,10 +7,11 @@ section the implementations are *interleaved*: every round times each implementa
 inputs, and the reported ratio is the median over rounds of the per-round ratio (robust to the machine slowing
 down during the run).  Values are checked equal before anything is timed.  Sections:
 
-* ``exact``: exact DIPS (``ordering=Hard()``) against a stable sort of the same scores at 1000 x 1000 and
-  1 x 100 000 (graded relevance in {0..4} and continuous relevance), and its growth exponent over N for one list;
-  every other exact pairwise measure at 1000 x 1000; the default validation measures on full-catalogue
-  ML-100K-shaped test lists (943 x 1682).
+* ``exact``: exact DIPS (``ordering=Hard()``) against an independent compiled O(N log N) DIPS (Fenwick trees,
+  ``experiments/fenwick_reference.py``) and a stable sort of the same scores at 1000 x 1000 and 1 x 100 000
+  (graded relevance in {0..4} and continuous relevance), with 1 and 2 threads; the torch code of ``Hard`` on the
+  same inputs; its growth exponent over N for one list; every other exact pairwise measure at 1000 x 1000; the
+  default validation measures on full-catalogue ML-100K-shaped test lists (943 x 1682).
 * ``losses``: each fairness loss (DIPS, pairwise accuracy gap, exposure misallocation; default ``SoftRank(0.1)``)
   forward + backward against a naive dense ``[B, N, N]`` implementation of the same formula written here in plain
   PyTorch, at (256, 100), (64, 1000), (8, 4096); resident-memory growth of the process (default glibc allocator)
@@ -51,26 +52,73 @@ from _bench import fmt as _fmt, interleaved, ratio, table  # noqa: E402  (the sh
 
 # --------------------------------------------------------------------------------------------- exact
 def case_exact(args) -> str:
+    import numba
     import torch
+    from fenwick_reference import dips_fenwick
     from torchfair.metrics import (dips, igi, ree, pairwise_accuracy, rank_parity, individual_dissatisfaction,
                                    kendall_tau)
+    from torchfair.orderings import Hard
 
     g = torch.Generator().manual_seed(0)
     rounds = 3 if args.quick else 7
-    lines = ["### Exact pairwise measures (`ordering=Hard()`), float32, against a stable sort of the same scores", ""]
+    lines = ["### Exact pairwise measures (`ordering=Hard()`), float32, against a compiled O(N log N) peer and a "
+             "stable sort", "",
+             "torchfair = `dips(scores, relevance, groups, num_groups=2)` (RBP(0.9), `tie_weight=0.5`, input checks "
+             "on), whose `Hard()` runs its compiled kernels on CPU tensors; peer = "
+             "`experiments/fenwick_reference.py`, an independent DIPS compiled with numba (stable argsort of the "
+             "scores, relevance ranks, one Fenwick tree per group; lists in parallel with `prange` when 2 threads), "
+             "checked equal to torchfair before timing; sort = `torch.sort(scores, dim=-1, descending=True, "
+             "stable=True)`.  Interleaved rounds, medians; ratios are medians of per-round ratios.  Threads: torch's "
+             "(`torch.set_num_threads`), numba's for the peer.  Graded relevance in {0..4} (the peer uses the "
+             "grades as ranks, no sort), continuous relevance uniform in [0, 1).", ""]
     rows = []
     shapes = [(1000, 1000), (1, 100_000)] if not args.quick else [(100, 300), (1, 20_000)]
+    inputs = {}
     for B, N in shapes:
         s = torch.randn(B, N, generator=g)
         grp = torch.randint(0, 2, (B, N), generator=g)
         for kind in ("graded", "continuous"):
             r = torch.randint(0, 5, (B, N), generator=g).float() if kind == "graded" else torch.rand(B, N, generator=g)
+            inputs[(B, N, kind)] = (s, r, grp)
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            # numba first: launching its OpenMP layer resets torch's thread count (they share the runtime)
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            torch.set_num_threads(threads)
+            for (B, N, kind), (s, r, grp) in inputs.items():
+                sn, rn, gn = s.numpy(), r.numpy(), grp.numpy()
+                ours = dips(s, r, grp, num_groups=2)
+                peer = dips_fenwick(sn, rn, gn, 2, parallel=threads > 1)
+                diff = float((torch.from_numpy(peer) - ours.double()).abs().max())
+                assert diff < 1e-4, f"the peer disagrees with torchfair by {diff}"
+                assert torch.get_num_threads() == threads
+                med, times = interleaved({
+                    "sort": lambda: torch.sort(s, dim=-1, descending=True, stable=True),
+                    "dips": lambda: dips(s, r, grp, num_groups=2),
+                    "peer": lambda: dips_fenwick(sn, rn, gn, 2, parallel=threads > 1),
+                }, rounds, alternate=True)
+                rows.append([kind, B, N, threads, med["dips"], med["peer"], med["sort"], ratio(times, "dips", "peer"),
+                             ratio(times, "dips", "sort"), f"{diff:.0e}"])
+        # the torch code of Hard (the reference, every device) on the same inputs, one thread
+        torch.set_num_threads(1)
+        ref_rows = []
+        for (B, N, kind), (s, r, grp) in inputs.items():
             med, times = interleaved({
                 "sort": lambda: torch.sort(s, dim=-1, descending=True, stable=True),
                 "dips": lambda: dips(s, r, grp, num_groups=2),
-            }, rounds)
-            rows.append([f"DIPS, {kind} relevance", B, N, med["dips"], med["sort"], ratio(times, "dips", "sort")])
-    lines.append(table(["measure", "B", "N", "torchfair s", "stable sort s", "ratio (aim <= 10)"], rows))
+                "torch": lambda: dips(s, r, grp, num_groups=2, ordering=Hard(backend="torch")),
+            }, 3 if args.quick else 5, alternate=True)
+            ref_rows.append([kind, B, N, med["torch"], med["dips"], ratio(times, "torch", "dips"),
+                             ratio(times, "torch", "sort")])
+    finally:
+        torch.set_num_threads(before)
+    lines.append(table(["DIPS relevance", "B", "N", "threads", "torchfair s", "peer s", "stable sort s",
+                        "x peer (aim <= 2)", "x sort (aim <= 10)", "max abs diff"], rows))
+    lines += ["", "The torch code of `Hard` (`Hard(backend='torch')`: the reference, and what runs off the CPU), one "
+              "thread, on the same inputs:", "",
+              table(["DIPS relevance", "B", "N", "torch code s", "kernels s", "torch / kernels", "torch / sort"],
+                    ref_rows), ""]
     # growth over N for one list
     Ns = [1000, 4000, 16000, 64000] if not args.quick else [1000, 4000]
     ts = []
@@ -97,11 +145,11 @@ def case_exact(args) -> str:
         "rank_parity": lambda: rank_parity(s, grp, num_groups=2),
         "kendall_tau": lambda: kendall_tau(s, r),
         "dips, ties='average'": lambda: dips(s.round(decimals=1), r, grp, num_groups=2,
-                                             ordering=__import__("torchfair").orderings.Hard("average")),
+                                             ordering=Hard("average")),
     }
     med, times = interleaved(fns, rounds)
     rows = [[k, med[k], ratio(times, k, "sort")] for k in fns if k != "sort"]
-    lines += [f"Every exact pairwise measure at B = {B}, N = {N} (graded relevance, 2 groups):", "",
+    lines += [f"Every exact pairwise measure at B = {B}, N = {N} (graded relevance, 2 groups), one thread:", "",
               table(["measure", "seconds", "x stable sort"], rows), ""]
     # corpus-scale evaluation: the default validation measures on ML-100K-shaped full-catalogue lists
     lines += [_corpus_eval(args, g)]

@@ -11,10 +11,18 @@ Ties in the scores are resolved by ``ties``:
 
 Padded items are placed after all real items and excluded from every quantity.
 To evaluate a ranking produced elsewhere (an explicit permutation), use :func:`scores_from_ranking`.
+
+Two implementations of the sort and of the pair-free contraction (``Hard(backend=...)``): the torch code below,
+which runs on every device without a host synchronisation and is the reference, and compiled kernels for plain
+float32 / float64 CPU tensors (:mod:`torchfair.orderings._fenwick`: a radix sort of the float bits, and one sweep
+per list with per-rank sums or a Fenwick tree over the relevance ranks, lists spread over torch's threads), used by
+default there.  They give the same order and the same values up to float64 rounding of the sums
+(tests/orderings/test_fenwick.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Optional
 
 import torch
@@ -87,7 +95,6 @@ class HardOrderedBatch(OrderedBatch):
         ar = torch.arange(N, device=dev).expand(B, N)
         self.order = order  # [B, N]: item at position k
         # self.positions [B, N]: position of item i
-        self.n_items = mask.sum(-1)  # [B]
         if ties == "first":  # every position is its own tie block
             self.block_sorted = ar
             self.block = self.positions
@@ -106,6 +113,11 @@ class HardOrderedBatch(OrderedBatch):
         start = torch.full((B, N), N, dtype=torch.long, device=dev).scatter_reduce_(
             -1, block_sorted, ar, reduce="amin", include_self=True)
         self.block_start = start  # start position of block b
+
+    @cached_property
+    def n_items(self) -> Tensor:
+        """``[B]`` number of real items of every list."""
+        return self.mask.sum(-1)
 
     # ----------------------------------------------------------------- per item
     def expected_positions(self) -> Tensor:
@@ -186,7 +198,9 @@ class HardOrderedBatch(OrderedBatch):
         prefix sum over equal relevance) and the rest; tied partners under ``ties="average"`` (same block, ``1/2``
         or the tied-pair joint) are segment sums inside the block.  Graded or continuous relevance alike; same
         result as the generic path up to rounding (accumulated in float64 where the device has it; tests in
-        tests/orderings/test_orderings_robust.py compare both)."""
+        tests/orderings/test_orderings_robust.py compare both).  On CPU tensors the compiled kernels do the same
+        walk (:mod:`torchfair.orderings._fenwick`, ``O(B N H log L)`` for ``L`` relevance levels, ``O(N)`` scratch
+        per thread besides the ``[B, N, H]`` result); ``backend="torch"`` keeps the torch code."""
         if which not in ("above", "joint", "one") or (which == "joint" and browsing is None) or (
                 pair_weight is not None and not isinstance(pair_weight, LevelPairWeight)):
             return super().contract(right, which=which, pair_weight=pair_weight, browsing=browsing,
