@@ -271,9 +271,10 @@ def _sweep_rows(order, mask, rbits, wide, has_rel, V, f, f_mode, blk, average, t
     hslot = np.empty(_HASH_SLOTS, np.int64)
     tree = np.empty(N + 2)  # below each rank, of W (dense) or a Fenwick tree over the ranks (1-based)
     same = np.empty(N + 1)  # W per rank
-    btree = np.zeros(N + 2)  # the same two of V inside a tie block, cleared after it
-    bsame = np.zeros(N + 1)
-    res = np.empty(N)  # per position, under average ties
+    M = N if average else 0  # scratch used under average ties only
+    btree = np.zeros(M + 2)  # the same two of V inside a tie block, cleared after it
+    bsame = np.zeros(M + 1)
+    res = np.empty(M)  # per position
     for b in range(b0, b1):
         L = _rank_row(rbits, wide, mask, b, keys, idx, k2, i2, cnt, rank, hkey, hslot) if has_rel else 1
         dense = L <= DENSE_LEVELS
