@@ -133,8 +133,8 @@ class Measure:
     #: for ``record`` outputs, the range of single fields where it is not ``value_range``
     field_ranges: Mapping[str, Optional[Range]] = field(default_factory=dict)
     #: the data tensors the function takes, a subset of :data:`DATA` holding ``scores``; those in ``needs`` are
-    #: required, the others optional (IAA's ``groups``)
-    data: Tuple[str, ...] = ("scores", "mask")
+    #: required, the others optional (IAA's ``groups``); default: ``scores``, the needed tensors and ``mask``
+    data: Optional[Tuple[str, ...]] = None
     #: whether ``groups`` may be soft membership ``[B, N, G]``: ``True`` / ``False``, or ``{option: values}``, the
     #: option values under which it may (PreF: ``{"delta": ("kl",)}``)
     soft_groups: Union[bool, Mapping[str, Tuple[Any, ...]]] = True
@@ -153,6 +153,8 @@ class Measure:
             raise ValueError(f"`needs` must be a subset of {NEEDS}; got {self.needs!r}")
         if self.output == "record" and self.loss is not None and self.loss_field is None:
             raise ValueError("a record measure made a loss must name its `loss_field`")
+        if self.data is None:  # default: the scores, the tensors it needs, the mask
+            object.__setattr__(self, "data", tuple(d for d in DATA if d in ("scores", "mask") or d in self.needs))
         if "scores" not in self.data or not set(self.data) <= set(DATA) or \
                 not set(self.needs) - {"browsing"} <= set(self.data):
             raise ValueError(f"`data` must be a subset of {DATA} holding scores and every needed tensor; "
