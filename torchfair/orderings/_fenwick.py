@@ -71,17 +71,31 @@ def _ukey(v, wide):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True)
 def _radix(keys, idx, k2, i2, n, npass, cnt):  # pragma: no cover - compiled
-    """Stable ascending LSD radix sort of ``keys[:n]`` (uint64, ``npass`` low bytes significant) carrying
+    """Stable ascending LSD radix sort of ``keys[:n]`` (uint32 or uint64, ``npass`` low bytes significant) carrying
     ``idx[:n]``; the result is left in ``keys`` / ``idx`` (``k2`` / ``i2``: scratch of the same size)."""
     if n <= 1:
         return
     for p in range(npass):
         for d in range(256):
             cnt[p, d] = 0
-    for j in range(n):
-        u = keys[j]
-        for p in range(npass):
-            cnt[p, np.int64((u >> (_U8 * np.uint64(p))) & _U255)] += 1
+    if npass == 4:  # the digit counts of every pass in one read (unrolled: a loop over the passes costs ~40 %)
+        for j in range(n):
+            u = np.uint64(keys[j])
+            cnt[0, np.int64(u & _U255)] += 1
+            cnt[1, np.int64((u >> np.uint64(8)) & _U255)] += 1
+            cnt[2, np.int64((u >> np.uint64(16)) & _U255)] += 1
+            cnt[3, np.int64((u >> np.uint64(24)) & _U255)] += 1
+    else:
+        for j in range(n):
+            u = np.uint64(keys[j])
+            cnt[0, np.int64(u & _U255)] += 1
+            cnt[1, np.int64((u >> np.uint64(8)) & _U255)] += 1
+            cnt[2, np.int64((u >> np.uint64(16)) & _U255)] += 1
+            cnt[3, np.int64((u >> np.uint64(24)) & _U255)] += 1
+            cnt[4, np.int64((u >> np.uint64(32)) & _U255)] += 1
+            cnt[5, np.int64((u >> np.uint64(40)) & _U255)] += 1
+            cnt[6, np.int64((u >> np.uint64(48)) & _U255)] += 1
+            cnt[7, np.int64((u >> np.uint64(56)) & _U255)] += 1
     sk, si, dk, di = keys, idx, k2, i2
     swapped = False
     for p in range(npass):
@@ -111,12 +125,19 @@ def _radix(keys, idx, k2, i2, n, npass, cnt):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True)
 def _sort_rows(bits, wide, mask, order, positions, b0, b1):  # pragma: no cover - compiled
+    N = bits.shape[1]
+    if wide:
+        _sort_impl(bits, wide, mask, order, positions, b0, b1, np.empty(N, np.uint64), np.empty(N, np.uint64))
+    else:  # 32-bit keys: half the memory traffic
+        _sort_impl(bits, wide, mask, order, positions, b0, b1, np.empty(N, np.uint32), np.empty(N, np.uint32))
+
+
+@numba.njit(cache=True, nogil=True)
+def _sort_impl(bits, wide, mask, order, positions, b0, b1, keys, k2):  # pragma: no cover - compiled
     B, N = bits.shape
     npass = 8 if wide else 4
     top = np.uint64(0xFFFFFFFFFFFFFFFF) if wide else np.uint64(0xFFFFFFFF)
     ninf = _ukey(np.int64(-4503599627370496) if wide else np.int64(-8388608), wide)  # bits of -inf
-    keys = np.empty(N, np.uint64)
-    k2 = np.empty(N, np.uint64)
     idx = np.empty(N, np.int64)
     i2 = np.empty(N, np.int64)
     cnt = np.empty((8, 256), np.int64)
@@ -255,14 +276,24 @@ def _clear(tree, r, L, dense):  # pragma: no cover - compiled
 @numba.njit(cache=True, nogil=True)
 def _sweep_rows(order, mask, rbits, wide, has_rel, V, f, f_mode, blk, average, tie, tie_arr, use_tie_arr,
                 wg, we, wl, out, b0, b1):  # pragma: no cover - compiled
+    N = order.shape[1]
+    if wide:
+        _sweep_impl(order, mask, rbits, wide, has_rel, V, f, f_mode, blk, average, tie, tie_arr, use_tie_arr,
+                    wg, we, wl, out, b0, b1, np.empty(N, np.uint64), np.empty(N, np.uint64))
+    else:
+        _sweep_impl(order, mask, rbits, wide, has_rel, V, f, f_mode, blk, average, tie, tie_arr, use_tie_arr,
+                    wg, we, wl, out, b0, b1, np.empty(N, np.uint32), np.empty(N, np.uint32))
+
+
+@numba.njit(cache=True, nogil=True)
+def _sweep_impl(order, mask, rbits, wide, has_rel, V, f, f_mode, blk, average, tie, tie_arr, use_tie_arr,
+                wg, we, wl, out, b0, b1, keys, k2):  # pragma: no cover - compiled
     """``out[b, i] = sum_{j above i} w(r_i, r_j) W_j`` (+ tied partners under ``average``), ``W = V f``; one pass
     down the ranking per column of ``V`` (scalar sums, no inner loop over the columns).  ``f_mode``: 0 no factor,
     1 ``f[b, i]`` per item, 2 ``f[b, k]`` per position, 3 ``f[0, k]`` per position for every list, 0 from the
     position ``n_b`` (the list's number of real items) on."""
     B, N = order.shape
     H = V.shape[2]
-    keys = np.empty(N, np.uint64)
-    k2 = np.empty(N, np.uint64)
     idx = np.empty(N, np.int64)
     i2 = np.empty(N, np.int64)
     cnt = np.empty((8, 256), np.int64)
@@ -382,11 +413,18 @@ def _sweep_rows(order, mask, rbits, wide, has_rel, V, f, f_mode, blk, average, t
 
 @numba.njit(cache=True, nogil=True)
 def _all_pairs_rows(mask, rbits, wide, V, wg, we, wl, out, b0, b1):  # pragma: no cover - compiled
+    N = mask.shape[1]
+    if wide:
+        _all_pairs_impl(mask, rbits, wide, V, wg, we, wl, out, b0, b1, np.empty(N, np.uint64), np.empty(N, np.uint64))
+    else:
+        _all_pairs_impl(mask, rbits, wide, V, wg, we, wl, out, b0, b1, np.empty(N, np.uint32), np.empty(N, np.uint32))
+
+
+@numba.njit(cache=True, nogil=True)
+def _all_pairs_impl(mask, rbits, wide, V, wg, we, wl, out, b0, b1, keys, k2):  # pragma: no cover - compiled
     """``out[b, i] = sum_{j != i real} w(r_i, r_j) V_j`` by per-rank sums."""
     B, N = mask.shape
     H = V.shape[2]
-    keys = np.empty(N, np.uint64)
-    k2 = np.empty(N, np.uint64)
     idx = np.empty(N, np.int64)
     i2 = np.empty(N, np.int64)
     cnt = np.empty((8, 256), np.int64)
