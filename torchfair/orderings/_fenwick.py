@@ -273,6 +273,84 @@ def _clear(tree, r, L, dense):  # pragma: no cover - compiled
         j += j & (-j)
 
 
+@numba.njit(cache=True, nogil=True, inline='always')
+def _below2(tree, r, dense):  # pragma: no cover - compiled
+    """:func:`_below` of two interleaved columns."""
+    if dense:
+        return tree[2 * r], tree[2 * r + 1]
+    a0 = 0.0
+    a1 = 0.0
+    j = r
+    while j > 0:
+        a0 += tree[2 * j]
+        a1 += tree[2 * j + 1]
+        j -= j & (-j)
+    return a0, a1
+
+
+@numba.njit(cache=True, nogil=True, inline='always')
+def _add2(tree, r, w0, w1, L, dense):  # pragma: no cover - compiled
+    """:func:`_add` of two interleaved columns."""
+    if dense:
+        for t in range(L):
+            tree[2 * t] += w0 if t > r else 0.0
+            tree[2 * t + 1] += w1 if t > r else 0.0
+        return
+    j = r + 1
+    while j <= L:
+        tree[2 * j] += w0
+        tree[2 * j + 1] += w1
+        j += j & (-j)
+
+
+@numba.njit(cache=True, nogil=True)
+def _first_pair(order, mask, rank, V, f, f_mode, n_real, wg, we, wl, out, b, h, L, dense, tree, same
+                ):  # pragma: no cover - compiled
+    """The ``ties="first"`` walk of list ``b`` for the columns ``h`` and ``h + 1`` at once (one tree walk for
+    both: a Fenwick tree over many levels is latency-bound)."""
+    N = order.shape[1]
+    for q in range(2 * L + 2):
+        tree[q] = 0.0
+    for q in range(2 * L):
+        same[q] = 0.0
+    t0 = 0.0
+    t1 = 0.0
+    for q in range(N):
+        i = order[b, q]
+        if not mask[b, i]:
+            continue
+        r = rank[i]
+        a0, a1 = _below2(tree, r, dense)
+        e0 = same[2 * r]
+        e1 = same[2 * r + 1]
+        v0 = wg * a0
+        v1 = wg * a1
+        if we != 0.0:
+            v0 += we * e0
+            v1 += we * e1
+        if wl != 0.0:
+            v0 += wl * (t0 - a0 - e0)
+            v1 += wl * (t1 - a1 - e1)
+        out[b, i, h] = v0
+        out[b, i, h + 1] = v1
+        w0 = np.float64(V[b, i, h])
+        w1 = np.float64(V[b, i, h + 1])
+        if f_mode != 0:
+            if f_mode == 1:
+                fi = np.float64(f[b, i])
+            elif f_mode == 2:
+                fi = np.float64(f[b, q])
+            else:
+                fi = np.float64(f[0, q]) if q < n_real else 0.0
+            w0 *= fi
+            w1 *= fi
+        _add2(tree, r, w0, w1, L, dense)
+        same[2 * r] += w0
+        same[2 * r + 1] += w1
+        t0 += w0
+        t1 += w1
+
+
 @numba.njit(cache=True, nogil=True)
 def _sweep_rows(order, mask, rbits, wide, has_rel, V, f, f_mode, blk, average, tie, tie_arr, use_tie_arr,
                 wg, we, wl, out, b0, b1):  # pragma: no cover - compiled
@@ -302,6 +380,8 @@ def _sweep_impl(order, mask, rbits, wide, has_rel, V, f, f_mode, blk, average, t
     hslot = np.empty(_HASH_SLOTS, np.int64)
     tree = np.empty(N + 2)  # below each rank, of W (dense) or a Fenwick tree over the ranks (1-based)
     same = np.empty(N + 1)  # W per rank
+    tree2 = np.empty(2 * (N + 2) if H > 1 and not average else 0)  # the same two for a pair of columns
+    same2 = np.empty(2 * (N + 1) if H > 1 and not average else 0)
     M = N if average else 0  # scratch used under average ties only
     btree = np.zeros(M + 2)  # the same two of V inside a tie block, cleared after it
     bsame = np.zeros(M + 1)
@@ -316,7 +396,13 @@ def _sweep_impl(order, mask, rbits, wide, has_rel, V, f, f_mode, blk, average, t
             else:
                 for h in range(H):
                     out[b, i, h] = 0.0
-        for h in range(H):
+        h0 = 0
+        if not average:  # columns two at a time, then the last one alone
+            while h0 + 1 < H:
+                _first_pair(order, mask, rank, V, f, f_mode, n_real, wg, we, wl, out, b, h0, L, dense, tree2,
+                            same2)
+                h0 += 2
+        for h in range(h0, H):
             for q in range(L + 1):
                 tree[q] = 0.0
             for q in range(L):
