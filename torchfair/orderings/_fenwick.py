@@ -572,30 +572,43 @@ def _pool(workers: int) -> ThreadPoolExecutor:
 
 def _run(kernel, args, B: int, N: int) -> None:
     """``kernel(*args, b0, b1)`` over the lists ``[0, B)`` on ``torch.get_num_threads()`` threads (the calling
-    one included), which take slices of about ``B / (4 threads)`` lists in turn until none is left: a thread that
-    the machine runs late (shared cores) delays the call by one slice at most."""
+    one included), which take slices of about ``B / (4 threads)`` lists in turn until none is left.  The call
+    returns when every slice is done, without waiting for a helper thread that took none: on shared cores a thread
+    the machine runs late delays the call by the slice it holds, not by a scheduler slice per call (the
+    OpenMP-style fork-join of torch's parallel ops waits for every thread)."""
     threads = min(torch.get_num_threads(), B, os.cpu_count() or 1)
     if threads <= 1 or B * N < PARALLEL_MIN_ELEMENTS:
         kernel(*args, 0, B)
         return
     chunks = min(B, 4 * threads)
     bounds = [B * t // chunks for t in range(chunks + 1)]
-    it = iter(range(chunks))
-    lock = threading.Lock()
+    state = {"next": 0, "done": 0, "error": None}
+    cond = threading.Condition()
 
     def work():
         while True:
-            with lock:
-                c = next(it, None)
-            if c is None:
-                return
-            kernel(*args, bounds[c], bounds[c + 1])
+            with cond:
+                c = state["next"]
+                if c >= chunks:
+                    return
+                state["next"] = c + 1
+            try:
+                kernel(*args, bounds[c], bounds[c + 1])
+            except BaseException as exc:  # pragma: no cover - re-raised by the calling thread
+                state["error"] = exc
+            with cond:
+                state["done"] += 1
+                cond.notify_all()
 
     pool = _pool(threads - 1)
-    futs = [pool.submit(work) for _ in range(threads - 1)]
+    for _ in range(threads - 1):
+        pool.submit(work)
     work()
-    for fu in futs:
-        fu.result()
+    with cond:
+        while state["done"] < chunks:
+            cond.wait()
+    if state["error"] is not None:
+        raise state["error"]
 
 
 def supported(*tensors: Tensor) -> bool:

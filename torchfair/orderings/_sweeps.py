@@ -31,6 +31,8 @@ def kernels(backend: str, *tensors: Tensor):
     check_choice(backend, "backend", BACKENDS)
     if backend == "torch":
         return None
+    if backend == "auto" and not all(t.device.type == "cpu" for t in tensors):
+        return None  # (without importing numba)
     if _FENWICK is None:
         try:
             from . import _fenwick
