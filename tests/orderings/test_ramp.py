@@ -135,3 +135,19 @@ def test_bad_arguments_name_themselves():
         RampRank(0)
     with pytest.raises(ValueError, match="scale"):
         RampRank(0.1, scale="nope")
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_hand_written_backward_passes_gradcheck(grouped):
+    """The window sum's backward (the kernel transposed, the slope inside the window) against finite differences,
+    for the scores and the summed values, with and without groups and a selection."""
+    g = torch.Generator().manual_seed(7)
+    B, N = 2, 8
+    z = (torch.randn(B, N, generator=g, dtype=torch.float64) * 2).requires_grad_(True)
+    R = torch.randn(B, N, 3, generator=g, dtype=torch.float64).requires_grad_(True)
+    mask = torch.ones(B, N, dtype=torch.bool)
+    mask[1, -2:] = False
+    group = torch.randint(0, 3, (B, N), generator=g) if grouped else None
+    select = torch.rand(B, N, generator=g) < 0.7 if grouped else None
+    assert torch.autograd.gradcheck(lambda z_, R_: rp.ramp_sums(z_, R_, mask, group, select) * mask[..., None],
+                                    (z, R), eps=1e-7, atol=1e-6)

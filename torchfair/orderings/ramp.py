@@ -26,7 +26,7 @@ approximate ``position_matrix`` of prefix measures forms the ``[B, N, N]`` pairs
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -64,24 +64,67 @@ class _Window:
             key_s, self.order = torch.sort(key, dim=-1)
             # the window [lo, hi) = keys in (key - 1/2, key + 1/2) and the end of the group, in one binary search
             above = torch.nextafter(key - 0.5, torch.full((), float("inf"), dtype=acc, device=key.device))
-            q = torch.cat([key + 0.5, above] + ([base + span - 1] if group is not None else []), -1)
+            q = torch.cat([key + 0.5, above] + ([base + span - 1, base] if group is not None else []), -1)
             hi_lo = torch.searchsorted(key_s, q, side="left")
         self.hi, self.lo = hi_lo[:, :N], hi_lo[:, N:2 * N]
-        self.end = hi_lo[:, 2 * N:] if group is not None else None
-        self.off_sorted = self.off.gather(-1, self.order)
+        # the group of item i occupies [start_i, end_i) of the sorted keys (the whole list without groups)
+        self.end = hi_lo[:, 2 * N:3 * N] if group is not None else None
+        self.start = hi_lo[:, 3 * N:] if group is not None else None
         self.mask, self.acc = mask, acc
 
     def sums(self, right: Tensor, select: Optional[Tensor] = None) -> Tensor:
         """``out[b, i, h] = sum_j ramp(z_j - z_i) right[b, j, h]`` over the real ``j`` (``j = i`` included, weight
         1/2) of ``i``'s group with ``select_j`` (bool ``[B, N]``, every ``j`` when None)."""
         keep = self.mask if select is None else self.mask & select
-        H = right.shape[-1]
-        Rs = _take(right.to(self.acc) * keep.to(self.acc)[..., None], self.order)
-        AU = _prefix(torch.cat([Rs, Rs * self.off_sorted[..., None]], -1))  # [B, N + 1, 2H]: sums of R, u R
-        at_hi, at_lo = _take(AU, self.hi), _take(AU, self.lo)
-        a_hi, a_lo = at_hi[..., :H], at_lo[..., :H]
-        total = AU[:, -1:, :H] if self.end is None else _take(AU[..., :H], self.end)
-        return (total - a_hi) + (0.5 - self.off)[..., None] * (a_hi - a_lo) + (at_hi[..., H:] - at_lo[..., H:])
+        return _WindowSum.apply(right.to(self.acc) * keep.to(self.acc)[..., None], self.off, self)
+
+
+def _rows(x: Tensor, idx: Tensor) -> Tensor:
+    """``x[b, idx[b, k], :]`` for ``x [B, M, H]`` and ``idx [B, K]``, as one row copy of the flattened batch (much
+    faster on the CPU than ``gather`` with an index expanded over ``H``)."""
+    B, M, H = x.shape
+    flat = (idx + torch.arange(B, device=idx.device)[:, None] * M).reshape(-1)
+    return x.reshape(B * M, H).index_select(0, flat).reshape(B, idx.shape[1], H)
+
+
+def _window_pass(X: Tensor, off: Tensor, win: "_Window", lower: bool) -> Tuple[Tensor, Tensor]:
+    """For values ``X [B, N, H]`` (in item order): ``(sum over the window of X, the sum the ramp needs)`` where the
+    window of ``i`` is ``|u_j - u_i| < 1/2`` in ``i``'s group and the second term is
+    ``sum_{u_j >= u_i + 1/2} X_j + (1/2 - u_i) W_i + sum_W u_j X_j`` (``lower=False``: the forward sum) or
+    ``sum_{u_j <= u_i - 1/2} X_j + (1/2 + u_i) W_i - sum_W u_j X_j`` (``lower=True``: the transposed kernel)."""
+    H = X.shape[-1]
+    Xs = _rows(X, win.order)
+    off_s = off.detach().gather(-1, win.order)
+    C = _prefix(torch.cat([Xs, Xs * off_s[..., None]], -1))  # [B, N + 1, 2H]: prefix sums of X and u X
+    at_hi, at_lo = _rows(C, win.hi), _rows(C, win.lo)
+    w = at_hi[..., :H] - at_lo[..., :H]
+    uw = at_hi[..., H:] - at_lo[..., H:]
+    o = off.detach()[..., None]
+    if lower:
+        first = at_lo[..., :H] - (0 if win.start is None else _rows(C[..., :H], win.start))
+        return w, first + (0.5 + o) * w - uw
+    last = C[:, -1:, :H] if win.end is None else _rows(C[..., :H], win.end)
+    return w, (last - at_hi[..., :H]) + (0.5 - o) * w + uw
+
+
+class _WindowSum(torch.autograd.Function):
+    """``out_i = sum_j ramp(u_j - u_i) R_j`` by prefix sums, with the hand-written backward: ``dR_j = sum_i
+    ramp(u_j - u_i) G_i`` (the same prefix sums of ``G``, the kernel transposed) and ``du_i = sum_h (R_ih sum_W G_h
+    - G_ih sum_W R_h)`` (the ramp's slope inside the window), so autograd keeps no gather or cumsum buffers."""
+
+    @staticmethod
+    def forward(ctx, R: Tensor, off: Tensor, win: "_Window") -> Tensor:
+        w, out = _window_pass(R, off, win, lower=False)
+        ctx.win = win
+        ctx.save_for_backward(R, off, w)
+        return out
+
+    @staticmethod
+    def backward(ctx, G: Tensor):
+        R, off, wR = ctx.saved_tensors
+        wG, dR = _window_pass(G, off, ctx.win, lower=True)
+        d_off = (R * wG).sum(-1) - (G * wR).sum(-1) if ctx.needs_input_grad[1] else None
+        return dR if ctx.needs_input_grad[0] else None, d_off, None
 
 
 def ramp_sums(z: Tensor, right: Tensor, mask: Tensor, group: Optional[Tensor] = None,
