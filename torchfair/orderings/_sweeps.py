@@ -172,9 +172,10 @@ def _dense_rank(rel: Tensor, mask: Tensor) -> Tensor:
 
 
 def _rank_bits(rank: Tensor, N: int) -> int:
-    """Bits of the largest rank: read from the data on the CPU (free there), else from ``N`` so that accelerators
-    never wait for the host."""
-    top = int(rank.max()) if rank.device.type == "cpu" and rank.numel() else N - 1
+    """Bits of the largest rank: read from the data on the CPU (free there), else (and under ``torch.compile``,
+    where the read would break the graph) from ``N`` so that accelerators never wait for the host."""
+    read = rank.device.type == "cpu" and rank.numel() and not torch.compiler.is_compiling()
+    top = int(rank.max()) if read else N - 1
     return max(1, int(top).bit_length())
 
 
