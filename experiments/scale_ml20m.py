@@ -11,7 +11,8 @@ On synthetic ratings with MovieLens-20M's shape (:func:`torchfair.data.ml20m.gen
    ListNet, 100 sampled negatives per list, batches of 64 users) through Lightning, validated at the end of the
    epoch on a sample of ``--users`` users (``MovieLensDataModule(eval_users=...)``), checkpoint written;
 6. ``eval_sample``: ``torchfair evaluate`` (``evaluate_checkpoints``) of that checkpoint on the full-catalogue test
-   lists of a seeded sample of ``--users`` users (the eager path: the lists are held);
+   lists of a seeded sample of ``--users`` users (``stream=None``, the default: 2 000 x 26 744 entries are more than
+   ``STREAM_ENTRIES``, so these are streamed too; a small ``--scale`` is evaluated eagerly);
 7. ``eval_full``: the same for every user, streamed (``stream=True``: ``--chunk-users`` lists at a time are scored,
    measured and dropped; only per-list values are kept, so means and bootstrap intervals are exact).
 
@@ -326,7 +327,8 @@ def _describe(st: str, r: Dict[str, Any], cfg) -> str:
                 f"validation of {r['val_lists']:,} sampled users {_fmt_s(r['val_s'])}; val NDCG@10 "
                 f"{r['val_ndcg@10']:.4f}")
     if st == "eval_sample":
-        return (f"{r['n_lists']:,} users x full catalogue, eager (lists held), {cfg['bootstrap']} bootstrap "
+        how = f"streamed {cfg['chunk_users']} lists at a time" if r["users"]["streamed"][0] else "eager (lists held)"
+        return (f"{r['n_lists']:,} sampled users x full catalogue, {how}, {cfg['bootstrap']} bootstrap "
                 f"replicates; includes the data module's split and groups")
     if st == "eval_full":
         return (f"{r['n_lists']:,} users x full catalogue, streamed {cfg['chunk_users']} lists at a time; "

@@ -496,7 +496,7 @@ def _add_evaluate(sub) -> None:
     p.add_argument("--users-seed", type=int, default=0, metavar="S", help="seed of the --users sample")
     p.add_argument("--stream", choices=("auto", "yes", "no"), default="auto",
                    help="score and measure the lists in chunks, keeping only per-list values (same numbers); auto: "
-                        "when the lists hold more than 2**26 entries (e.g. every ML-20M user)")
+                        "when the lists hold more than 2**24 entries (e.g. 700 ML-20M users)")
     p.add_argument("--chunk-users", type=int, default=512, metavar="N", help="lists per chunk when streaming")
 
 

@@ -19,7 +19,7 @@ user sample ``eval_users.txt`` (the sampled users' raw ids, one per line).
 
 Scale: ``users=N`` evaluates a seeded sample of N users (the data module's ``eval_users``), recorded in
 ``report["users"]`` (size, seed, how many users it was drawn from, SHA-256 of the ids file).  When the lists are
-too many to hold (``stream=None``: more than 2**26 list entries in all, e.g. ML-20M's 138 493 users x 26 744 items),
+too many to hold (``stream=None``: more than 2**24 list entries in all, e.g. 2 000 of ML-20M's users x 26 744 items),
 they are scored, measured and dropped chunk by chunk (:class:`~torchfair.evaluation.table.StreamingEvaluation`):
 only the per-list values, the position counts and MPC's sums are kept, and the means, bootstrap intervals and
 position shares are bit-identical to the eager path's (MPC equal up to rounding: its cluster-robust variance is
@@ -46,8 +46,9 @@ __all__ = ["evaluate_checkpoints", "load_checkpoint", "score_lists", "iter_score
 
 #: browsing model of the added exposure-share columns and of MPC's matching (the DIPS default)
 REPORT_BROWSING = "rbp:0.9"
-#: ``stream=None`` streams when the lists hold more entries than this (2**26 entries: about 1.6 GB of list tensors)
-STREAM_ENTRIES = 2 ** 26
+#: ``stream=None`` streams when the lists hold more entries than this (2**24: about 400 MB of list tensors, and
+#: the eager MPC pads them all at once in float64); ML-100K (943 x 1 682) stays eager, ML-1M and up stream
+STREAM_ENTRIES = 2 ** 24
 #: name of the ids file written next to the report for a user sample
 USERS_FILE = "eval_users.txt"
 
@@ -159,10 +160,17 @@ def iter_score_lists(model, datamodule, split: str = "test", device: str = "cpu"
         batch = {k: v.to(device) if isinstance(v, Tensor) else v for k, v in batch.items()}
         s = model(batch).float().cpu()
         mask = batch["mask"].cpu()
-        for b in range(s.shape[0]):
-            m = mask[b]
-            out.append({"list_id": int(batch["user"][b]), "scores": s[b][m], "items": batch["items"][b].cpu()[m],
-                        "relevance": batch["relevance"][b].cpu()[m].float(), "groups": batch["groups"][b].cpu()[m]})
+        items, rel, groups = batch["items"].cpu(), batch["relevance"].cpu().float(), batch["groups"].cpu()
+        sizes = mask.sum(1).tolist()
+        prefix = bool(all(not mask[b, n:].any() for b, n in enumerate(sizes)))  # the data module's padding
+        for b, n in enumerate(sizes):
+            if prefix:  # views of the batch (the same values as boolean indexing, without 4 copies per list)
+                out.append({"list_id": int(batch["user"][b]), "scores": s[b, :n], "items": items[b, :n],
+                            "relevance": rel[b, :n], "groups": groups[b, :n]})
+            else:
+                m = mask[b]
+                out.append({"list_id": int(batch["user"][b]), "scores": s[b][m], "items": items[b][m],
+                            "relevance": rel[b][m], "groups": groups[b][m]})
         if chunk_users is not None and len(out) >= chunk_users:
             yield out
             out = []
@@ -212,6 +220,21 @@ def _mpc(lists: List[Dict[str, Any]], G: int, group: int) -> Dict[str, Any]:
             "pairs": "adjacent items of the two groups, every gap (Korevaar et al., §4.1, adjacent variant)"}
 
 
+def _adjacent_pairs(s: Tensor, y: Tensor, g: Tensor, m: Tensor, group: int, G: int):
+    """``(query, item_g, item_other, diff)`` of the matched pairs :func:`_mpc` takes (``matched_pairs(...,
+    adjacent=True, quantile=1.0)`` under the hard order: the adjacent candidates, every gap kept), from the
+    candidates' own function, without the validation and the position pass matched_pairs adds."""
+    from ..metrics.calibration import _adjacent_candidates
+
+    known = m & (g >= 0) & (g < G)
+    in_g = known & (g == group)
+    q, i, j, gap = _adjacent_candidates(s, m, in_g, known & ~in_g)
+    if gap.numel():  # quantile 1: the threshold is the largest gap, which keeps every pair but NaN gaps
+        keep = gap <= torch.sort(gap).values[-1]
+        q, i, j = q[keep], i[keep], j[keep]
+    return q, i, j, y[q, i] - y[q, j]
+
+
 class _MPCStream:
     """:func:`_mpc` from lists seen chunk by chunk.  Its clusters (the items of one list, Korevaar et al. §4.1.4,
     :func:`~torchfair.metrics.mpc_cluster_variance` without global item ids) never span two lists, so the pooled
@@ -228,7 +251,6 @@ class _MPCStream:
 
     def add(self, lists: List[Dict[str, Any]]) -> None:
         from ..evaluation.table import _pad
-        from ..metrics.calibration import matched_pairs
 
         if self.G < 2 or any(li["groups"].is_floating_point() for li in lists):
             self.soft = True
@@ -237,17 +259,16 @@ class _MPCStream:
             part = lists[a:a + self.batch]
             s, r, g, m = _pad([(li["scores"], li["relevance"], li["groups"]) for li in part], False, self.G,
                               torch.device("cpu"))
-            p = matched_pairs(s.double(), r.double(), g, group=self.group, adjacent=True, quantile=1.0, mask=m,
-                              num_groups=self.G)
-            if p.diff.numel() == 0:
+            q, i, j, d = _adjacent_pairs(s.double(), r.double(), g, m, self.group, self.G)
+            if d.numel() == 0:
                 continue
-            w, d = p.weight.double(), p.diff.double()
+            w = torch.ones_like(d)  # matched_pairs' weight without a browsing model
             wd = w * d
             N = s.shape[1]
             sums = [w.sum(), wd.sum()]
             saa = sab = sbb = torch.zeros((), dtype=torch.float64)
-            for side in (p.item_g, p.item_other):  # an item is on one side of its pairs only
-                _, inv = torch.unique(p.query * N + side, return_inverse=True)
+            for side in (i, j):  # an item is on one side of its pairs only
+                _, inv = torch.unique(q * N + side, return_inverse=True)
                 A = torch.zeros(int(inv.max()) + 1, dtype=torch.float64).index_add_(0, inv, wd)
                 B = torch.zeros(int(inv.max()) + 1, dtype=torch.float64).index_add_(0, inv, w)
                 saa, sab, sbb = saa + (A * A).sum(), sab + (A * B).sum(), sbb + (B * B).sum()
