@@ -134,3 +134,27 @@ def test_datamodule_eval_users_samples_validation_and_test():
     assert np.array_equal(full.test_dataset.lengths(), [len(full.test_dataset[i][1]) for i in range(60)])
     with pytest.raises(ValueError, match="eval_users"):
         MovieLensDataModule("synthetic", eval_users=0)
+
+
+def test_top_order_is_the_stable_sorts_prefix():
+    """The position plot's top items without a full sort: the stable descending sort's first `top`, ties and
+    infinities included."""
+    import torch
+
+    from torchfair.training.report import _top_order
+
+    g = torch.Generator().manual_seed(0)
+    for trial in range(200):
+        n, k = int(torch.randint(1, 2000, (1,), generator=g)), int(torch.randint(1, 60, (1,), generator=g))
+        s = torch.randn(n, generator=g)
+        if trial % 3 == 0:
+            s = torch.round(s * 2) / 2  # many ties
+        if trial % 7 == 0:
+            s[torch.randint(0, n, (3,), generator=g)] = float("-inf")
+        if trial % 11 == 0:
+            s[torch.randint(0, n, (2,), generator=g)] = float("inf")
+        if trial % 13 == 0:
+            s = torch.zeros(n)
+        if trial % 17 == 0:
+            s[0] = float("nan")
+        assert torch.equal(_top_order(s, k), torch.argsort(s, descending=True, stable=True)[:k]), trial

@@ -178,6 +178,20 @@ def iter_score_lists(model, datamodule, split: str = "test", device: str = "cpu"
         yield out
 
 
+def _top_order(scores: Tensor, top: int) -> Tensor:
+    """``torch.argsort(scores, descending=True, stable=True)[:top]`` without sorting a whole full-catalogue list:
+    the items above the ``top``-th largest score, then the earliest of those equal to it, ordered by score with
+    ties by index (the stable sort's order)."""
+    n = scores.shape[0]
+    if n <= 4 * top or bool(torch.isnan(scores).any()):
+        return torch.argsort(scores, descending=True, stable=True)[:top]
+    v = torch.topk(scores, top).values[-1]
+    above = torch.nonzero(scores > v).squeeze(1)
+    tied = torch.nonzero(scores == v).squeeze(1)[:top - above.numel()]
+    cand = torch.cat([above, tied]).sort().values  # index order, so the stable sort below breaks ties by index
+    return cand[torch.argsort(scores[cand], descending=True, stable=True)]
+
+
 class _PositionShares:
     """Running sums of :func:`_position_shares` (the same additions in the same order, chunk after chunk)."""
 
@@ -187,7 +201,7 @@ class _PositionShares:
     def add(self, lists: List[Dict[str, Any]]) -> None:
         top = self.tot.shape[0]
         for li in lists:
-            order = torch.argsort(li["scores"], descending=True, stable=True)[:top]
+            order = _top_order(li["scores"], top)
             g = li["groups"][order]
             memb = torch.nn.functional.one_hot(g.long(), self.G).double() if not g.is_floating_point() else g.double()
             n = memb.shape[0]
