@@ -1,29 +1,35 @@
 """Compiled (numba) kernels of the hard ordering for CPU tensors: the sort and the pair-free sweeps.
 
 Imported lazily by :mod:`torchfair.orderings.hard` and :mod:`torchfair.orderings._sweeps` (importing numba costs
-more than importing torchfair); the torch code of those modules is the reference, runs on every device and is what
-these kernels must reproduce (tests/orderings/test_hard_kernels.py checks them against each other).
+more than importing torchfair, and nothing off the CPU needs it); the torch code of those modules is the reference,
+runs on every device and is what these kernels must reproduce (tests/orderings/test_fenwick.py checks them against
+each other).  Compiled on first use and cached on disk, like :mod:`torchfair.orderings.fast_soft_rank`'s kernels.
 
 * :func:`sort_desc` -- the order of :class:`~torchfair.orderings.Hard`: descending scores, ties by list index,
   padded items keyed ``-inf``.  A least-significant-digit radix sort of the float bits mapped to unsigned keys of
-  the same order (8-bit digits, a pass skipped when one digit holds the whole list), so it is stable by
-  construction: ``O(N)`` per list, several times faster than a comparison sort.  ``-0.0`` sorts as ``0.0`` and
-  every NaN above ``+inf`` (first), as ``torch.sort`` does.
+  the same order (8-bit digits, 32-bit keys for float32; a pass is skipped when one digit holds the whole list),
+  stable by construction: ``O(N)`` per list, several times faster than ``torch.sort``.  ``-0.0`` sorts as ``0.0``
+  and every NaN above ``+inf`` (first), as ``torch.sort`` does.
 * :func:`sweep` -- :meth:`HardOrderedBatch.contract <torchfair.orderings.hard.HardOrderedBatch.contract>` for a
-  :class:`~torchfair.orderings.base.LevelPairWeight` (or no pair weight): per list, the relevance is radix-sorted
-  into dense ranks, then the ranking is walked once, top to bottom, with a Fenwick (binary indexed) tree over the
-  relevance ranks holding what the items already passed contribute (``right``, times the exposure for
-  ``which="joint"``): an item reads the sum below its rank (one prefix query), at its rank (a per-rank array) and
-  the rest, then adds itself.  ``O(N log L)`` for ``L`` distinct relevance values, ``O(N H)`` scratch per thread.
-  Under ``ties="average"`` the items of a tie block are all read before any is added, and their tied partners are
-  summed by relevance category with a second tree that is cleared after the block.
+  :class:`~torchfair.orderings.base.LevelPairWeight` (or no pair weight).  Per list, the relevance gets dense
+  ranks (up to 64 distinct values through a small hash table, no sort; beyond, a radix sort), then the ranking is
+  walked once, top to bottom, holding what the items already passed contribute (``right``, times the exposure for
+  ``which="joint"``) per relevance rank: an item reads the sum below its rank, at its rank and above it, then adds
+  itself.  The sums below every rank are a plain array for up to 64 ranks (an insertion updates all of them,
+  branch-free) and a Fenwick (binary indexed) tree beyond, ``O(log L)`` per read and insertion for ``L`` ranks.
+  Columns of ``right`` are walked two at a time.  Under ``ties="average"`` the items of a tie block are all read
+  before any is added, and their tied partners are summed by relevance category with a second tree that is
+  cleared after the block.  ``O(N)`` scratch per thread.
 * :func:`all_pairs` -- :func:`~torchfair.orderings._sweeps.contract_all_pairs` (pair counts, order free): per-rank
-  sums and one prefix over the ranks, ``O(N + L)`` after the rank sort.
+  sums and one prefix over the ranks, ``O(N + L)`` after the ranks.
 
 Sums are accumulated in float64 whatever the input dtype (as the torch sweeps do) and written in the dtype of
-``right``.  Lists run in parallel on ``torch.get_num_threads()`` threads: the kernels release the GIL
-(``nogil``) and a small thread pool of this module runs contiguous slices of the batch (no OpenMP runtime beside
-torch's, safe to call from several threads and after ``fork``).
+``right``.  Lists run in parallel on ``torch.get_num_threads()`` threads: the kernels release the GIL (``nogil``)
+and a small thread pool of this module hands out slices of the batch (:func:`_run`).  Not numba's ``prange``: its
+OpenMP layer is a second OpenMP runtime beside torch's (launching it set torch's thread count to numba's in the
+project's environment), and its fork-join waits for every thread, where a slice queue lets the calling thread
+finish the work of a helper that the machine runs late; the pool is safe to use from several threads and is
+rebuilt after ``fork``.
 """
 from __future__ import annotations
 
