@@ -239,13 +239,15 @@ def plain_misallocation_loss(s, r, g, gamma=0.9):
 
 def _loss_fns(name):
     from torchfair.losses import dips_loss, exposure_misallocation_loss, pairwise_accuracy_gap_loss
+    from torchfair.orderings import SoftRank
+    soft = SoftRank(0.1)  # the plain references are the pairwise sigmoid (the losses' default is RampRank)
     if name == "dips":
-        return (lambda s, r, g: dips_loss(s, r, g, num_groups=2, browsing="rbp:0.9", validate_args=False),
-                plain_dips_loss)
+        return (lambda s, r, g: dips_loss(s, r, g, num_groups=2, browsing="rbp:0.9", ordering=soft,
+                                          validate_args=False), plain_dips_loss)
     if name == "pairwise_accuracy_gap":
-        return (lambda s, r, g: pairwise_accuracy_gap_loss(s, r, g, num_groups=2,
+        return (lambda s, r, g: pairwise_accuracy_gap_loss(s, r, g, num_groups=2, ordering=soft,
                                                            validate_args=False), plain_pairwise_accuracy_gap_loss)
-    return (lambda s, r, g: exposure_misallocation_loss(s, r, g, num_groups=2, browsing="rbp:0.9",
+    return (lambda s, r, g: exposure_misallocation_loss(s, r, g, num_groups=2, browsing="rbp:0.9", ordering=soft,
                                                         validate_args=False), plain_misallocation_loss)
 
 

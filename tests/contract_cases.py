@@ -1918,7 +1918,7 @@ EXEMPT: Dict[str, str] = {
     "losses.MeasureLoss": "module form of measure_loss (tests/test_design.py)",
     "losses.LossModule": "base class of the loss modules, each with a row",
     "losses.REDUCERS": "a table of reducers (tests/test_design.py)",
-    "losses.default_ordering": "returns SoftRank(0.1), which has a row",
+    "losses.default_ordering": "returns RampRank(0.1), which has a row",
     "evaluation.register_declared": "registry plumbing (tests/test_design.py)",
     "orderings.list_scale": "TODO contract row; tested in tests/orderings/test_orderings_robust.py",
     "metrics.ideal_dcg": "TODO contract row; the ideal DCG inside ndcg (rows metrics.ndcg, metrics.dcg)",

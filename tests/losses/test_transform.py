@@ -210,13 +210,14 @@ def test_list_measure_loss_is_the_reduced_measure(reducer):
     assert none.tolist() == pytest.approx([p if v else 0.0 for p, v in zip(per, valid.tolist())], abs=1e-12)
 
 
-def test_default_ordering_is_softrank_at_temperature_0_1():
+def test_default_ordering_is_ramprank_at_temperature_0_1():
+    from torchfair.orderings import RampRank
     o = default_ordering()
-    assert isinstance(o, SoftRank) and o is not default_ordering()
+    assert isinstance(o, RampRank) and o is not default_ordering()
     s, r, g, m = _batch(2)
-    want = measure_loss("dips", s, r, g, mask=m, num_groups=2, ordering=SoftRank(temperature=0.1))
+    want = measure_loss("dips", s, r, g, mask=m, num_groups=2, ordering=RampRank(temperature=0.1))
     assert measure_loss("dips", s, r, g, mask=m, num_groups=2).item() == want.item()
-    assert want.item() != measure_loss("dips", s, r, g, mask=m, num_groups=2, ordering=SoftRank(0.3)).item()
+    assert want.item() != measure_loss("dips", s, r, g, mask=m, num_groups=2, ordering=SoftRank(0.1)).item()
 
 
 @pytest.mark.parametrize("name", ["dips", "awrf", "iaa", "ndcg"])

@@ -2,8 +2,10 @@
 reduced to a scalar.  Nothing here re-implements a measure: each loss is a declaration over
 :func:`torchfair.losses.measure_loss` (a measure, a default ordering, a list reducer).
 
-Default ordering: ``SoftRank(temperature=0.1)`` (pairwise sigmoid with the temperature scaled by each list's
-score spread, with a floor for tied lists: see :mod:`torchfair.orderings.soft`, section Temperature).  Pass
+Default ordering: ``RampRank(temperature=0.1)`` (:func:`torchfair.losses.default_ordering`: SoftRank's pair
+relaxation with a piecewise-linear kernel, pair sums in ``O(N log N)``, the temperature scaled by each list's score
+spread with a floor for tied lists: see :mod:`torchfair.orderings.soft`, section Temperature).  Pass
+``ordering=SoftRank(0.1)`` for the pairwise sigmoid (the default before ``RampRank``).  Pass
 ``ordering=PlackettLuce(...)`` to train a stochastic ranking policy, or any other ordering from
 :mod:`torchfair.orderings`.
 
@@ -40,7 +42,7 @@ def dips_loss(scores: Tensor, relevance: Tensor, groups: Tensor, *, mode: str = 
               tie_weight: float = 0.5, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
               ordering: OrderingLike = None, reduction: str = "mean", validate_args: bool = True) -> Tensor:
     """DIPS loss: :func:`torchfair.metrics.dips` (Fabris et al., WSDM 2023, eq. 11) on a differentiable ordering
-    (default ``SoftRank(0.1)``), reduced per list by ``mode``:
+    (default ``RampRank(0.1)``), reduced per list by ``mode``:
 
     ``"abs"``: ``|M_AB - M_BA|`` (for more than two groups the largest ``|M_gh - M_hg|``); ``"square"``: its
     square; ``"one_sided"``: ``max_h relu(M_ph - M_hp)`` protecting group ``protected`` only.  The other arguments

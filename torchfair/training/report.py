@@ -103,6 +103,7 @@ def load_checkpoint(path: str, config: Optional[str] = None, device: str = "cpu"
     hp = dict(ckpt.get("hyper_parameters") or {})
     data_hp = {k: v for k, v in dict(ckpt.get("datamodule_hyper_parameters") or {}).items() if not k.startswith("_")}
     step = {"epoch": ckpt.get("epoch"), "global_step": ckpt.get("global_step")}
+    ranker_keys = {k for k in ckpt["state_dict"] if k.startswith("ranker.")}
     del ckpt
     model_over: Dict[str, Any] = {"init_from": None}  # the checkpoint's own weights, not those it started from
     data_over: Dict[str, Any] = {}
@@ -125,10 +126,15 @@ def load_checkpoint(path: str, config: Optional[str] = None, device: str = "cpu"
     if not isinstance(hp.get("ranker", "mf"), str) or "ranker" not in hp:  # a module passed in Python: not saved
         model_over["ranker"] = (record.get("ranker") or {}).get("class_path", "mf")
     try:
-        model = FairRankingModule.load_from_checkpoint(path, map_location="cpu", **model_over)
+        # not strict: a loss passed as a Python object is not a hyperparameter, so the rebuilt module lacks the
+        # loss's own state (e.g. the regulariser's schedule); the ranker's weights are checked below
+        model = FairRankingModule.load_from_checkpoint(path, map_location="cpu", strict=False, **model_over)
     except RuntimeError as e:  # load_state_dict: weights of another shape
         raise ValueError(f"`--ckpt` {path}: its weights do not fit the ranker "
                          f"{model_over.get('ranker', hp.get('ranker'))!r}: {e}") from None
+    if {f"ranker.{k}" for k in model.ranker.state_dict()} != ranker_keys:
+        raise ValueError(f"`--ckpt` {path}: its weights do not fit the ranker "
+                         f"{model_over.get('ranker', hp.get('ranker'))!r} (other parameter names)")
     model.eval().to(device)
     if data_hp:
         dm = MovieLensDataModule.load_from_checkpoint(path, **data_over)
