@@ -70,6 +70,11 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+#: the shared harness's peak-RSS reader; the step is timed per phase inside each round (not a whole call), so the
+#: rounds are this script's own (configs rotated per round, as _bench.interleaved(alternate=True) does)
+from _bench import maxrss_bytes  # noqa: E402
+
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "bench_training.md")
 CONFIGS = ("listnet", "dips", "misallocation", "pairwise_gap", "pl_dips", "dips_ramp", "misallocation_ramp",
            "pairwise_gap_ramp")
@@ -246,8 +251,7 @@ class PeakMemory:
 
 
 def _maxrss_mb() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return (r if sys.platform == "darwin" else r * 1024) / 2 ** 20
+    return maxrss_bytes() / 2 ** 20
 
 
 def memory_worker(args) -> None:
