@@ -52,7 +52,6 @@ import gc
 import json
 import os
 import platform
-import resource
 import shlex
 import statistics
 import subprocess
