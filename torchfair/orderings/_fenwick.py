@@ -578,7 +578,7 @@ def _pool(workers: int) -> ThreadPoolExecutor:
 
 def _run(kernel, args, B: int, N: int) -> None:
     """``kernel(*args, b0, b1)`` over the lists ``[0, B)`` on ``torch.get_num_threads()`` threads (the calling
-    one included), which take slices of about ``B / (4 threads)`` lists in turn until none is left.  The call
+    one included), which take slices of about ``B / (16 threads)`` lists in turn until none is left.  The call
     returns when every slice is done, without waiting for a helper thread that took none: on shared cores a thread
     the machine runs late delays the call by the slice it holds, not by a scheduler slice per call (the
     OpenMP-style fork-join of torch's parallel ops waits for every thread)."""
@@ -586,7 +586,7 @@ def _run(kernel, args, B: int, N: int) -> None:
     if threads <= 1 or B * N < PARALLEL_MIN_ELEMENTS:
         kernel(*args, 0, B)
         return
-    chunks = min(B, 4 * threads)
+    chunks = min(B, 16 * threads)  # small slices: a late helper holds back little
     bounds = [B * t // chunks for t in range(chunks + 1)]
     state = {"next": 0, "done": 0, "error": None}
     cond = threading.Condition()
