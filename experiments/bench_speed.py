@@ -59,6 +59,7 @@ def case_exact(args) -> str:
                                    kendall_tau)
     from torchfair.orderings import Hard
 
+    load0 = os.getloadavg()[0]
     g = torch.Generator().manual_seed(0)
     rounds = 3 if args.quick else 7
     lines = ["### Exact pairwise measures (`ordering=Hard()`), float32, against a compiled O(N log N) peer and a "
@@ -115,6 +116,9 @@ def case_exact(args) -> str:
         torch.set_num_threads(before)
     lines.append(table(["DIPS relevance", "B", "N", "threads", "torchfair s", "peer s", "stable sort s",
                         "x peer (aim <= 2)", "x sort (aim <= 10)", "max abs diff"], rows))
+    lines += ["", f"Machine load (1-minute average, {os.cpu_count()} CPUs) at the start of the section: "
+              f"{load0:.2f}, after the table above: {os.getloadavg()[0]:.2f}.  Above 1, another process holds a "
+              "core: torch's two-thread ops then wait for it at every fork-join (see 'Exact DIPS under load')."]
     lines += ["", "The torch code of `Hard` (`Hard(backend='torch')`: the reference, and what runs off the CPU), one "
               "thread, on the same inputs:", "",
               table(["DIPS relevance", "B", "N", "torch code s", "kernels s", "torch / kernels", "torch / sort"],
