@@ -455,7 +455,7 @@ def case_exact_memory(args) -> str:
         "Exact DIPS's live peak once the process has loaded numba and the compiled kernels (fresh process per "
         "row, `MALLOC_MMAP_THRESHOLD_=131072`, growth of `ru_maxrss` over 3 calls after a warm-up on a tiny "
         "batch; inputs built before): what the O(B N G) bound is about.  The first exact evaluation in a process "
-        f"loads numba and the kernels once: +{', '.join(str(x) for x in sorted(first))} MB of resident memory "
+        f"loads numba and the kernels once: +{min(first, default=0)}-{max(first, default=0)} MB of resident memory "
         "(in the table above, where it is counted).", "",
         table(["relevance", "B", "N", "live peak MB", "/ (B N G x 8 bytes)", "/ one float32 [B, N]"], rows), ""])
 
