@@ -248,11 +248,11 @@ def _adjacent_pairs(s: Tensor, y: Tensor, g: Tensor, m: Tensor, group: int, G: i
 
     known = m & (g >= 0) & (g < G)
     in_g = known & (g == group)
-    q, i, j, gap = _adjacent_candidates(s, m, in_g, known & ~in_g)
+    q, i, j, gap = _adjacent_candidates(s, m, in_g, known & ~in_g)  # float32 scores: the same order and ties
     if gap.numel():  # quantile 1: the threshold is the largest gap, which keeps every pair but NaN gaps
         keep = gap <= torch.sort(gap).values[-1]
         q, i, j = q[keep], i[keep], j[keep]
-    return q, i, j, y[q, i] - y[q, j]
+    return q, i, j, y[q, i].double() - y[q, j].double()  # the outcome differences in float64, as _mpc has them
 
 
 class _MPCStream:
@@ -279,7 +279,7 @@ class _MPCStream:
             part = lists[a:a + self.batch]
             s, r, g, m = _pad([(li["scores"], li["relevance"], li["groups"]) for li in part], False, self.G,
                               torch.device("cpu"))
-            q, i, j, d = _adjacent_pairs(s.double(), r.double(), g, m, self.group, self.G)
+            q, i, j, d = _adjacent_pairs(s, r, g, m, self.group, self.G)
             if d.numel() == 0:
                 continue
             w = torch.ones_like(d)  # matched_pairs' weight without a browsing model
@@ -400,7 +400,7 @@ def evaluate_checkpoints(ckpts: Sequence[str], out: Optional[str] = None, *, con
         mpc_on = mpc_group is not None and mpc_group < G
         res = _evaluate_run(run, variants, asked, G, group_names, split, device, pop, lengths if on else None,
                             chunk_users, bootstrap=bootstrap, seed=seed, confidence=confidence, top=top,
-                            mpc_group=mpc_group if mpc_on else None)
+                            mpc_group=mpc_group if mpc_on else None, digest=len(runs) > 1)
         for vname, r in variants:
             table, shares, mpc = res["variants"][vname]
             tables[vname] = table
@@ -457,9 +457,11 @@ def _lists_digest(h, lists: List[Dict[str, Any]]) -> None:
 
 def _evaluate_run(run, variants, asked, G: int, group_names, split: str, device: str, pop,
                   lengths: Optional[np.ndarray], chunk_users: int, *, bootstrap: int, seed: int, confidence: float,
-                  top: int, mpc_group: Optional[int]) -> Dict[str, Any]:
+                  top: int, mpc_group: Optional[int], digest: bool = True) -> Dict[str, Any]:
     """Tables, position shares and MPC of a run's variants (the run itself, its re-rankings, popularity): eagerly
-    (``lengths`` None: every list held, :func:`evaluate_lists`) or streamed chunk by chunk."""
+    (``lengths`` None: every list held, :func:`evaluate_lists`) or streamed chunk by chunk; ``digest``: hash the
+    lists (ids, items, relevance) to tell whether two checkpoints were evaluated on the same lists (44 GB of bytes
+    for every ML-20M user: only done when there is another checkpoint to compare with)."""
     from ..evaluation import evaluate_lists
     from ..evaluation.table import StreamingEvaluation
 
@@ -477,7 +479,8 @@ def _evaluate_run(run, variants, asked, G: int, group_names, split: str, device:
 
     if lengths is None:
         lists = score_lists(run.model, run.datamodule, split, device)
-        _lists_digest(h, lists)
+        if digest:
+            _lists_digest(h, lists)
         for vname, r in variants:
             vl = variant_lists(lists, r)
             table = evaluate_lists(vl, asked, **kw)
@@ -488,7 +491,8 @@ def _evaluate_run(run, variants, asked, G: int, group_names, split: str, device:
     shares = {v: _PositionShares(G, top) for v, _ in variants}
     mpcs = {v: _MPCStream(G, mpc_group) for v, _ in variants} if mpc_group is not None else {}
     for lists in iter_score_lists(run.model, run.datamodule, split, device, chunk_users):
-        _lists_digest(h, lists)
+        if digest:
+            _lists_digest(h, lists)
         for vname, r in variants:
             vl = variant_lists(lists, r)
             streams[vname].add(vl)
