@@ -212,11 +212,14 @@ def run_stage(stage: str, cfg: Dict[str, Any]) -> Dict[str, Any]:
     rss0 = _status("VmRSS")
     exact = _reset_peak()
     load0 = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    cpu0 = os.times()
     t = time.perf_counter()
     fn = globals()[f"stage_{stage}"]
     extra = fn(cfg) if stage in ("generate", "load") else fn(cfg, ctx)
     wall = time.perf_counter() - t
-    return {"stage": stage, "wall_s": wall, "peak_rss_mb": _status("VmHWM"), "rss_before_mb": rss0,
+    cpu1 = os.times()
+    cpu = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+    return {"stage": stage, "wall_s": wall, "cpu_s": cpu, "peak_rss_mb": _status("VmHWM"), "rss_before_mb": rss0,
             "peak_since_stage_start": exact, "prerequisites_s": pre_s, "load_avg_start": load0,
             "load_avg_end": os.getloadavg()[0] if hasattr(os, "getloadavg") else None, **extra}
 
@@ -241,6 +244,21 @@ def _spawn(stage: str, cfg: Dict[str, Any], nice: int) -> Dict[str, Any]:
     return rec
 
 
+def _code_revision() -> str:
+    """``$TORCHFAIR_CODE_REV`` (set it when running a snapshot without .git), else the checkout's commit."""
+    rev = os.environ.get("TORCHFAIR_CODE_REV")
+    if rev:
+        return rev
+    try:
+        out = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             timeout=10)
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=30).stdout.strip()
+        return out.stdout.strip() + (" with local changes" if dirty else "") if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
 def _fmt_s(s: Optional[float]) -> str:
     if s is None:
         return "-"
@@ -263,7 +281,8 @@ def render(recs: Dict[str, Dict[str, Any]], cfg: Dict[str, Any], command: str, m
              f"Command: `{command}`  ", f"Date: {machine['date']}; {machine['cpus']} CPUs, {machine['ram_gb']:.0f} GB "
              f"RAM, torch {machine['torch']} ({cfg['threads']} threads per stage), Python {machine['python']}; "
              f"load average {machine['load_before']:.1f} before the run, {machine['load_after']:.1f} after "
-             "(the machine was shared with other jobs)." if machine.get("load_before") is not None else "", ""]
+             "(the machine was shared with other jobs)." if machine.get("load_before") is not None else "",
+             f"Code: {machine.get('code', 'unknown')}.", ""]
     if gen:
         lines += [f"Data (generated, seed {cfg['seed']}, scale {cfg['scale']}): {gen['n_users']:,} users, "
                   f"{gen['n_items']:,} items, {gen['n_ratings']:,} ratings "
@@ -275,14 +294,16 @@ def render(recs: Dict[str, Dict[str, Any]], cfg: Dict[str, Any], command: str, m
                   f"{gen['rating_mean']:.2f}.", ""]
     lines += ["Each stage in a fresh process; *peak RSS* is the process's high-water mark during the stage (reset at "
               "its start through `/proc/self/clear_refs`, so it includes what the process held before the stage: "
-              "the memory the stage needs to run); *RSS before* is what it held at the start.", "",
-              "| stage | wall time | peak RSS | RSS before | what it did |", "|---|---:|---:|---:|---|"]
+              "the memory the stage needs to run); *RSS before* is what it held at the start; *CPU* is the "
+              f"process's user + system time during the stage (at most {cfg['threads']} x the wall time; less when "
+              "it waited for a core or for I/O).", "",
+              "| stage | wall time | CPU | peak RSS | RSS before | what it did |", "|---|---:|---:|---:|---:|---|"]
     for st in STAGES:
         r = recs.get(st)
         if r is None:
             continue
-        lines.append(f"| {st} | {_fmt_s(r['wall_s'])} | {_gb(r['peak_rss_mb'])} | {_gb(r['rss_before_mb'])} | "
-                     f"{_describe(st, r, cfg)} |")
+        lines.append(f"| {st} | {_fmt_s(r['wall_s'])} | {_fmt_s(r.get('cpu_s'))} | {_gb(r['peak_rss_mb'])} | "
+                     f"{_gb(r['rss_before_mb'])} | {_describe(st, r, cfg)} |")
     worst = max((r["peak_rss_mb"] for r in recs.values()), default=0.0)
     lines += ["", f"Largest peak: {_gb(worst)} (aim: every stage under {AIM_RSS_GB:g} GB: "
                   f"{'met' if worst < AIM_RSS_GB * 1024 else 'NOT met'})."]
@@ -379,7 +400,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     machine = {"date": datetime.date.today().isoformat(), "cpus": os.cpu_count(), "python": platform.python_version(),
                "torch": torch.__version__,
                "ram_gb": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30,
-               "load_before": os.getloadavg()[0]}
+               "load_before": os.getloadavg()[0], "code": _code_revision()}
     recs: Dict[str, Dict[str, Any]] = {}
     for st in args.stages:
         if not args.quiet:
