@@ -1,6 +1,6 @@
 """Data: the synthetic two-group data of the DIPS paper (:mod:`torchfair.data.synthetic`), MovieLens
-(:mod:`torchfair.data.movielens`) and recommender splits, item groups and ranking lists
-(:mod:`torchfair.data.recsys`).
+(:mod:`torchfair.data.movielens`), synthetic ratings with ML-20M's shape (:mod:`torchfair.data.ml20m`) and
+recommender splits, item groups and ranking lists (:mod:`torchfair.data.recsys`).
 
 The MovieLens and recommender names are loaded on first access (PEP 562), so ``import torchfair`` does not load
 pandas.
@@ -19,6 +19,7 @@ _LAZY.update({name: "recsys" for name in ("Encoded", "encode", "Split", "split_r
                                           "FeatureTables", "build_features", "RankingLists", "training_lists",
                                           "evaluation_lists", "collate_lists", "TrainingListDataset",
                                           "EvaluationListDataset")})
+_LAZY.update({name: "ml20m" for name in ("generate_ml20m", "ml20m_shape")})
 
 __all__ = ["two_group_relevance", "ideal_ranking", "promote", "tie_breaking_rankings", *_LAZY]
 
