@@ -228,9 +228,8 @@ def as_membership(groups: Tensor, mask: Tensor, num_groups: Optional[int], dtype
                     f"summing to less than 1 is partly of unknown group)", memb.device)
         return torch.where(mask.unsqueeze(-1), memb, torch.zeros((), dtype=dtype, device=memb.device))
     codes, num_groups = group_codes(groups, mask, num_groups, validate, name)
-    known = codes >= 0
-    memb = torch.nn.functional.one_hot(torch.where(known, codes, torch.zeros_like(codes)), num_groups).to(dtype)
-    return memb * known.unsqueeze(-1).to(dtype)
+    # one comparison: an unknown or padded item (code -1) matches no group, so its row is all zeros
+    return (codes.unsqueeze(-1) == torch.arange(num_groups, device=codes.device)).to(dtype)
 
 
 def group_codes(groups: Tensor, mask: Tensor, num_groups: Optional[int], validate: bool, name: str = "groups"):

@@ -261,5 +261,8 @@ def test_collate_lists_keys_shapes_padding():
     assert g.shape == (2, 3, 2) and g.dtype == torch.float32
     assert g[0].tolist() == [[0, 1], [0, 0], [0, 0]] and g[1].tolist() == [[0.5, 0.5], [1, 0], [0, 0]]
     assert isinstance(f, FeatureTables)
+    ids_only = collate_lists(samples, hard, f, item_features=False)  # for rankers of ids only
+    assert list(ids_only) == ["user", "items", "relevance", "mask", "groups", "user_features"]
+    assert all(torch.equal(ids_only[k], b[k]) for k in ids_only)
     with pytest.raises(ValueError, match="`samples`"):
         collate_lists([], hard, f)

@@ -36,6 +36,29 @@ def test_registry_columns_match_functional():
     assert torch.allclose(cols["igi_BA"][0], I[:, 1, 0]) and torch.equal(cols["igi_BA"][1], iok[:, 1, 0])
 
 
+def test_measures_of_one_batch_share_one_exact_ordering(monkeypatch):
+    """compute_columns sorts a batch once for every measure on the exact ordering (per ties setting), and each
+    column equals the measure computed on its own."""
+    from torchfair.orderings import hard
+
+    lists = make_lists(6, seed=2)
+    s, r, g, m = pad(lists)
+    asked = ["ndcg@3", "dips", "dips:tie_weight=0,label=d0", "exposure_misallocation", "pairwise_accuracy",
+             "mpc:group=1,adjacent=True,quantile=1.0", "dips:ties=average,label=da"]
+    alone = {}
+    for req in asked:
+        alone.update(compute_columns(s, r, g, m, [req], num_groups=2))
+    calls = []
+    real = hard.HardOrderedBatch.__init__
+    monkeypatch.setattr(hard.HardOrderedBatch, "__init__", lambda self, *a, **k: calls.append(a[2]) or real(self, *a, **k))
+    shared = compute_columns(s, r, g, m, asked, num_groups=2)
+    assert sorted(calls) == ["average", "first"]  # one sort per ties setting
+    assert list(shared) == list(alone)
+    for k in alone:
+        assert torch.equal(shared[k][1], alone[k][1]), k
+        torch.testing.assert_close(shared[k][0], alone[k][0], rtol=0, atol=0, msg=k)
+
+
 def test_registry_options_and_parsing():
     assert parse_request("ndcg@10").options == {"k": 10} and parse_request("ndcg@10").label == "ndcg@10"
     r = parse_request("dips:browsing=rbp:0.8,tie_weight=0,label=d0")

@@ -14,6 +14,15 @@ from torchfair.orderings.base import LevelPairWeight
 WEIGHTS = [(1, 0, 0), (1, 0.5, 0), (0.3, 0.2, 0.7), (0, 1, 0), (0, 0, 1)]
 
 
+@pytest.fixture(params=["compiled", "torch"])
+def backend(request, monkeypatch):
+    """Both implementations of the window pass: the compiled walk (the CPU default) and the torch prefix sums
+    (every other device)."""
+    if request.param == "torch":
+        monkeypatch.setattr(rp, "kernels", lambda *a, **k: None)
+    return request.param
+
+
 def _pairs(z, mask):
     """The ramp kernel on every pair, by hand: clip(1/2 + (z_j - z_i) / 4, 0, 1), real off-diagonal pairs."""
     N = z.shape[1]
@@ -36,7 +45,7 @@ def _batch(seed, B=3, N=9, levels=3, H=2):
 @pytest.mark.parametrize("weights", WEIGHTS)
 @pytest.mark.parametrize("path", ["levels", "bits"])
 @pytest.mark.parametrize("levels", [1, 3, 40])
-def test_contract_equals_the_pairs_by_hand(weights, path, levels, monkeypatch):
+def test_contract_equals_the_pairs_by_hand(weights, path, levels, monkeypatch, backend):
     if path == "bits":
         monkeypatch.setattr(rp, "MAX_LEVELS", 0)
     s, mask, rel, R = _batch(levels, N=12, levels=levels)
@@ -47,7 +56,7 @@ def test_contract_equals_the_pairs_by_hand(weights, path, levels, monkeypatch):
     torch.testing.assert_close(ob.expected_positions(), _pairs(ob._z(), mask).sum(-1) * mask, rtol=0, atol=1e-12)
 
 
-def test_joint_and_generic_pair_weights_follow_the_same_kernel():
+def test_joint_and_generic_pair_weights_follow_the_same_kernel(backend):
     from torchfair.browsing import RBP
     s, mask, rel, R = _batch(1)
     ob = RampRank(0.3)(s, mask)
@@ -62,7 +71,7 @@ def test_joint_and_generic_pair_weights_follow_the_same_kernel():
     torch.testing.assert_close(got, torch.einsum("bij,bjh->bih", A * W, R) * mask[..., None], rtol=0, atol=1e-12)
 
 
-def test_gradients_equal_autograd_through_the_pairs():
+def test_gradients_equal_autograd_through_the_pairs(backend):
     s, mask, rel, R = _batch(2)
     pw = LevelPairWeight(rel, 1, 0.5, 0)
     s1 = s.clone().requires_grad_(True)
@@ -138,7 +147,7 @@ def test_bad_arguments_name_themselves():
 
 
 @pytest.mark.parametrize("grouped", [False, True])
-def test_hand_written_backward_passes_gradcheck(grouped):
+def test_hand_written_backward_passes_gradcheck(grouped, backend):
     """The window sum's backward (the kernel transposed, the slope inside the window) against finite differences,
     for the scores and the summed values, with and without groups and a selection."""
     g = torch.Generator().manual_seed(7)
@@ -151,3 +160,22 @@ def test_hand_written_backward_passes_gradcheck(grouped):
     select = torch.rand(B, N, generator=g) < 0.7 if grouped else None
     assert torch.autograd.gradcheck(lambda z_, R_: rp.ramp_sums(z_, R_, mask, group, select) * mask[..., None],
                                     (z, R), eps=1e-7, atol=1e-6)
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+@pytest.mark.parametrize("lower", [False, True])
+def test_compiled_window_pass_equals_the_torch_pass(grouped, lower, monkeypatch):
+    """The fused compiled walk against the torch prefix sums, on a padded batch with ties and groups."""
+    g = torch.Generator().manual_seed(11)
+    B, N, H = 4, 40, 3
+    z = torch.randn(B, N, generator=g, dtype=torch.float64) * 3
+    z[0, :5] = z[0, 5]  # a tie block
+    mask = torch.rand(B, N, generator=g) < 0.8
+    win = rp._Window(z, mask, torch.randint(0, 3, (B, N), generator=g) if grouped else None)
+    X = torch.randn(B, N, H, generator=g, dtype=torch.float64)
+    w1, o1 = rp._window_pass(X, win.off, win, lower)
+    assert rp.kernels("auto", X, win.off) is not None  # the compiled walk ran
+    monkeypatch.setattr(rp, "kernels", lambda *a, **k: None)
+    w2, o2 = rp._window_pass(X, win.off, win, lower)
+    torch.testing.assert_close(w1, w2, rtol=0, atol=1e-12)
+    torch.testing.assert_close(o1, o2, rtol=0, atol=1e-12)

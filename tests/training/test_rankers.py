@@ -36,6 +36,24 @@ def test_mf_is_dot_plus_biases():
             assert math.isclose(float(got[b, n]), want, rel_tol=1e-5, abs_tol=1e-5)
 
 
+def test_mf_scores_long_lists_from_the_whole_catalogue_the_same():
+    """Lists holding much of the catalogue are scored by one product with every item's factors and a gather:
+    the same scores (up to float32 rounding) and gradients as the per-list gather."""
+    torch.manual_seed(0)
+    mf = MatrixFactorization(num_users=5, num_items=40, dim=4)
+    for p in mf.parameters():
+        torch.nn.init.normal_(p)
+    user = torch.tensor([0, 3, 4])
+    items = torch.stack([torch.randperm(40)[:30] for _ in range(3)])  # 30 of 40 items: the catalogue path
+    short = [mf({"user": user, "items": items[:, a:a + 5]}) for a in range(0, 30, 5)]  # 5 of 40: the gather path
+    full = mf({"user": user, "items": items})
+    torch.testing.assert_close(full, torch.cat(short, 1), rtol=1e-6, atol=1e-6)
+    g1 = torch.autograd.grad(full.square().sum(), list(mf.parameters()))
+    g2 = torch.autograd.grad(torch.cat(short, 1).square().sum(), list(mf.parameters()))
+    for a, b in zip(g1, g2):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
 def test_two_tower_uses_features_and_checks_the_batch():
     tt = TwoTower(num_users=3, num_items=5, user_cardinalities=[4, 3], num_genres=2, num_decades=3, dim=4)
     batch = {"user": torch.tensor([0, 2]), "items": torch.tensor([[0, 1, 4], [2, 3, 0]]),

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 pytest.importorskip("pytorch_lightning")
 
@@ -73,6 +74,28 @@ def test_streamed_evaluation_equals_the_eager_one(ckpt):
                 assert math.isclose(me[key], ms[key], rel_tol=1e-9, abs_tol=1e-12), (n, key)
     assert eager["users"]["streamed"] == [False, False] and streamed["users"]["streamed"] == [True, True]
     assert eager["users"]["sample"] is None and eager["users"]["n_lists"] == eager["users"]["of"] == 60
+
+
+def test_ids_only_rankers_are_scored_without_item_feature_tensors(ckpt):
+    """MF reads ids only: its full-catalogue batches are collated without the [B, N, genres] tensors, the same
+    scores come out, and the data module's setting is restored afterwards."""
+    from torchfair.training.report import iter_score_lists, load_checkpoint
+
+    run = load_checkpoint(ckpt)
+    seen = []
+    forward = run.model.forward
+    run.model.forward = lambda batch: seen.append(sorted(batch)) or forward(batch)
+    lists = [li for chunk in iter_score_lists(run.model, run.datamodule, "test", chunk_users=None) for li in chunk]
+    assert seen and all("item_genres" not in k and "item_decade" not in k for k in seen)
+    assert run.datamodule.item_features is True
+    run.model.forward = forward
+    want = []
+    with torch.no_grad():
+        for batch in run.datamodule.test_dataloader():  # every feature collated
+            assert "item_genres" in batch
+            s = run.model(batch)
+            want += [s[b][batch["mask"][b]] for b in range(s.shape[0])]
+    assert len(want) == len(lists) and all(torch.equal(a, li["scores"]) for a, li in zip(want, lists))
 
 
 def test_user_sample_is_recorded_written_and_reproducible(ckpt, tmp_path):

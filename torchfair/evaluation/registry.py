@@ -419,11 +419,12 @@ def compute_columns(scores: Tensor, relevance: Optional[Tensor], groups: Optiona
     per-request options win."""
     out: Columns = {}
     global_options = normalise_options(global_options)
+    shared: Dict[Tuple[str, str], OrderedBatch] = {}
     for req in measures:
         r = parse_request(req)
         spec = get_measure(r.name)
         glob = {k: v for k, v in global_options.items() if k not in spec.ignore_global}
-        opts = {**spec.options_for(glob), **r.options}
+        opts = _shared_hard({**spec.options_for(glob), **r.options}, spec, scores, mask, shared)
         cols = spec.compute(scores, relevance, groups if spec.uses_groups else None, mask, label=r.label,
                             num_groups=num_groups if spec.uses_groups else None, **opts)
         for k in cols:
@@ -431,6 +432,24 @@ def compute_columns(scores: Tensor, relevance: Optional[Tensor], groups: Optiona
                 raise ValueError(f"column {k!r} produced twice; give the requests distinct labels")
         out.update(cols)
     return out
+
+
+def _shared_hard(opts: Dict[str, Any], spec: "MeasureSpec", scores: Tensor, mask: Optional[Tensor],
+                 shared: Dict[Tuple[str, str], OrderedBatch]) -> Dict[str, Any]:
+    """``opts`` with the exact ordering (``Hard``, the default) replaced by one :class:`HardOrderedBatch` of the
+    batch per ``(ties, backend)``, computed once and shared by every measure of :func:`compute_columns` (the sort
+    of a full-catalogue list costs as much as most measures' own work)."""
+    if not spec.accepts("ordering") or mask is None or scores.dim() != 2 or scores.requires_grad \
+            or tuple(mask.shape) != tuple(scores.shape):
+        return opts
+    norm = normalise_options({**spec.defaults, **opts})
+    o = Hard() if norm.get("ordering") is None else norm["ordering"]
+    if type(o) is not Hard:
+        return opts
+    key = (o.ties, o.backend)
+    if key not in shared:
+        shared[key] = o(scores, mask)
+    return {**normalise_options(opts), "ordering": shared[key]}
 
 
 # --------------------------------------------------------------------------------------------- built-in entries

@@ -38,7 +38,7 @@ from .. import _linalg
 from .._validation import check_choice, check_group_id, check_number, prepare
 from ..browsing import BrowsingModel, get_browsing
 from ..orderings.base import OrderingLike
-from ..orderings import Hard, row_blocks
+from ..orderings import Hard, HardOrderedBatch, row_blocks
 from ._common import check_bool, check_ordering, order
 
 __all__ = ["MatchedPairs", "MPCResult", "matched_pairs", "matched_pair_calibration", "mpc_cluster_variance"]
@@ -121,14 +121,16 @@ def _check_options(eps, closest, quantile, adjacent, position_weight):
     check_choice(position_weight, "position_weight", ("top", "swap"))
 
 
-def _adjacent_candidates(s: Tensor, m: Tensor, in_g: Tensor, other: Tensor):
+def _adjacent_candidates(s: Tensor, m: Tensor, in_g: Tensor, other: Tensor, order: Optional[Tensor] = None):
     """Candidate pairs of adjacent items under the hard order (ties by index), in O(B N log N): consecutive
     positions (a above b) give ``(i=b, j=a)`` when b is in g and a is not, and ``(i=a, j=b)`` when a is in g, b is
     not and their scores tie (``s(j) >= s(i)`` either way).  Returned in (query, i, j) order, as the pairwise
-    scan of :func:`matched_pairs` returns them."""
+    scan of :func:`matched_pairs` returns them.  ``order``: that order (item at each position, padded items last,
+    e.g. ``Hard()(s, m).order``) where it is already computed."""
     B, N = s.shape
-    key = torch.where(m, s, torch.full_like(s, float("-inf")))
-    order = torch.sort(key, dim=-1, descending=True, stable=True).indices
+    if order is None:
+        key = torch.where(m, s, torch.full_like(s, float("-inf")))
+        order = torch.sort(key, dim=-1, descending=True, stable=True).indices
     a, b = order[:, :-1], order[:, 1:]
     both = m.gather(-1, a) & m.gather(-1, b)
     sa, sb = s.gather(-1, a), s.gather(-1, b)
@@ -197,12 +199,14 @@ def matched_pairs(scores: Tensor, relevance: Tensor, groups: Tensor, *, group: i
     in_g = (memb[..., group] > 0) if group < G else torch.zeros_like(m)
     other = (memb.sum(-1) > 0) & ~in_g  # known group, not g (padded and unknown rows are all zero)
     need_pos = adjacent or browsing is not None
-    pos = order(b, ordering).expected_positions().to(s.dtype) if need_pos else None
+    ob = order(b, ordering) if need_pos else None
+    pos = ob.expected_positions().to(s.dtype) if need_pos else None
     dev = s.device
 
     qs, ii, jj, gaps = [], [], [], []
-    if adjacent and (ordering is None or (isinstance(ordering, Hard) and ordering.ties == "first")):
-        q, i, j, gap = _adjacent_candidates(s, m, in_g, other)
+    hard_first = isinstance(ob, HardOrderedBatch) and ob.ties == "first"  # e.g. a shared Hard()(s, m)
+    if adjacent and (ordering is None or (isinstance(ordering, Hard) and ordering.ties == "first") or hard_first):
+        q, i, j, gap = _adjacent_candidates(s, m, in_g, other, ob.order if hard_first else None)
         qs, ii, jj, gaps = [q], [i], [j], [gap]
         if eps is not None:
             keep = gap <= eps

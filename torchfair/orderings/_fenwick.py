@@ -43,7 +43,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["sort_desc", "sweep", "all_pairs", "supported"]
+__all__ = ["sort_desc", "sweep", "all_pairs", "window_pass", "supported"]
 
 #: lists x items below which a call runs on the calling thread only (thread hand-off costs ~50 us)
 PARALLEL_MIN_ELEMENTS = 1 << 15
@@ -557,6 +557,59 @@ def _all_pairs_impl(mask, rbits, wide, V, wg, we, wl, out, b0, b1, keys, k2):  #
                 if wl != 0.0:
                     v += wl * (tot - vi - lt - eq)
                 out[b, i, h] = v
+
+
+# ------------------------------------------------------------------------------------------------ ramp windows
+@numba.njit(cache=True, nogil=True)
+def _window_rows(X, off, order, hi, lo, start, end, grouped, lower, W, OUT, b0, b1):  # pragma: no cover - compiled
+    """:func:`window_pass` for the lists ``[b0, b1)``: per list, the prefix sums of ``X`` and ``off * X`` along
+    ``order`` (``[N + 1, 2H]`` scratch), read at each item's window bounds."""
+    N = X.shape[1]
+    H = X.shape[2]
+    C = np.empty((N + 1, 2 * H))
+    for b in range(b0, b1):
+        for h in range(2 * H):
+            C[0, h] = 0.0
+        for k in range(N):
+            it = order[b, k]
+            o = off[b, it]
+            for h in range(H):
+                x = X[b, it, h]
+                C[k + 1, h] = C[k, h] + x
+                C[k + 1, H + h] = C[k, H + h] + x * o
+        for i in range(N):
+            a = hi[b, i]
+            c = lo[b, i]
+            o = off[b, i]
+            for h in range(H):
+                wv = C[a, h] - C[c, h]
+                uw = C[a, H + h] - C[c, H + h]
+                W[b, i, h] = wv
+                if lower:
+                    first = C[c, h] - (C[start[b, i], h] if grouped else 0.0)
+                    OUT[b, i, h] = first + (0.5 + o) * wv - uw
+                else:
+                    last = C[end[b, i], h] if grouped else C[N, h]
+                    OUT[b, i, h] = (last - C[a, h]) + (0.5 - o) * wv + uw
+
+
+def window_pass(X: Tensor, off: Tensor, order: Tensor, hi: Tensor, lo: Tensor, start: Optional[Tensor],
+                end: Optional[Tensor], lower: bool):
+    """:func:`torchfair.orderings.ramp._window_pass` (the ramp kernel's prefix-sum pass, forward or transposed)
+    fused into one walk per list: ``X [B, N, H]`` and ``off [B, N]`` float64, the window's ``order`` / ``hi`` /
+    ``lo`` (and ``start`` / ``end`` for grouped windows) ``[B, N]`` int64.  Returns ``(w, out)`` ``[B, N, H]``
+    float64, equal to the torch pass up to the order of the float64 additions."""
+    B, N, H = X.shape
+    W = torch.empty(B, N, H, dtype=torch.float64)
+    OUT = torch.empty(B, N, H, dtype=torch.float64)
+    grouped = start is not None
+    dummy = np.zeros((1, 1), dtype=np.int64)
+    args = (X.detach().contiguous().numpy(), off.detach().contiguous().numpy(), order.contiguous().numpy(),
+            hi.contiguous().numpy(), lo.contiguous().numpy(),
+            start.contiguous().numpy() if grouped else dummy, end.contiguous().numpy() if grouped else dummy,
+            grouped, bool(lower), W.numpy(), OUT.numpy())
+    _run(_window_rows, args, B, N * H)
+    return W, OUT
 
 
 # ------------------------------------------------------------------------------------------------ dispatch

@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from ..browsing import BrowsingModel
-from ._sweeps import LevelPairWeight, _dense_rank, _prefix, _take, _untake
+from ._sweeps import LevelPairWeight, _dense_rank, _prefix, _take, _untake, kernels
 from .base import OrderedBatch, PairBlock, row_blocks
 from .soft import MIN_SCALE, REL_MIN_SCALE, SoftRankOrderedBatch, _Tempered, _offdiag, _work
 
@@ -92,6 +92,9 @@ def _window_pass(X: Tensor, off: Tensor, win: "_Window", lower: bool) -> Tuple[T
     window of ``i`` is ``|u_j - u_i| < 1/2`` in ``i``'s group and the second term is
     ``sum_{u_j >= u_i + 1/2} X_j + (1/2 - u_i) W_i + sum_W u_j X_j`` (``lower=False``: the forward sum) or
     ``sum_{u_j <= u_i - 1/2} X_j + (1/2 + u_i) W_i - sum_W u_j X_j`` (``lower=True``: the transposed kernel)."""
+    K = kernels("auto", X, off) if X.dtype == torch.float64 and off.dtype == torch.float64 else None
+    if K is not None:  # CPU: the same pass fused into one compiled walk per list (no [B, N, 2H] temporaries)
+        return K.window_pass(X, off, win.order, win.hi, win.lo, win.start, win.end, lower)
     H = X.shape[-1]
     Xs = _rows(X, win.order)
     off_s = off.detach().gather(-1, win.order)

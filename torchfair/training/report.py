@@ -160,7 +160,15 @@ def iter_score_lists(model, datamodule, split: str = "test", device: str = "cpu"
     """The lists of :func:`score_lists` in chunks of whole loader batches (at least ``chunk_users`` lists each,
     the last one smaller; ``None``: one chunk), scored batch by batch exactly as :func:`score_lists` scores them."""
     datamodule.setup("test" if split == "test" else "validate")
-    loader = datamodule.test_dataloader() if split == "test" else datamodule.val_dataloader()
+    ranker = getattr(model, "ranker", model)
+    keep = getattr(datamodule, "item_features", None)
+    if keep is not None and not getattr(ranker, "uses_item_features", True):
+        datamodule.item_features = False  # a ranker of ids only: no [B, N, genres] tensors to build
+    try:
+        loader = datamodule.test_dataloader() if split == "test" else datamodule.val_dataloader()
+    finally:
+        if keep is not None:
+            datamodule.item_features = keep
     out: List[Dict[str, Any]] = []
     for batch in loader:
         batch = {k: v.to(device) if isinstance(v, Tensor) else v for k, v in batch.items()}
@@ -246,9 +254,12 @@ def _adjacent_pairs(s: Tensor, y: Tensor, g: Tensor, m: Tensor, group: int, G: i
     candidates' own function, without the validation and the position pass matched_pairs adds."""
     from ..metrics.calibration import _adjacent_candidates
 
+    from ..orderings import Hard
+
     known = m & (g >= 0) & (g < G)
     in_g = known & (g == group)
-    q, i, j, gap = _adjacent_candidates(s, m, in_g, known & ~in_g)  # float32 scores: the same order and ties
+    # float32 scores: the same order and ties; the order from Hard()'s compiled sort where it runs
+    q, i, j, gap = _adjacent_candidates(s, m, in_g, known & ~in_g, Hard()(s, m).order)
     if gap.numel():  # quantile 1: the threshold is the largest gap, which keeps every pair but NaN gaps
         keep = gap <= torch.sort(gap).values[-1]
         q, i, j = q[keep], i[keep], j[keep]
