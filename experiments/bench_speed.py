@@ -21,7 +21,13 @@ down during the run).  Values are checked equal before anything is timed.  Secti
 * ``exact_memory``: ``bench_exact.py``, time and live / resident memory of the exact pairwise measures.
 * ``import``: ``import torchfair`` beyond ``import torch`` (fresh interpreters, median of 5).
 * ``pl``, ``fastsoftrank``, ``frt``, ``training``: run ``bench_pl.py``, ``bench_fastsoftrank.py``, ``bench_frt.py``
-  and ``bench_training.py`` (each writes its own table) and include their tables.
+  and ``bench_training.py`` (each writes its own table) and include their tables; ``training`` runs
+  ``bench_training.py`` a second time on full-catalogue training lists (1 682 items; ``--append``).
+* ``scale``: the full-catalogue evaluation of ML-20M-shaped lists (2 000 users x 26 744 items, the default user
+  sample of ``torchfair evaluate --users``): streamed in chunks of 512 lists (``StreamingEvaluation``) against the
+  eager ``evaluate_lists`` of every list at once, interleaved, values checked identical; peak resident memory of
+  each in a fresh process; and the table of the last full scale run (``python experiments/scale_ml20m.py``, its
+  own command: ~30 min) from ``experiments/results/scale_ml20m.md``.
 
 Writes ``experiments/results/bench_speed.md`` (all tables) and prints it.  ``--threads 1`` (default): on the 2-core
 machines of this project two torch threads make small ops 3-15x slower (OpenMP wake-ups), see the README.
@@ -37,11 +43,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-SECTIONS = ("exact", "exact_memory", "load", "losses", "import", "pl", "fastsoftrank", "frt", "training", "rerank")
+SECTIONS = ("exact", "exact_memory", "load", "losses", "import", "pl", "fastsoftrank", "frt", "training", "rerank",
+            "scale")
 
 
 # --------------------------------------------------------------------------------------------- timing helpers
@@ -474,7 +481,15 @@ def case_frt(args) -> str:
 
 
 def case_training(args) -> str:
-    return _script("bench_training.py", ["--threads", str(args.threads)], "bench_training.md", args)
+    """``bench_training.py`` twice into ``bench_training.md``: the configs' lists (100 negatives) and full-catalogue
+    training lists (1 682 items) for ListNet and the three SoftRank losses on SoftRank and on RampRank."""
+    first = _script("bench_training.py", ["--threads", str(args.threads)], "bench_training.md", args)
+    if args.quick or first.startswith("### bench_training.py\n\nfailed"):
+        return first
+    configs = "listnet,dips,misallocation,pairwise_gap,dips_ramp,misallocation_ramp,pairwise_gap_ramp"
+    return _script("bench_training.py", ["--threads", str(args.threads), "--negatives", "1682", "--steps", "2",
+                                         "--repeats", "3", "--val-batches", "0", "--configs", configs, "--append"],
+                   "bench_training.md", args)
 
 
 # --------------------------------------------------------------------------------------------- re-rankers
@@ -510,6 +525,107 @@ def case_rerank(args) -> str:
             f"{med['sort'] * 1e3:.1f} ms)\n\n" + table(["re-ranker", "seconds", "x sort", "<= 20x"], rows) +
             "\n\nThe targeted re-ranker costs 1 + G len(boosts) exact evaluations of its measure: 13 with the "
             "default boosts, 3 with `boosts=inf` (each group first in turn).\n")
+
+
+# --------------------------------------------------------------------------------------------- scale
+#: the measures of ``torchfair evaluate`` (FairRankingModule.DEFAULT_MEASURES + the exposure shares of the report)
+SCALE_MEASURES = ("ndcg@10", "dips", "dips:tie_weight=0,label=dips_t0", "exposure_misallocation",
+                  "pairwise_accuracy", "exposure_share:browsing=dcg")
+
+
+def _scale_lists(args, start: int = 0, stop: Optional[int] = None):
+    """ML-20M-shaped full-catalogue test lists of users ``[start, stop)`` (each user seeded on its own, so a chunk
+    is generated alone): every item not rated in training (26 744 minus a long-tailed number of ratings), float32
+    scores, 10 held-out ratings graded 1-5, popularity groups (20 % head)."""
+    import numpy as np
+    import torch
+
+    U, I = _scale_shape(args)
+    head = torch.from_numpy(np.random.default_rng(0).random(I) < 0.2).long()
+    out = []
+    for u in range(start, U if stop is None else min(stop, U)):
+        rng = np.random.default_rng([1, u])
+        n = I - int(min(rng.pareto(1.2) * 40 + 10, I // 2))
+        items = torch.from_numpy(np.sort(rng.choice(I, n, replace=False)))
+        rel = torch.zeros(n)
+        rel[torch.from_numpy(rng.choice(n, 10, replace=False))] = torch.from_numpy(rng.integers(1, 6, 10)).float()
+        out.append((torch.from_numpy(rng.standard_normal(n).astype(np.float32)), rel, head[items]))
+    return out
+
+
+def _scale_shape(args):
+    return (60, 3000) if args.quick else (2000, 26744)
+
+
+def _scale_eval(lists, mode: str, chunk: int = 512):
+    """``evaluate_lists`` of every list (eager) or the lists streamed ``chunk`` at a time (``lists`` may then be a
+    function of ``(start, stop)`` giving each chunk, so that no more than a chunk is ever held)."""
+    from torchfair.evaluation import evaluate_lists
+    from torchfair.evaluation.table import StreamingEvaluation
+
+    kw = dict(bootstrap=200, seed=0, num_groups=2, batch_size=1024, max_batch_elements=2 ** 21, validate_args=False)
+    if mode == "eager":
+        return evaluate_lists(lists, list(SCALE_MEASURES), **kw)
+    get = lists if callable(lists) else (lambda a, b: lists[a:b])
+    lengths = [] if callable(lists) else [len(x[0]) for x in lists]
+    if callable(lists):  # the lengths first (a scorer knows them from the data: every unrated item)
+        U = _SCALE_USERS[0]
+        for a in range(0, U, chunk):
+            lengths += [len(x[0]) for x in get(a, a + chunk)]
+    st = StreamingEvaluation(list(SCALE_MEASURES), lengths=lengths, **kw)
+    for a in range(0, len(lengths), chunk):
+        part = get(a, a + chunk)
+        st.add(part, list_ids=list(range(a, a + len(part))))
+        del part
+    return st.result()
+
+
+_SCALE_USERS = [0]
+
+
+def case_scale_rss(args) -> str:
+    """One evaluation (``--impl eager|streamed``) in this fresh process: peak RSS above the RSS after the imports,
+    the lists included (eager: every list held; streamed: one chunk generated at a time)."""
+    from _bench import maxrss_bytes
+    import torchfair.evaluation  # noqa: F401  (imports outside the measured growth)
+
+    _scale_eval(_scale_lists(args, 0, 2), "eager")  # warm the kernels
+    base = maxrss_bytes()
+    if args.impl == "streamed":
+        _SCALE_USERS[0] = _scale_shape(args)[0]
+        _scale_eval(lambda a, b: _scale_lists(args, a, b), "streamed")
+    else:
+        _scale_eval(_scale_lists(args), "eager")
+    return f"{(maxrss_bytes() - base) / 2 ** 20:.0f}"
+
+
+def case_scale(args) -> str:
+    import numpy as np
+
+    lists = _scale_lists(args)
+    e, s = _scale_eval(lists, "eager"), _scale_eval(lists, "streamed")
+    same = np.array_equal(e.values, s.values, equal_nan=True) and e.mean == s.mean
+    med, times = interleaved({"eager": lambda: _scale_eval(lists, "eager"),
+                              "streamed": lambda: _scale_eval(lists, "streamed")},
+                             rounds=2 if args.quick else 3, warmup=False)
+    rss = {impl: _sub(["--case", "scale_rss", "--impl", impl], args) for impl in ("eager", "streamed")}
+    U, N = len(lists), max(len(x[0]) for x in lists)
+    rows = [["eager (`evaluate_lists`, every list held)", med["eager"], 1.0, rss["eager"]],
+            ["streamed (`StreamingEvaluation`, 512 lists a chunk)", med["streamed"],
+             ratio(times, "streamed", "eager"), rss["streamed"]]]
+    body = (f"## Scale: full-catalogue evaluation of ML-20M-shaped lists ({U} users x up to {N} items)\n\n"
+            f"Measures: {', '.join(SCALE_MEASURES)}; bootstrap 200. Per-list values identical: "
+            f"{'yes' if same else '**no**'}. Time: interleaved rounds on the same lists, held in memory. Memory: "
+            f"peak-RSS growth in a fresh process each, the lists included (eager: every list held; streamed: each "
+            f"chunk of 512 lists generated, measured and dropped, as `torchfair evaluate --stream` scores, "
+            f"measures and drops them).\n\n"
+            + table(["evaluation", "seconds", "x eager", "peak RSS growth MB"], rows) + "\n")
+    res = RESULTS / "scale_ml20m.md"
+    if res.exists() and not args.quick:
+        body += ("\n### The full scale run (`python experiments/scale_ml20m.py --results`: its own command, "
+                 "~30 min; table from `experiments/results/scale_ml20m.md`)\n\n"
+                 + res.read_text().split("\n", 1)[1] + "\n")
+    return body
 
 
 # --------------------------------------------------------------------------------------------- driver

@@ -179,3 +179,15 @@ def test_compiled_window_pass_equals_the_torch_pass(grouped, lower, monkeypatch)
     w2, o2 = rp._window_pass(X, win.off, win, lower)
     torch.testing.assert_close(w1, w2, rtol=0, atol=1e-12)
     torch.testing.assert_close(o1, o2, rtol=0, atol=1e-12)
+
+
+def test_compiled_window_bounds_equal_the_binary_search(monkeypatch):
+    """The two-pointer window bounds against torch.searchsorted, with ties, keys exactly 1/2 apart and padding."""
+    g = torch.Generator().manual_seed(5)
+    z = torch.randint(-6, 6, (4, 60), generator=g).double()  # many keys exactly 2 apart in z: 1/2 apart in u
+    z[1] = torch.randn(60, generator=g, dtype=torch.float64) * 4
+    mask = torch.rand(4, 60, generator=g) < 0.85
+    fast = rp._Window(z, mask)
+    monkeypatch.setattr(rp, "kernels", lambda *a, **k: None)
+    ref = rp._Window(z, mask)
+    assert torch.equal(fast.hi, ref.hi) and torch.equal(fast.lo, ref.lo) and torch.equal(fast.order, ref.order)

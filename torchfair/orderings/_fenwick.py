@@ -43,7 +43,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["sort_desc", "sweep", "all_pairs", "window_pass", "supported"]
+__all__ = ["sort_desc", "sweep", "all_pairs", "window_pass", "window_bounds", "supported"]
 
 #: lists x items below which a call runs on the calling thread only (thread hand-off costs ~50 us)
 PARALLEL_MIN_ELEMENTS = 1 << 15
@@ -591,6 +591,34 @@ def _window_rows(X, off, order, hi, lo, start, end, grouped, lower, W, OUT, b0, 
                 else:
                     last = C[end[b, i], h] if grouped else C[N, h]
                     OUT[b, i, h] = (last - C[a, h]) + (0.5 - o) * wv + uw
+
+
+@numba.njit(cache=True, nogil=True)
+def _bounds_rows(key_s, order, hi, lo, b0, b1):  # pragma: no cover - compiled
+    """:func:`window_bounds` for the lists ``[b0, b1)``: two pointers moving up the sorted keys."""
+    N = key_s.shape[1]
+    for b in range(b0, b1):
+        a = 0
+        c = 0
+        for k in range(N):
+            v = key_s[b, k]
+            while a < N and key_s[b, a] < v + 0.5:
+                a += 1
+            while c < N and not (key_s[b, c] > v - 0.5):
+                c += 1
+            hi[b, order[b, k]] = a
+            lo[b, order[b, k]] = c
+
+
+def window_bounds(key_s: Tensor, order: Tensor):
+    """``(hi, lo)`` ``[B, N]`` int64 in item order: for item ``i = order[k]``, the first sorted position whose key is
+    ``>= key_i + 1/2`` and the first whose key is ``> key_i - 1/2`` (``key_s [B, N]`` float64 sorted ascending per
+    row): ``torch.searchsorted`` of the ramp window's ends, in ``O(N)`` per list."""
+    B, N = key_s.shape
+    hi = torch.empty(B, N, dtype=torch.int64)
+    lo = torch.empty(B, N, dtype=torch.int64)
+    _run(_bounds_rows, (key_s.contiguous().numpy(), order.contiguous().numpy(), hi.numpy(), lo.numpy()), B, N)
+    return hi, lo
 
 
 def window_pass(X: Tensor, off: Tensor, order: Tensor, hi: Tensor, lo: Tensor, start: Optional[Tensor],

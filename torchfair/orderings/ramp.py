@@ -62,11 +62,16 @@ class _Window:
             base = group.to(acc) * span if group is not None else torch.zeros_like(self.off)
             key = base + self.off
             key_s, self.order = torch.sort(key, dim=-1)
-            # the window [lo, hi) = keys in (key - 1/2, key + 1/2) and the end of the group, in one binary search
-            above = torch.nextafter(key - 0.5, torch.full((), float("inf"), dtype=acc, device=key.device))
-            q = torch.cat([key + 0.5, above] + ([base + span - 1, base] if group is not None else []), -1)
-            hi_lo = torch.searchsorted(key_s, q, side="left")
-        self.hi, self.lo = hi_lo[:, :N], hi_lo[:, N:2 * N]
+            K = kernels("auto", key_s) if group is None and acc == torch.float64 else None
+            if K is not None:  # CPU: the same bounds by two pointers up the sorted keys
+                self.hi, self.lo = K.window_bounds(key_s, self.order)
+            else:
+                # the window [lo, hi) = keys in (key - 1/2, key + 1/2) and the end of the group, in one binary
+                # search
+                above = torch.nextafter(key - 0.5, torch.full((), float("inf"), dtype=acc, device=key.device))
+                q = torch.cat([key + 0.5, above] + ([base + span - 1, base] if group is not None else []), -1)
+                hi_lo = torch.searchsorted(key_s, q, side="left")
+                self.hi, self.lo = hi_lo[:, :N], hi_lo[:, N:2 * N]
         # the group of item i occupies [start_i, end_i) of the sorted keys (the whole list without groups)
         self.end = hi_lo[:, 2 * N:3 * N] if group is not None else None
         self.start = hi_lo[:, 3 * N:] if group is not None else None
@@ -161,12 +166,16 @@ def ramp_contract(z: Tensor, right: Tensor, mask: Tensor, pair_weight: Optional[
     level = _dense_rank(pw.relevance, mask)
     L = _levels(level, mask)
     if L is not None:  # every level in one sum: S[.., l, :] = the sum over the partners of level l
-        onehot = torch.nn.functional.one_hot(level.clamp(0, L - 1), L).to(R.dtype)  # [B, N, L]
+        lvl = level.clamp(0, L - 1)
+        onehot = torch.nn.functional.one_hot(lvl, L).to(R.dtype)  # [B, N, L]
         S = win.sums((R[:, :, None, :] * onehot[..., None]).reshape(B, N, L * H)).reshape(B, N, L, H)
-        idx = level.clamp(0, L - 1)[:, :, None, None].expand(B, N, 1, H)
-        less = torch.nn.functional.pad(S.cumsum(2), (0, 0, 1, 0)).gather(2, idx).squeeze(2)
-        equal = S.gather(2, idx).squeeze(2) - self_term
-        allsum = S.sum(2) - self_term
+        # the pair weight of (i, level l): greater below i's level, equal at it, less above; the self term
+        # (j = i, weight 1/2 in the window sums) sits in the "equal" band
+        ar = torch.arange(L, device=lvl.device)
+        gr, eq, ls = (torch.as_tensor(x, dtype=S.dtype, device=S.device) for x in (pw.greater, pw.equal, pw.less))
+        coef = torch.where(ar < lvl[..., None], gr, torch.where(ar == lvl[..., None], eq, ls))
+        out = torch.einsum("bnlh,bnl->bnh", S, coef)
+        return out - pw.equal * self_term if pw.equal else out
     else:  # the bits of the level, most significant first: j below i at the first bit where they differ
         nbits = max(1, int(N).bit_length())
         less = 0
