@@ -123,3 +123,56 @@ def test_empty_list_is_invalid_row_and_ties_option():
     assert np.isnan(t.values[0]).all()
     M = pw.dips(lists[1]["scores"], lists[1]["relevance"], lists[1]["groups"], ordering=Hard("average"))
     assert t["dips_AB"][1] == pytest.approx(float(M[0, 1]))
+
+
+# ------------------------------------------------------------------------------------------------ streaming
+def test_padded_width_depends_on_the_length_only_and_pads_little():
+    from torchfair.evaluation.table import padded_width
+
+    widths = [padded_width(n) for n in range(1, 5000)]
+    assert widths[:16] == list(range(1, 17))  # short lists unpadded
+    for n, w in zip(range(1, 5000), widths):
+        assert n <= w <= n + n // 8, n
+    assert all(a <= b for a, b in zip(widths, widths[1:]))  # monotone
+    assert len({padded_width(n) for n in range(1025, 2049)}) == 8  # 8 widths per doubling
+
+
+@pytest.mark.parametrize("chunks", [[3, 9, 1, 20], [33], [1] * 33])
+def test_streamed_values_equal_the_eager_ones_whatever_the_chunks(chunks):
+    """Each list padded by its own length: the per-list values, means and intervals of one eager call up to float32
+    rounding, for any chunking, without the lengths up front (long lists of mixed lengths); one chunk holding
+    every list gives the eager batches, hence the same bits."""
+    from torchfair.evaluation.table import StreamingEvaluation
+
+    g = torch.Generator().manual_seed(4)
+    lengths = [0, 1, 5, 17, 30, 200, 211, 1000, 1100] + [int(x) for x in torch.randint(20, 900, (24,), generator=g)]
+    lists = [(torch.randn(n, generator=g), torch.randint(0, 4, (n,), generator=g).float(),
+              torch.randint(0, 2, (n,), generator=g)) for n in lengths]
+    asked = ["ndcg@10", "dips", "exposure_misallocation", "pairwise_accuracy"]
+    eager = evaluate_lists(lists, asked, num_groups=2, bootstrap=50, batch_size=4)
+    st = StreamingEvaluation(asked, num_groups=2, bootstrap=50, batch_size=4)
+    a = 0
+    for c in chunks:
+        st.add(lists[a:a + c])
+        a += c
+    got = st.result()
+    assert np.array_equal(np.isnan(got.values), np.isnan(eager.values))
+    np.testing.assert_allclose(got.values, eager.values, rtol=2e-6, atol=2e-6)
+    for k in eager.mean:
+        assert math.isclose(got.mean[k], eager.mean[k], rel_tol=1e-6, abs_tol=1e-7), k
+        assert math.isclose(got.ci_low[k], eager.ci_low[k], rel_tol=1e-6, abs_tol=1e-7), k
+    if chunks == [33]:  # the same batches: the same bits
+        assert np.array_equal(got.values, eager.values, equal_nan=True) and got.mean == eager.mean
+
+
+def test_a_chunk_of_similar_lists_is_measured_in_few_batches(monkeypatch):
+    """512 full-catalogue-like lists (lengths 26 000 - 26 744) fall into at most two widths: two batch groups, not
+    one per length (the previous rule)."""
+    from torchfair.evaluation import table
+
+    calls = []
+    monkeypatch.setattr(table, "_batch_values", lambda chunk, *a, **k: calls.append(len(chunk)) or
+                        (["x"], np.zeros((len(chunk), 1))))
+    lengths = torch.randint(26000, 26745, (512,), generator=torch.Generator().manual_seed(0)).tolist()
+    widths = {w for _, w in table._plan_batches(lengths, 1024, 2 ** 21)}
+    assert len(widths) <= 2 and sum(len(b) for b, _ in table._plan_batches(lengths, 1024, 2 ** 21)) == 512
