@@ -264,5 +264,7 @@ def test_collate_lists_keys_shapes_padding():
     ids_only = collate_lists(samples, hard, f, item_features=False)  # for rankers of ids only
     assert list(ids_only) == ["user", "items", "relevance", "mask", "groups", "user_features"]
     assert all(torch.equal(ids_only[k], b[k]) for k in ids_only)
+    with pytest.raises(ValueError, match="`item_features`"):
+        collate_lists(samples, hard, f, item_features="no")
     with pytest.raises(ValueError, match="`samples`"):
         collate_lists([], hard, f)

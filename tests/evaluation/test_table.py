@@ -135,6 +135,10 @@ def test_padded_width_depends_on_the_length_only_and_pads_little():
         assert n <= w <= n + n // 8, n
     assert all(a <= b for a, b in zip(widths, widths[1:]))  # monotone
     assert len({padded_width(n) for n in range(1025, 2049)}) == 8  # 8 widths per doubling
+    assert padded_width(26744) == 28672 and padded_width(0) == 1  # a worked case: 26 744 -> 14 x 2 ** 11
+    for bad in (-1, 2.5, True, "7"):
+        with pytest.raises(ValueError, match="`n`"):
+            padded_width(bad)
 
 
 @pytest.mark.parametrize("chunks", [[3, 9, 1, 20], [33], [1] * 33])

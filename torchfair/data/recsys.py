@@ -703,6 +703,8 @@ def collate_lists(samples: Sequence[Tuple[int, np.ndarray, np.ndarray]], item_gr
         raise ValueError(f"`features` must be a FeatureTables; got {type(features).__name__}")
     if len(samples) == 0:
         raise ValueError("`samples` must not be empty")
+    if not isinstance(item_features, bool):
+        raise ValueError(f"`item_features` must be a bool; got {item_features!r}")
     B = len(samples)
     N = max(len(s[1]) for s in samples)
     items = np.zeros((B, N), dtype=np.int64)

@@ -425,6 +425,8 @@ def padded_width(n: int) -> int:
     ``2 ** (bit_length(n) - 4)`` (lists up to 16 items unpadded; at most 1/8 of padding; 8 widths per doubling of
     the length).  Some float32 reductions depend on the padded width in the last bit; a width fixed by the list's
     own length makes its values independent of the lists batched with it."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"`n` must be a non-negative int (a list length); got {n!r}")
     n = int(n)
     if n <= 16:
         return max(n, 1)
