@@ -83,6 +83,19 @@ def test_trial_overrides_swap_only_the_ordering(mod, tmp_path):
     assert json.loads(args[args.index("--model.fairness_loss") + 1]) == loss
 
 
+def test_every_makes_the_ramprank_arm_lazy(mod, monkeypatch):
+    """``--every 4``: the RampRank trials get ``model.fairness_every=4`` and their own names; SoftRank's do not."""
+    spec = yaml.safe_load(mod.SWEEP.read_text())
+    monkeypatch.setattr(mod, "EVERY", 4)
+    trials = mod.plan(spec, ["popularity"], [0], {**mod.lam_grids(spec), "dips": [1.0]}, ["dips"])
+    ramp = next(t for t in trials if t["ordering"] == "ramp")
+    soft = next(t for t in trials if t["ordering"] == "soft")
+    assert mod.trial_name(ramp) == "popularity_s0_dips_ramp_every4_lam1"
+    assert mod.trial_name(soft) == "popularity_s0_dips_soft_lam1"
+    assert mod.trial_overrides(spec, ramp, mod.ROOT, fast=False)["model.fairness_every"] == 4
+    assert "model.fairness_every" not in mod.trial_overrides(spec, soft, mod.ROOT, fast=False)
+
+
 def test_share_at_cost_and_budget_readouts_by_hand(mod):
     cur = mod.ht.curves(_frame())
     # SoftRank: within 1 % only lam 1 (25 %); within 2 % lam 3 (50 %); within 5 % lam 10 (75 %)
@@ -142,7 +155,7 @@ def test_epoch_times(mod):
 def test_report_writes_tables_verdict_and_figure(mod, tmp_path):
     text = mod.report(_frame(), tmp_path / "r.md", tmp_path, "cmd", 60.0, "toy",
                       {"dips": [1.0, 3.0, 10.0], "pairgap": [0.1]})
-    assert (tmp_path / "ramp_tradeoff.png").stat().st_size > 5000
+    assert (tmp_path / "r.png").stat().st_size > 5000  # named after the report
     assert (tmp_path / "r.md").read_text() == text
     # the read-out row of DIPS: 25 % / 30 % within 1 %, 50 % / 30 % within 2 %
     assert "| +25.0 % (1) | +30.0 % (1) | +5.0 pp | +50.0 % (3) | +30.0 % (1) | -20.0 pp | **no** |" in text

@@ -33,6 +33,38 @@ def test_every_config_runs_under_fast_dev_run(config, tmp_path, monkeypatch):
     assert cli_main(["fit", "--config", str(config), "--trainer.fast_dev_run", "true"] + SYNTH + one) == 0
 
 
+def test_fairness_every_from_the_command_line_trains_the_fairness_term_every_kth_step(tmp_path, monkeypatch):
+    """``--model.fairness_every 2``: over 4 optimiser steps the DIPS term enters the loss on steps 0 and 2, with
+    weight 2 lam (the logged ``train/lambda``), and the regulariser's step count resumes the phase."""
+    from pytorch_lightning.callbacks import Callback
+
+    monkeypatch.chdir(tmp_path)
+    seen = []
+
+    class Watch(Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            last = pl_module.objective.last
+            seen.append(("fairness" in last, float(last["lambda"])))
+
+    from torchfair.losses import DIPSLoss
+
+    model = FairRankingModule("mf", {"dim": 4}, fairness_loss=DIPSLoss(num_groups=2), lam=0.5, fairness_every=2,
+                              measures=["ndcg@10"])
+    dm = MovieLensDataModule("synthetic", n_test=3, n_val=2, num_negatives=5, batch_size=16)
+    trainer = pl.Trainer(max_steps=4, limit_val_batches=0, logger=False, enable_progress_bar=False,
+                         enable_model_summary=False, callbacks=[Watch()])
+    trainer.fit(model, dm)
+    assert seen == [(True, 1.0), (False, 0.0), (True, 1.0), (False, 0.0)]
+    assert model.objective.current_step == 4
+    for bad in (0, 2.5):
+        with pytest.raises(ValueError, match="`fairness_every`"):
+            FairRankingModule("mf", fairness_every=bad)
+    # from a config on the command line
+    dips = ROOT / "configs" / "ml100k_dips.yaml"
+    assert cli_main(["fit", "--config", str(dips), "--trainer.fast_dev_run", "true", "--model.fairness_every", "3"]
+                    + SYNTH) == 0
+
+
 def test_there_are_the_five_shipped_training_configs():
     assert {c.stem for c in CONFIGS} >= {"ml100k_listnet", "ml100k_dips", "ml100k_misallocation",
                                          "ml100k_pairwise_gap", "ml100k_pl_dips"}

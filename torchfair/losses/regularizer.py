@@ -20,11 +20,19 @@ class FairnessRegularizer(nn.Module):
     ``warmup_steps`` calls of :meth:`step` (call it once per optimiser step).  The step counter is part of the
     module's ``state_dict``, so a run resumed from a checkpoint continues its warm-up where it stopped.
 
+    ``every = k > 1`` regularises lazily: the fairness term enters the loss only on the steps with
+    ``current_step % k == 0``, weighted ``k * lambda_t`` there, so that over ``k`` steps its gradient weighs what
+    ``lambda_t`` every step weighs, at ``1/k`` of its cost ("lazy regularization", Karras et al. 2020, *Analyzing
+    and Improving the Image Quality of StyleGAN*, CVPR, section 3.1: their R1 term every 16 minibatches).  Steps
+    are counted by :meth:`step`: a loop that never calls it regularises every call.  Measured on ML-100K
+    (``experiments/ramp_tradeoff.py --every 4``, ``experiments/results/lazy_tradeoff.md``).
+
     When ``lambda_t = 0`` (``lam=0`` or the first warm-up step) the fairness term does not enter the loss.  It is
     then computed for logging only every ``log_fairness_every`` calls (without a graph; ``0``, the default, never),
     so a regulariser at ``lam=0`` costs what the utility loss costs.  Measured (``experiments/bench_regularizer.py``,
     B = 64, N = 500, DIPS on SoftRank, 2 CPU threads): a lambda = 0 step costs 1.0x a ListNet step with ``0``,
-    16x with ``10`` and 144x with ``1``.  While ``lambda_t > 0`` it is computed every call.
+    16x with ``10`` and 144x with ``1``.  While ``lambda_t > 0`` it is computed on every regularised step (every
+    call with ``every=1``); the other calls of a lazy regulariser follow the same logging rule.
 
     After each forward, :attr:`last` holds detached ``utility``, ``lambda``, ``total`` and, when it was computed,
     ``fairness`` (e.g. ``self.log_dict(reg.last)`` in a LightningModule).  :meth:`terms` returns both terms *with*
@@ -43,7 +51,7 @@ class FairnessRegularizer(nn.Module):
     """
 
     def __init__(self, utility: nn.Module, fairness: nn.Module, lam: float = 1.0, schedule: str = "constant",
-                 warmup_steps: int = 0, log_fairness_every: int = 0):
+                 warmup_steps: int = 0, log_fairness_every: int = 0, every: int = 1):
         super().__init__()
         check_choice(schedule, "schedule", _SCHEDULES)
         self.lam = check_number(lam, "lam", low=0)
@@ -51,6 +59,7 @@ class FairnessRegularizer(nn.Module):
         if schedule == "linear" and self.warmup_steps < 1:
             raise ValueError(f"`warmup_steps` must be >= 1 for the linear schedule; got {warmup_steps!r}")
         self.log_fairness_every = check_number(log_fairness_every, "log_fairness_every", low=0, integer=True)
+        self.every = check_number(every, "every", low=1, integer=True)
         if not callable(utility) or not callable(fairness):
             raise ValueError("`utility` and `fairness` must be losses called as loss(scores, relevance, groups, mask)")
         self.utility = utility
@@ -68,6 +77,18 @@ class FairnessRegularizer(nn.Module):
             return self.lam * min(1.0, self.current_step / self.warmup_steps)
         return self.lam
 
+    @property
+    def regularizes_now(self) -> bool:
+        """Whether the next call trains the fairness term: ``lambda_t > 0`` and, with ``every = k``, a step
+        ``current_step % k == 0``."""
+        return self.current_lambda > 0 and self.current_step % self.every == 0
+
+    @property
+    def weight(self) -> float:
+        """The weight of the fairness term in the next call's loss: ``every * lambda_t`` when it
+        :attr:`regularizes_now`, else 0."""
+        return self.every * self.current_lambda if self.regularizes_now else 0.0
+
     def step(self) -> None:
         """Advance the schedule by one optimiser step."""
         self.current_step += 1
@@ -82,11 +103,13 @@ class FairnessRegularizer(nn.Module):
     # ------------------------------------------------------------------ losses
     def terms(self, scores: Tensor, relevance: Tensor, groups: Tensor,
               mask: Optional[Tensor] = None) -> Dict[str, Optional[Tensor]]:
-        """Both terms with their graphs: ``{"utility": u, "fairness": f, "lambda": lambda_t}``.
+        """Both terms with their graphs: ``{"utility": u, "fairness": f, "lambda": w}``, ``w`` = :attr:`weight`
+        (``lambda_t``, or ``every * lambda_t`` on the regularised steps of a lazy regulariser; 0 on its other
+        steps).
 
-        ``fairness`` is ``None`` when ``lambda_t = 0`` and this call is not a logging call (see the class doc);
-        when ``lambda_t = 0`` and it is, it is computed without a graph."""
-        lam = self.current_lambda
+        ``fairness`` is ``None`` when ``w = 0`` and this call is not a logging call (see the class doc); when
+        ``w = 0`` and it is, it is computed without a graph."""
+        lam = self.weight
         u = self.utility(scores, relevance, groups, mask)
         self._calls += 1
         if lam > 0:
@@ -101,7 +124,7 @@ class FairnessRegularizer(nn.Module):
     def forward(self, scores: Tensor, relevance: Tensor, groups: Tensor, mask: Optional[Tensor] = None) -> Tensor:
         t = self.terms(scores, relevance, groups, mask)
         u, f, lam = t["utility"], t["fairness"], t["lambda"]
-        total = u + lam * f if (f is not None and self.current_lambda > 0) else u
+        total = u + lam * f if (f is not None and self.weight > 0) else u
         self.last = {"utility": u.detach(), "lambda": lam, "total": total.detach()}
         if f is not None:
             self.last["fairness"] = f.detach()

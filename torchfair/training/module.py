@@ -85,6 +85,9 @@ class FairRankingModule(pl.LightningModule):
         fairness_loss: ``None`` (utility only) or a fairness loss, e.g. ``DIPSLoss(ordering=SoftRank(0.1))``.
         lam, schedule, warmup_steps, log_fairness_every: the weight and its schedule
             (:class:`~torchfair.losses.FairnessRegularizer`; ``warmup_steps`` counts optimiser steps).
+        fairness_every: ``k > 1`` trains the fairness term on every ``k``-th step only, weighted ``k * lam``
+            (lazy regularisation, :class:`~torchfair.losses.FairnessRegularizer`'s ``every``): ``1/k`` of its
+            cost; default 1 (every step).
         measures: requests of the exact validation / test measures (``"ndcg@10"``,
             ``"dips:tie_weight=0,label=dips_t0"``...); default :data:`DEFAULT_MEASURES`.
         lr, weight_decay: of the default Adam optimiser (a LightningCLI ``--optimizer`` replaces it).
@@ -104,13 +107,14 @@ class FairRankingModule(pl.LightningModule):
                  lam: float = 0.0, schedule: str = "constant", warmup_steps: int = 0, log_fairness_every: int = 0,
                  measures: Optional[List[str]] = None, lr: float = 0.01, weight_decay: float = 0.0,
                  data_info: Optional[Dict[str, Any]] = None, init_from: Optional[str] = None,
-                 rerank: Optional[str] = None):
+                 rerank: Optional[str] = None, fairness_every: int = 1):
         super().__init__()
         from ..rerank import get_reranker
 
         self.reranker = None if rerank is None else get_reranker(rerank)  # ValueError naming a bad spec
         check_choice(schedule, "schedule", _SCHEDULES)
         check_number(lam, "lam", low=0)
+        check_number(fairness_every, "fairness_every", low=1, integer=True)
         check_number(lr, "lr", low=0, low_open=True)
         check_number(weight_decay, "weight_decay", low=0)
         if ranker_args is not None and not isinstance(ranker_args, Mapping):
@@ -139,7 +143,8 @@ class FairRankingModule(pl.LightningModule):
         if fairness_loss is not None:
             self.objective: nn.Module = FairnessRegularizer(self.utility_loss, fairness_loss, lam=lam,
                                                             schedule=schedule, warmup_steps=warmup_steps,
-                                                            log_fairness_every=log_fairness_every)
+                                                            log_fairness_every=log_fairness_every,
+                                                            every=fairness_every)
         else:
             self.objective = self.utility_loss
         self._ranker_spec = ranker
