@@ -486,7 +486,8 @@ def case_training(args) -> str:
     first = _script("bench_training.py", ["--threads", str(args.threads)], "bench_training.md", args)
     if args.quick or first.startswith("### bench_training.py\n\nfailed"):
         return first
-    configs = "listnet,dips,misallocation,pairwise_gap,dips_ramp,misallocation_ramp,pairwise_gap_ramp"
+    configs = ("listnet,dips,misallocation,pairwise_gap,dips_ramp,misallocation_ramp,pairwise_gap_ramp,dips_ramp_every4,"
+               "misallocation_ramp_every4,pairwise_gap_ramp_every4")
     return _script("bench_training.py", ["--threads", str(args.threads), "--negatives", "1682", "--steps", "2",
                                          "--repeats", "3", "--val-batches", "0", "--configs", configs, "--append"],
                    "bench_training.md", args)

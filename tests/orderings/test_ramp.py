@@ -162,6 +162,29 @@ def test_hand_written_backward_passes_gradcheck(grouped, backend):
                                     (z, R), eps=1e-7, atol=1e-6)
 
 
+@pytest.mark.parametrize("weights", WEIGHTS)
+def test_fused_level_pass_runs_on_the_cpu_and_passes_gradcheck(weights, monkeypatch):
+    """The compiled pass with the level weights inside (``_LevelWindowSum``): it is what the CPU takes for a
+    LevelPairWeight, its values equal the one-hot torch path's and its hand-written backward (the transposed
+    kernel with the transposed weights) matches finite differences for the scores and the values."""
+    g = torch.Generator().manual_seed(13)
+    B, N, L = 3, 10, 4
+    z = (torch.randn(B, N, generator=g, dtype=torch.float64) * 2).requires_grad_(True)
+    R = torch.randn(B, N, 2, generator=g, dtype=torch.float64).requires_grad_(True)
+    mask = torch.ones(B, N, dtype=torch.bool)
+    mask[2, -3:] = False
+    pw = LevelPairWeight(torch.randint(0, L, (B, N), generator=g).double(), *weights)
+    calls = []
+    real = rp._LevelWindowSum.apply
+    monkeypatch.setattr(rp._LevelWindowSum, "apply", lambda *a: calls.append(1) or real(*a))
+    fused = rp.ramp_contract(z, R, mask, pw) * mask[..., None]
+    assert calls  # the fused pass ran
+    assert torch.autograd.gradcheck(lambda z_, R_: rp.ramp_contract(z_, R_, mask, pw) * mask[..., None], (z, R),
+                                    eps=1e-7, atol=1e-6)
+    monkeypatch.setattr(rp, "kernels", lambda *a, **k: None)
+    torch.testing.assert_close(fused, rp.ramp_contract(z, R, mask, pw) * mask[..., None], rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("grouped", [False, True])
 @pytest.mark.parametrize("lower", [False, True])
 def test_compiled_window_pass_equals_the_torch_pass(grouped, lower, monkeypatch):
@@ -190,4 +213,9 @@ def test_compiled_window_bounds_equal_the_binary_search(monkeypatch):
     fast = rp._Window(z, mask)
     monkeypatch.setattr(rp, "kernels", lambda *a, **k: None)
     ref = rp._Window(z, mask)
-    assert torch.equal(fast.hi, ref.hi) and torch.equal(fast.lo, ref.lo) and torch.equal(fast.order, ref.order)
+    assert torch.equal(fast.hi, ref.hi) and torch.equal(fast.lo, ref.lo)
+    # the same sorted keys (the compiled radix sort orders ties by index, torch.sort in any order: the windows
+    # never split a tie)
+    assert torch.equal(fast.off.gather(-1, fast.order), ref.off.gather(-1, ref.order))
+    assert torch.equal(fast.order.sort(-1).values, torch.arange(60).expand(4, 60))
+    assert torch.equal(fast.order, torch.sort(fast.off.detach(), dim=-1, stable=True).indices)

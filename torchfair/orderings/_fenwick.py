@@ -43,7 +43,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["sort_desc", "sweep", "all_pairs", "window_pass", "window_bounds", "supported"]
+__all__ = ["sort_desc", "sweep", "all_pairs", "window_pass", "level_window_pass", "window_bounds", "supported"]
 
 #: lists x items below which a call runs on the calling thread only (thread hand-off costs ~50 us)
 PARALLEL_MIN_ELEMENTS = 1 << 15
@@ -594,6 +594,57 @@ def _window_rows(X, off, order, hi, lo, start, end, grouped, lower, W, OUT, b0, 
 
 
 @numba.njit(cache=True, nogil=True)
+def _level_window_rows(X, off, lvl, order, hi, lo, lower, cb, ce, ca, W, OUT, b0, b1):  # pragma: no cover
+    """:func:`level_window_pass` for the lists ``[b0, b1)``: per list, the prefix sums of ``X`` and ``off * X`` of
+    each relevance level along ``order`` (``[N + 1, L, 2H]`` scratch); item ``i`` reads them at its window bounds,
+    level by level, weighted ``cb`` / ``ce`` / ``ca`` for the levels below / at / above its own."""
+    N = X.shape[1]
+    H = X.shape[2]
+    L = 1
+    for b in range(b0, b1):
+        for i in range(N):
+            if lvl[b, i] + 1 > L:
+                L = lvl[b, i] + 1
+    C = np.empty((N + 1, L, 2 * H))
+    for b in range(b0, b1):
+        for l in range(L):
+            for h in range(2 * H):
+                C[0, l, h] = 0.0
+        for k in range(N):
+            it = order[b, k]
+            o = off[b, it]
+            li = lvl[b, it]
+            for l in range(L):
+                for h in range(2 * H):
+                    C[k + 1, l, h] = C[k, l, h]
+            for h in range(H):
+                x = X[b, it, h]
+                C[k + 1, li, h] += x
+                C[k + 1, li, H + h] += x * o
+        for i in range(N):
+            a = hi[b, i]
+            c = lo[b, i]
+            o = off[b, i]
+            li = lvl[b, i]
+            for h in range(H):
+                W[b, i, h] = 0.0
+                OUT[b, i, h] = 0.0
+            for l in range(L):
+                wt = cb if l < li else (ce if l == li else ca)
+                if wt == 0.0:
+                    continue
+                for h in range(H):
+                    wv = C[a, l, h] - C[c, l, h]
+                    uw = C[a, l, H + h] - C[c, l, H + h]
+                    if lower:
+                        v = C[c, l, h] + (0.5 + o) * wv - uw
+                    else:
+                        v = (C[N, l, h] - C[a, l, h]) + (0.5 - o) * wv + uw
+                    W[b, i, h] += wt * wv
+                    OUT[b, i, h] += wt * v
+
+
+@numba.njit(cache=True, nogil=True)
 def _bounds_rows(key_s, order, hi, lo, b0, b1):  # pragma: no cover - compiled
     """:func:`window_bounds` for the lists ``[b0, b1)``: two pointers moving up the sorted keys."""
     N = key_s.shape[1]
@@ -637,6 +688,23 @@ def window_pass(X: Tensor, off: Tensor, order: Tensor, hi: Tensor, lo: Tensor, s
             start.contiguous().numpy() if grouped else dummy, end.contiguous().numpy() if grouped else dummy,
             grouped, bool(lower), W.numpy(), OUT.numpy())
     _run(_window_rows, args, B, N * H)
+    return W, OUT
+
+
+def level_window_pass(X: Tensor, off: Tensor, level: Tensor, order: Tensor, hi: Tensor, lo: Tensor, lower: bool,
+                      below: float, equal: float, above: float):
+    """:func:`window_pass` (ungrouped windows) with a pair weight by relevance level: the partners ``j`` of item
+    ``i`` are weighted ``below`` / ``equal`` / ``above`` when ``level_j`` is below / equal to / above ``level_i``
+    (``level [B, N]`` int64, dense ranks ``>= 0``), both in the window sum ``w`` and in the ramp sum ``out``.  The
+    one pass of :func:`torchfair.orderings.ramp.ramp_contract` for a :class:`LevelPairWeight`, without the
+    ``[B, N, L H]`` one-hot values of the torch path."""
+    B, N, H = X.shape
+    W = torch.empty(B, N, H, dtype=torch.float64)
+    OUT = torch.empty(B, N, H, dtype=torch.float64)
+    args = (X.detach().contiguous().numpy(), off.detach().contiguous().numpy(), level.contiguous().numpy(),
+            order.contiguous().numpy(), hi.contiguous().numpy(), lo.contiguous().numpy(), bool(lower),
+            float(below), float(equal), float(above), W.numpy(), OUT.numpy())
+    _run(_level_window_rows, args, B, N * H)
     return W, OUT
 
 

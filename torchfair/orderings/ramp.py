@@ -61,11 +61,13 @@ class _Window:
         with torch.no_grad():
             base = group.to(acc) * span if group is not None else torch.zeros_like(self.off)
             key = base + self.off
-            key_s, self.order = torch.sort(key, dim=-1)
-            K = kernels("auto", key_s) if group is None and acc == torch.float64 else None
-            if K is not None:  # CPU: the same bounds by two pointers up the sorted keys
-                self.hi, self.lo = K.window_bounds(key_s, self.order)
+            K = kernels("auto", key) if group is None and acc == torch.float64 else None
+            if K is not None:  # CPU: the compiled radix sort (ascending key = descending -key), the same bounds
+                # by two pointers up the sorted keys
+                self.order = K.sort_desc(-key, torch.ones_like(mask))[0]
+                self.hi, self.lo = K.window_bounds(key.gather(-1, self.order), self.order)
             else:
+                key_s, self.order = torch.sort(key, dim=-1)
                 # the window [lo, hi) = keys in (key - 1/2, key + 1/2) and the end of the group, in one binary
                 # search
                 above = torch.nextafter(key - 0.5, torch.full((), float("inf"), dtype=acc, device=key.device))
@@ -75,7 +77,7 @@ class _Window:
         # the group of item i occupies [start_i, end_i) of the sorted keys (the whole list without groups)
         self.end = hi_lo[:, 2 * N:3 * N] if group is not None else None
         self.start = hi_lo[:, 3 * N:] if group is not None else None
-        self.mask, self.acc = mask, acc
+        self.mask, self.acc, self.group = mask, acc, group
 
     def sums(self, right: Tensor, select: Optional[Tensor] = None) -> Tensor:
         """``out[b, i, h] = sum_j ramp(z_j - z_i) right[b, j, h]`` over the real ``j`` (``j = i`` included, weight
@@ -135,6 +137,35 @@ class _WindowSum(torch.autograd.Function):
         return dR if ctx.needs_input_grad[0] else None, d_off, None
 
 
+class _LevelWindowSum(torch.autograd.Function):
+    """:class:`_WindowSum` with a :class:`LevelPairWeight` fused in (the compiled CPU pass
+    :func:`torchfair.orderings._fenwick.level_window_pass`): ``out_i = sum_j w(l_i, l_j) ramp(u_j - u_i) R_j``
+    with ``w = greater / equal / less`` for ``l_j`` below / equal to / above ``l_i``.  Backward: the transposed
+    kernel with the transposed weight (``less / equal / greater``) and ``du_i = sum_h (R_ih WG_ih - G_ih WR_ih)``,
+    ``WR``, ``WG`` the weighted window sums."""
+
+    @staticmethod
+    def forward(ctx, R: Tensor, off: Tensor, win: "_Window", level: Tensor, weights: Tuple[float, float, float]):
+        from . import _fenwick as K
+
+        g, e, l = weights
+        w, out = K.level_window_pass(R, off, level, win.order, win.hi, win.lo, False, g, e, l)
+        ctx.win, ctx.level, ctx.weights = win, level, weights
+        ctx.save_for_backward(R, off, w)
+        return out
+
+    @staticmethod
+    def backward(ctx, G: Tensor):
+        from . import _fenwick as K
+
+        R, off, wR = ctx.saved_tensors
+        g, e, l = ctx.weights
+        win = ctx.win
+        wG, dR = K.level_window_pass(G.contiguous(), off, ctx.level, win.order, win.hi, win.lo, True, l, e, g)
+        d_off = (R * wG).sum(-1) - (G * wR).sum(-1) if ctx.needs_input_grad[1] else None
+        return dR if ctx.needs_input_grad[0] else None, d_off, None, None, None
+
+
 def ramp_sums(z: Tensor, right: Tensor, mask: Tensor, group: Optional[Tensor] = None,
               select: Optional[Tensor] = None) -> Tensor:
     """``out[b, i, h] = sum_j ramp(z_j - z_i) right[b, j, h]`` over the real ``j`` (``j = i`` included, weight
@@ -165,6 +196,12 @@ def ramp_contract(z: Tensor, right: Tensor, mask: Tensor, pair_weight: Optional[
     pw = pair_weight
     level = _dense_rank(pw.relevance, mask)
     L = _levels(level, mask)
+    if L is not None and win.acc == torch.float64 and win.group is None and kernels(
+            "auto", win.off.detach(), R.detach()) is not None:  # CPU: the level weights inside the compiled pass
+        X = R.to(win.acc) * mask.to(win.acc)[..., None]
+        out = _LevelWindowSum.apply(X, win.off, win, level.clamp(0, L - 1).contiguous(),
+                                    (pw.greater, pw.equal, pw.less))
+        return out - pw.equal * self_term if pw.equal else out
     if L is not None:  # every level in one sum: S[.., l, :] = the sum over the partners of level l
         lvl = level.clamp(0, L - 1)
         onehot = torch.nn.functional.one_hot(lvl, L).to(R.dtype)  # [B, N, L]
