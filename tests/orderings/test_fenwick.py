@@ -91,6 +91,20 @@ def test_radix_sort_is_the_stable_descending_sort(dtype, N):
     assert torch.equal(positions, torch.argsort(order, dim=-1))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("relevance", ["graded", "boundary", "continuous"])
+def test_compiled_dense_rank_is_the_torch_dense_rank(dtype, relevance):
+    """``dense_rank`` (hash table up to 64 distinct values, radix sort beyond) against the sort-based torch
+    ranks on the real items, and its level count against the distinct values of each list."""
+    _, r, _, mask = _inputs(3, 4, 300, dtype, relevance, "ids")
+    mask[3] = False  # a list without a real item
+    rank, L = K.dense_rank(r, mask)
+    ref = _sweeps._dense_rank(r, mask)
+    assert torch.equal(rank[mask], ref[mask])
+    assert L == max(int(r[b][mask[b]].unique().numel()) for b in range(4))
+    assert (rank[~mask] >= 0).all()  # padded items: a valid rank (clamped by the callers, their values are 0)
+
+
 def test_hard_ordered_batch_is_the_same_on_both_backends():
     s, r, grp, mask = _inputs(0, 4, 60, torch.float32, "graded", "ids")
     s = torch.where(mask, s, torch.zeros_like(s))

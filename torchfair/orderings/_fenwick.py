@@ -43,7 +43,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["sort_desc", "sweep", "all_pairs", "window_pass", "level_window_pass", "window_bounds", "supported"]
+__all__ = ["sort_desc", "sweep", "all_pairs", "window_pass", "level_window_pass", "window_bounds", "dense_rank",
+           "supported"]
 
 #: lists x items below which a call runs on the calling thread only (thread hand-off costs ~50 us)
 PARALLEL_MIN_ELEMENTS = 1 << 15
@@ -595,53 +596,105 @@ def _window_rows(X, off, order, hi, lo, start, end, grouped, lower, W, OUT, b0, 
 
 @numba.njit(cache=True, nogil=True)
 def _level_window_rows(X, off, lvl, order, hi, lo, lower, cb, ce, ca, W, OUT, b0, b1):  # pragma: no cover
-    """:func:`level_window_pass` for the lists ``[b0, b1)``: per list, the prefix sums of ``X`` and ``off * X`` of
-    each relevance level along ``order`` (``[N + 1, L, 2H]`` scratch); item ``i`` reads them at its window bounds,
-    level by level, weighted ``cb`` / ``ce`` / ``ca`` for the levels below / at / above its own."""
+    """:func:`level_window_pass` for the lists ``[b0, b1)``.  Per list, along ``order``, the prefix sums of ``X``
+    and ``off * X`` over the items of level ``<= l`` for every level ``l`` (``D [N + 1, L, 2H]`` scratch, cumulative
+    over the levels); item ``i`` of level ``l_i`` reads the sums below its level (``D[., l_i - 1]``), at it
+    (``D[., l_i] - D[., l_i - 1]``) and above it (``D[., L - 1] - D[., l_i]``) at its window bounds: three reads per
+    value whatever the number of levels."""
     N = X.shape[1]
     H = X.shape[2]
+    H2 = 2 * H
     L = 1
     for b in range(b0, b1):
         for i in range(N):
             if lvl[b, i] + 1 > L:
                 L = lvl[b, i] + 1
-    C = np.empty((N + 1, L, 2 * H))
+    D = np.empty((N + 1, L, H2))
+    S = np.empty((3, H2))  # per band (below, at, above): the sums at hi, then at lo
+    T = np.empty((3, H2))
+    tot = np.empty(H)
+    wts = np.empty(3)
+    wts[0] = cb
+    wts[1] = ce
+    wts[2] = ca
     for b in range(b0, b1):
         for l in range(L):
-            for h in range(2 * H):
-                C[0, l, h] = 0.0
+            for h in range(H2):
+                D[0, l, h] = 0.0
         for k in range(N):
             it = order[b, k]
             o = off[b, it]
             li = lvl[b, it]
-            for l in range(L):
-                for h in range(2 * H):
-                    C[k + 1, l, h] = C[k, l, h]
-            for h in range(H):
-                x = X[b, it, h]
-                C[k + 1, li, h] += x
-                C[k + 1, li, H + h] += x * o
+            for l in range(li):
+                for h in range(H2):
+                    D[k + 1, l, h] = D[k, l, h]
+            for l in range(li, L):
+                for h in range(H):
+                    x = X[b, it, h]
+                    D[k + 1, l, h] = D[k, l, h] + x
+                    D[k + 1, l, H + h] = D[k, l, H + h] + x * o
         for i in range(N):
             a = hi[b, i]
             c = lo[b, i]
             o = off[b, i]
             li = lvl[b, i]
+            for h in range(H2):  # the three bands at hi (S) and at lo (T)
+                below_a = D[a, li - 1, h] if li > 0 else 0.0
+                below_c = D[c, li - 1, h] if li > 0 else 0.0
+                S[0, h] = below_a
+                T[0, h] = below_c
+                S[1, h] = D[a, li, h] - below_a
+                T[1, h] = D[c, li, h] - below_c
+                S[2, h] = D[a, L - 1, h] - D[a, li, h]
+                T[2, h] = D[c, L - 1, h] - D[c, li, h]
             for h in range(H):
                 W[b, i, h] = 0.0
                 OUT[b, i, h] = 0.0
-            for l in range(L):
-                wt = cb if l < li else (ce if l == li else ca)
+            for band in range(3):
+                wt = wts[band]
                 if wt == 0.0:
                     continue
-                for h in range(H):
-                    wv = C[a, l, h] - C[c, l, h]
-                    uw = C[a, l, H + h] - C[c, l, H + h]
-                    if lower:
-                        v = C[c, l, h] + (0.5 + o) * wv - uw
-                    else:
-                        v = (C[N, l, h] - C[a, l, h]) + (0.5 - o) * wv + uw
-                    W[b, i, h] += wt * wv
-                    OUT[b, i, h] += wt * v
+                if lower:
+                    for h in range(H):
+                        wv = S[band, h] - T[band, h]
+                        W[b, i, h] += wt * wv
+                        OUT[b, i, h] += wt * (T[band, h] + (0.5 + o) * wv - (S[band, H + h] - T[band, H + h]))
+                else:
+                    for h in range(H):
+                        if band == 0:
+                            tot[h] = D[N, li - 1, h] if li > 0 else 0.0
+                        elif band == 1:
+                            tot[h] = D[N, li, h] - (D[N, li - 1, h] if li > 0 else 0.0)
+                        else:
+                            tot[h] = D[N, L - 1, h] - D[N, li, h]
+                        wv = S[band, h] - T[band, h]
+                        W[b, i, h] += wt * wv
+                        OUT[b, i, h] += wt * ((tot[h] - S[band, h]) + (0.5 - o) * wv + (S[band, H + h] - T[band, H + h]))
+
+
+@numba.njit(cache=True, nogil=True)
+def _dense_rank_rows(bits, wide, mask, rank, levels, b0, b1):  # pragma: no cover - compiled
+    """:func:`dense_rank` for the lists ``[b0, b1)``."""
+    N = bits.shape[1]
+    if wide:
+        _dense_rank_impl(bits, wide, mask, rank, levels, b0, b1, np.empty(N, np.uint64), np.empty(N, np.uint64))
+    else:
+        _dense_rank_impl(bits, wide, mask, rank, levels, b0, b1, np.empty(N, np.uint32), np.empty(N, np.uint32))
+
+
+@numba.njit(cache=True, nogil=True)
+def _dense_rank_impl(bits, wide, mask, rank, levels, b0, b1, keys, k2):  # pragma: no cover - compiled
+    N = bits.shape[1]
+    idx = np.empty(N, np.int64)
+    i2 = np.empty(N, np.int64)
+    cnt = np.empty((8, 256), np.int64)
+    hkey = np.empty(_HASH_SLOTS, np.uint64)
+    hslot = np.empty(_HASH_SLOTS, np.int64)
+    row = np.empty(N, np.int64)
+    for b in range(b0, b1):
+        levels[b] = _rank_row(bits, wide, mask, b, keys, idx, k2, i2, cnt, row, hkey, hslot)
+        for j in range(N):
+            rank[b, j] = row[j]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -689,6 +742,19 @@ def window_pass(X: Tensor, off: Tensor, order: Tensor, hi: Tensor, lo: Tensor, s
             grouped, bool(lower), W.numpy(), OUT.numpy())
     _run(_window_rows, args, B, N * H)
     return W, OUT
+
+
+def dense_rank(relevance: Tensor, mask: Tensor):
+    """``(rank, L)``: the dense rank ``[B, N]`` int64 of the relevance among each list's real items (0 = least
+    relevant; padded items get their list's number of distinct values) and the largest number of distinct values
+    of a list (an int): ``torchfair.orderings._sweeps._dense_rank`` without a sort (a small hash table per list
+    for up to 64 distinct values)."""
+    B, N = relevance.shape
+    bits, wide = _bits(relevance)
+    rank = torch.empty(B, N, dtype=torch.int64)
+    levels = np.zeros(B, np.int64)
+    _run(_dense_rank_rows, (bits, wide, mask.contiguous().numpy(), rank.numpy(), levels), B, N)
+    return rank, int(levels.max()) if B else 0
 
 
 def level_window_pass(X: Tensor, off: Tensor, level: Tensor, order: Tensor, hi: Tensor, lo: Tensor, lower: bool,

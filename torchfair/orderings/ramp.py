@@ -194,14 +194,18 @@ def ramp_contract(z: Tensor, right: Tensor, mask: Tensor, pair_weight: Optional[
     if pair_weight is None:
         return win.sums(R) - self_term
     pw = pair_weight
-    level = _dense_rank(pw.relevance, mask)
+    K = kernels("auto", win.off.detach(), R.detach(), pw.relevance.detach()) if (
+        win.acc == torch.float64 and win.group is None) else None
+    if K is not None:  # CPU: compiled dense ranks, and the level weights inside the compiled pass
+        level, L = K.dense_rank(pw.relevance, mask)
+        if L <= MAX_LEVELS:
+            X = R.to(win.acc) * mask.to(win.acc)[..., None]
+            out = _LevelWindowSum.apply(X, win.off, win, level.clamp(0, max(L, 1) - 1),
+                                        (pw.greater, pw.equal, pw.less))
+            return out - pw.equal * self_term if pw.equal else out
+    else:
+        level = _dense_rank(pw.relevance, mask)
     L = _levels(level, mask)
-    if L is not None and win.acc == torch.float64 and win.group is None and kernels(
-            "auto", win.off.detach(), R.detach()) is not None:  # CPU: the level weights inside the compiled pass
-        X = R.to(win.acc) * mask.to(win.acc)[..., None]
-        out = _LevelWindowSum.apply(X, win.off, win, level.clamp(0, L - 1).contiguous(),
-                                    (pw.greater, pw.equal, pw.less))
-        return out - pw.equal * self_term if pw.equal else out
     if L is not None:  # every level in one sum: S[.., l, :] = the sum over the partners of level l
         lvl = level.clamp(0, L - 1)
         onehot = torch.nn.functional.one_hot(lvl, L).to(R.dtype)  # [B, N, L]
