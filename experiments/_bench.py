@@ -65,6 +65,17 @@ def table(header: Sequence[str], rows: List[Sequence[object]]) -> str:
 
 
 def maxrss_bytes() -> int:
-    """The process's peak resident set size so far (a high-water mark), in bytes."""
+    """The process's peak resident set size so far (a high-water mark), in bytes: Linux's ``VmHWM`` of this
+    address space where there is one.  Not ``ru_maxrss`` there: a child started by ``fork`` + ``exec`` keeps its
+    parent's resident size at the fork as its own ``ru_maxrss`` floor, so a measuring subprocess of a process holding
+    2 GB reported no growth below 2 GB (the scale and loss-memory tables of ``bench_speed.py`` read 0 MB that
+    way); ``VmHWM`` starts afresh with the new program."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return r if sys.platform == "darwin" else r * 1024  # Linux reports KiB

@@ -2,7 +2,7 @@
 
 Every case (a measure on a ``[B, N]`` batch) runs in fresh subprocesses: build the inputs, one warm-up call, then
 ``--repeats`` timed calls; the time is the median.  Memory is the growth of the process's peak resident set size
-(``resource.getrusage(RUSAGE_SELF).ru_maxrss``, a high-water mark) from just before the warm-up (inputs built,
+(``VmHWM``, the peak resident set of the process, a high-water mark: ``_bench.maxrss_bytes``) from just before the warm-up (inputs built,
 torch loaded) to the end; it counts every temporary of the calls, torch's CPU tensors included, which
 ``tracemalloc`` does not see.  It is measured twice:
 
@@ -139,7 +139,7 @@ def main(argv=None):
     only = None if args.only is None else set(args.only.split(","))
     print(f"Exact evaluators (ordering=Hard(), ties by index), fp32, CPU, torch {torch.__version__}, "
           f"{args.threads} thread(s); median of {args.repeats} calls after one warm-up; inputs: random scores, "
-          f"relevance in {{0..4}}, 2 groups.  Memory: growth of ru_maxrss over the calls, fresh "
+          f"relevance in {{0..4}}, 2 groups.  Memory: growth of the peak RSS (VmHWM) over the calls, fresh "
           f"subprocesses per case; 'peak live' with MALLOC_MMAP_THRESHOLD_=131072 (freed tensors leave the RSS).  The "
           f"sorted sweep of Hard keeps O(B N G) memory: the live peak in units of one [B, N, G] float64 tensor.\n")
     results = []

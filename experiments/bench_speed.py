@@ -309,12 +309,12 @@ def case_loss_memory(args) -> str:
     def rss():
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
-    import resource
-    r0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    from _bench import maxrss_bytes
+    r0 = maxrss_bytes() / 2 ** 20
     for _ in range(3):
         x = s.clone().requires_grad_()
         fn(x, r, g).backward()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = maxrss_bytes() / 2 ** 20
     return f"{peak - r0:.0f} / {peak:.0f}"
 
 
@@ -344,7 +344,7 @@ def case_losses(args) -> str:
         "(aim <= 1); max |diff| over the loss value and the gradient.", "",
         "| loss | B | N | torchfair s | plain s | ratio | max abs diff |", "|---|---:|---:|---:|---:|---:|---:|",
         *rows, "",
-        "Memory (MB): 'growth / peak' of the process's resident set (`ru_maxrss`) over 3 forward+backward calls "
+        "Memory (MB): 'growth / peak' of the process's peak resident set (`VmHWM`) over 3 forward+backward calls "
         "after the inputs are built, in a fresh process per cell (growth 0: the calls stayed below the peak "
         "reached while importing and building the inputs); 'default' = glibc's default allocator (what a user "
         "watching the process sees; aim: peak < 2048 at B = 8, N = 4096), 'live' = with "
@@ -412,15 +412,14 @@ def case_load(args) -> str:
 
 def case_dips_live(args) -> str:
     """Live memory of exact DIPS on one shape, in a process whose kernels are already loaded: prints
-    'growth_MB first_call_MB' (ru_maxrss growth over 3 calls after a warm-up on a tiny batch, and what that
+    'growth_MB first_call_MB' (peak-RSS growth over 3 calls after a warm-up on a tiny batch, and what that
     warm-up, the first call in the process, added)."""
-    import resource
-
     import torch
+    from _bench import maxrss_bytes
     from torchfair.metrics import dips
 
     def rss():
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        return maxrss_bytes() / 2 ** 20
 
     r0 = rss()
     dips(torch.randn(2, 5), torch.rand(2, 5), torch.randint(0, 2, (2, 5)), num_groups=2)  # numba, the kernels
@@ -460,7 +459,7 @@ def case_exact_memory(args) -> str:
     return "\n".join([
         "### Exact evaluators: memory (`bench_exact.py`, `experiments/results/bench_exact.md`)", "", res.stdout,
         "Exact DIPS's live peak once the process has loaded numba and the compiled kernels (fresh process per "
-        "row, `MALLOC_MMAP_THRESHOLD_=131072`, growth of `ru_maxrss` over 3 calls after a warm-up on a tiny "
+        "row, `MALLOC_MMAP_THRESHOLD_=131072`, growth of the peak RSS (`VmHWM`) over 3 calls after a warm-up on a tiny "
         "batch; inputs built before): what the O(B N G) bound is about.  The first exact evaluation in a process "
         f"loads numba and the kernels once: +{min(first, default=0)}-{max(first, default=0)} MB of resident memory "
         "(in the table above, where it is counted).", "",
