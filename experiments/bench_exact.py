@@ -3,7 +3,7 @@
 Every case (a measure on a ``[B, N]`` batch) runs in fresh subprocesses: build the inputs, one warm-up call, then
 ``--repeats`` timed calls; the time is the median.  Memory is the growth of the process's peak resident set size
 (``VmHWM``, the peak resident set of the process, a high-water mark: ``_bench.maxrss_bytes``) from just before the warm-up (inputs built,
-torch loaded) to the end; it counts every temporary of the calls, torch's CPU tensors included, which
+torch, numba and the compiled kernels loaded by a call on a tiny batch) to the end; it counts every temporary of the calls, torch's CPU tensors included, which
 ``tracemalloc`` does not see.  It is measured twice:
 
 * ``peak live MB``: in a second subprocess run with ``MALLOC_MMAP_THRESHOLD_=131072``, which makes glibc serve
@@ -86,6 +86,9 @@ def run_case(case: Case, repeats: int, threads: int, seed: int = 0) -> dict:
     relevance = torch.randint(0, case.grades, (case.B, case.N), generator=g).float()
     groups = torch.randint(0, case.groups, (case.B, case.N), generator=g)
     fn = MEASURES[case.measure]
+    # load numba and the compiled kernels on a tiny batch first (~130 MB of code and caches, once per process):
+    # the growth below is then what a call on this batch holds
+    fn(scores[:2, :8].contiguous(), relevance[:2, :8].contiguous(), groups[:2, :8].contiguous())
     rss0 = _maxrss_bytes()
     fn(scores, relevance, groups)  # warm-up
     times = []

@@ -338,7 +338,7 @@ def case_losses(args) -> str:
             mem.append(cells)
     return "\n".join([
         "### Fairness losses, forward + backward, against naive dense `[B, N, N]` plain PyTorch", "",
-        "Default ordering `SoftRank(0.1)` (dense below `DENSE_PAIR_ELEMENTS` = 2^22 pairs, row blocks recomputed "
+        "Ordering `SoftRank(0.1)`, the pairwise sigmoid the plain code writes (the losses' default is RampRank, see `bench_training.py`; dense below `DENSE_PAIR_ELEMENTS` = 2^22 pairs, row blocks recomputed "
         "in backward above), RBP(0.9), graded relevance {0..4}, 2 groups, float32; plain = the same formula "
         "written directly (functions `plain_*` in this script).  Ratio = median over rounds of torchfair / plain "
         "(aim <= 1); max |diff| over the loss value and the gradient.", "",
