@@ -21,6 +21,18 @@ def test_padding_zero_gradient_module_forms(oname):
     assert torch.isfinite(ps.grad).all() and (ps.grad[~pm] == 0).all()
 
 
+def _spy(seen, **kwargs):
+    """A DIPSLoss that appends to ``seen``, per call, whether its value carries a graph."""
+
+    class Spy(DIPSLoss):
+        def forward(self, *a, **k):
+            out = super().forward(*a, **k)
+            seen.append(out.requires_grad)
+            return out
+
+    return Spy(**kwargs)
+
+
 def _reg_inputs():
     s, r, g, m = _data(torch.float32)
     return s.clone().requires_grad_(True), r, g, m
@@ -67,14 +79,7 @@ def test_regularizer_linear_warmup():
 def test_regularizer_lam_zero_logs_fairness_without_graph():
     s, r, g, m = _reg_inputs()
     calls = []
-
-    class Spy(DIPSLoss):
-        def forward(self, *a, **k):
-            out = super().forward(*a, **k)
-            calls.append(out.requires_grad)
-            return out
-
-    reg = FairnessRegularizer(ListNetLoss(), Spy(num_groups=2, ordering=SoftRank(TAU, scale="none")), lam=0.0,
+    reg = FairnessRegularizer(ListNetLoss(), _spy(calls, num_groups=2, ordering=SoftRank(TAU, scale="none")), lam=0.0,
                               log_fairness_every=1)
     total = reg(s, r, g, m)
     assert calls == [False]  # measured under no_grad
@@ -85,7 +90,7 @@ def test_regularizer_lam_zero_logs_fairness_without_graph():
     (g_u,) = torch.autograd.grad(listnet_loss(s, r, mask=m), s)
     torch.testing.assert_close(g_total, g_u)
     # the linear schedule at step 0 behaves the same
-    warm = FairnessRegularizer(ListNetLoss(), Spy(num_groups=2), lam=1.0, schedule="linear", warmup_steps=3,
+    warm = FairnessRegularizer(ListNetLoss(), _spy(calls, num_groups=2), lam=1.0, schedule="linear", warmup_steps=3,
                                log_fairness_every=1)
     warm(s, r, g, m)
     assert calls == [False, False]
@@ -109,14 +114,8 @@ def test_lazy_regularizer_trains_fairness_every_kth_step_with_k_times_lambda():
     s, r, g, m = _reg_inputs()
     o = SoftRank(TAU, scale="none")
     calls = []
-
-    class Spy(DIPSLoss):
-        def forward(self, *a, **k):
-            calls.append(1)
-            return super().forward(*a, **k)
-
     lam, k = 0.7, 3
-    reg = FairnessRegularizer(ListNetLoss(), Spy(num_groups=2, ordering=o), lam=lam, every=k)
+    reg = FairnessRegularizer(ListNetLoss(), _spy(calls, num_groups=2, ordering=o), lam=lam, every=k)
     u = listnet_loss(s, r, mask=m)
     f = dips_loss(s, r, g, mask=m, num_groups=2, ordering=o)
     grads, due = [], []
@@ -143,14 +142,7 @@ def test_lazy_regularizer_trains_fairness_every_kth_step_with_k_times_lambda():
 def test_lazy_regularizer_logs_its_off_steps_without_graph():
     s, r, g, m = _reg_inputs()
     seen = []
-
-    class Spy(DIPSLoss):
-        def forward(self, *a, **k):
-            out = super().forward(*a, **k)
-            seen.append(out.requires_grad)
-            return out
-
-    reg = FairnessRegularizer(ListNetLoss(), Spy(num_groups=2), lam=1.0, every=2, log_fairness_every=1)
+    reg = FairnessRegularizer(ListNetLoss(), _spy(seen, num_groups=2), lam=1.0, every=2, log_fairness_every=1)
     for _ in range(4):
         total = reg(s, r, g, m)
         assert "fairness" in reg.last

@@ -167,6 +167,13 @@ _HASH_SHIFT = np.uint64(57)  # 64 - log2(_HASH_SLOTS)
 
 
 @numba.njit(cache=True, nogil=True)
+def _rank_scratch(N):  # pragma: no cover - compiled
+    """The scratch of :func:`_rank_row` for lists of ``N`` items: ``(idx, i2, cnt, rank, hkey, hslot)``."""
+    return (np.empty(N, np.int64), np.empty(N, np.int64), np.empty((8, 256), np.int64), np.zeros(N, np.int64),
+            np.empty(_HASH_SLOTS, np.uint64), np.empty(_HASH_SLOTS, np.int64))
+
+
+@numba.njit(cache=True, nogil=True)
 def _rank_row(bits, wide, mask, b, keys, idx, k2, i2, cnt, rank, hkey, hslot):  # pragma: no cover - compiled
     """Dense rank of the relevance (bits of row ``b``) among the real items into ``rank`` (0 = least relevant;
     padded items get the number of distinct values ``L``); returns ``L``.
@@ -379,12 +386,7 @@ def _sweep_impl(order, mask, rbits, wide, has_rel, V, f, f_mode, blk, average, t
     position ``n_b`` (the list's number of real items) on."""
     B, N = order.shape
     H = V.shape[2]
-    idx = np.empty(N, np.int64)
-    i2 = np.empty(N, np.int64)
-    cnt = np.empty((8, 256), np.int64)
-    rank = np.zeros(N, np.int64)
-    hkey = np.empty(_HASH_SLOTS, np.uint64)
-    hslot = np.empty(_HASH_SLOTS, np.int64)
+    idx, i2, cnt, rank, hkey, hslot = _rank_scratch(N)
     tree = np.empty(N + 2)  # below each rank, of W (dense) or a Fenwick tree over the ranks (1-based)
     same = np.empty(N + 1)  # W per rank
     tree2 = np.empty(2 * (N + 2) if H > 1 and not average else 0)  # the same two for a pair of columns
@@ -518,12 +520,7 @@ def _all_pairs_impl(mask, rbits, wide, V, wg, we, wl, out, b0, b1, keys, k2):  #
     """``out[b, i] = sum_{j != i real} w(r_i, r_j) V_j`` by per-rank sums."""
     B, N = mask.shape
     H = V.shape[2]
-    idx = np.empty(N, np.int64)
-    i2 = np.empty(N, np.int64)
-    cnt = np.empty((8, 256), np.int64)
-    rank = np.zeros(N, np.int64)
-    hkey = np.empty(_HASH_SLOTS, np.uint64)
-    hslot = np.empty(_HASH_SLOTS, np.int64)
+    idx, i2, cnt, rank, hkey, hslot = _rank_scratch(N)
     per = np.empty(N + 1)  # V per rank
     below = np.empty(N + 1)  # V over the ranks below
     for b in range(b0, b1):
@@ -685,12 +682,7 @@ def _dense_rank_rows(bits, wide, mask, rank, levels, b0, b1):  # pragma: no cove
 @numba.njit(cache=True, nogil=True)
 def _dense_rank_impl(bits, wide, mask, rank, levels, b0, b1, keys, k2):  # pragma: no cover - compiled
     N = bits.shape[1]
-    idx = np.empty(N, np.int64)
-    i2 = np.empty(N, np.int64)
-    cnt = np.empty((8, 256), np.int64)
-    hkey = np.empty(_HASH_SLOTS, np.uint64)
-    hslot = np.empty(_HASH_SLOTS, np.int64)
-    row = np.empty(N, np.int64)
+    idx, i2, cnt, row, hkey, hslot = _rank_scratch(N)
     for b in range(b0, b1):
         levels[b] = _rank_row(bits, wide, mask, b, keys, idx, k2, i2, cnt, row, hkey, hslot)
         for j in range(N):
