@@ -666,7 +666,8 @@ def _level_window_rows(X, off, lvl, order, hi, lo, lower, cb, ce, ca, W, OUT, b0
                             tot[h] = D[N, L - 1, h] - D[N, li, h]
                         wv = S[band, h] - T[band, h]
                         W[b, i, h] += wt * wv
-                        OUT[b, i, h] += wt * ((tot[h] - S[band, h]) + (0.5 - o) * wv + (S[band, H + h] - T[band, H + h]))
+                        uw = S[band, H + h] - T[band, H + h]
+                        OUT[b, i, h] += wt * ((tot[h] - S[band, h]) + (0.5 - o) * wv + uw)
 
 
 @numba.njit(cache=True, nogil=True)
