@@ -268,3 +268,35 @@ def test_collate_lists_keys_shapes_padding():
         collate_lists(samples, hard, f, item_features="no")
     with pytest.raises(ValueError, match="`samples`"):
         collate_lists([], hard, f)
+
+
+def test_leave_random_n_counts_seeds_and_uniformity():
+    """leave_random_n: the per-user counts of leave_last_n (same plain-loop reference for the counts), a partition,
+    another draw per seed, the same draw for the same seed, and every rating held out about equally often."""
+    rng = np.random.default_rng(3)
+    n = 150
+    df = pd.DataFrame({"user": rng.integers(0, 10, n), "item": np.arange(n), "timestamp": rng.permutation(n)})
+    ref = _leave_last_reference(df, 3, 2, 1)
+    counts = {name: pd.Series([df.user[i] for i, p in ref.items() if p == name]).value_counts().sort_index()
+              for name in ("val", "test")}
+    held = np.zeros(n)
+    tests = set()
+    for seed in range(200):
+        s = split_ratings(df, "leave_random_n", n_test=3, n_val=2, min_train=1, seed=seed)
+        assert s.test.groupby("user").size().sort_index().tolist() == counts["test"].tolist()
+        assert s.val.groupby("user").size().sort_index().tolist() == counts["val"].tolist()
+        assert len(s.train) + len(s.val) + len(s.test) == n
+        assert not set(s.train.item) & set(s.test.item) and not set(s.val.item) & set(s.test.item)
+        held[s.test.item.to_numpy()] += 1
+        tests.add(tuple(sorted(s.test.item)))
+    assert len(tests) == 200  # every seed another partition
+    a = split_ratings(df, "leave_random_n", n_test=3, n_val=2, seed=7)
+    b = split_ratings(df, "leave_random_n", n_test=3, n_val=2, seed=7)
+    assert a.test.equals(b.test) and a.val.equals(b.val)
+    # uniform draw: each rating of a user is test with probability n_test / count
+    sizes = df.user.map(df.user.value_counts()).to_numpy()
+    expect = 200 * np.minimum(3, np.maximum(0, sizes - 1)) / sizes
+    assert np.abs(held - expect).max() < 5 * np.sqrt(expect).max()
+    # it is not leave_last_n: the held-out ratings are not always the latest
+    last = split_ratings(df, "leave_last_n", n_test=3, n_val=2, min_train=1)
+    assert sum(tuple(sorted(last.test.item)) == t for t in tests) <= 1

@@ -3,7 +3,7 @@
 Pure numpy / pandas (torch only for :func:`collate_lists` and the ``Dataset`` classes); no lightning.
 
 * :func:`encode`: contiguous user / item indices (items over the whole catalogue, sorted by ``item_id``);
-* :func:`split_ratings`: ``"leave_last_n"`` (per user), ``"temporal"`` (global, Korevaar et al., "Matched Pair
+* :func:`split_ratings`: ``"leave_last_n"`` (per user), ``"leave_random_n"`` (per user, seeded),``"temporal"`` (global, Korevaar et al., "Matched Pair
   Calibration for Ranking Fairness", §5) or ``"random"``;
 * :func:`item_groups`: the item groups a fairness measure compares (popularity head / tail, one genre vs the rest,
   soft genre membership, release decade);
@@ -47,7 +47,7 @@ __all__ = ["Encoded", "encode", "Split", "split_ratings", "SPLIT_METHODS", "Item
            "GROUP_KINDS", "FeatureTables", "build_features", "age_bucket", "AGE_BUCKETS", "RankingLists",
            "training_lists", "evaluation_lists", "collate_lists", "TrainingListDataset", "EvaluationListDataset"]
 
-SPLIT_METHODS = ("leave_last_n", "temporal", "random")
+SPLIT_METHODS = ("leave_last_n", "leave_random_n", "temporal", "random")
 GROUP_KINDS = ("popularity", "genre", "genres", "decade")
 #: age buckets of the user features (ML-1M's codes 1, 18, 25, 35, 45, 50, 56 are their lower bounds);
 #: code 0 is unknown, bucket k has code k + 1
@@ -205,6 +205,9 @@ def split_ratings(ratings: pd.DataFrame, method: str = "leave_last_n", *, n_test
     * ``"leave_last_n"``: per user, ordered by timestamp (ties in a random order drawn from ``seed``), the last
       ``n_test`` ratings are test and the ``n_val`` before them validation, keeping at least ``min_train`` in
       training (a user with few ratings loses validation first, then test ratings);
+    * ``"leave_random_n"``: the same per-user counts, but the held-out ratings are a uniform random draw from
+      ``seed`` instead of the latest ones (the per-user random hold-out of most recommender evaluations): each
+      seed gives another train / validation / test partition, so a spread over seeds covers the split too;
     * ``"temporal"`` (Korevaar et al. 2023, §5: the earliest 80% of the ratings train): with ``t`` the timestamp
       of the rating at position ``round((1 - test_fraction) n)`` of the ratings sorted by time, ratings before
       ``t`` train and the rest (ties at ``t`` included) test, so nothing in training is later than a test
@@ -227,10 +230,12 @@ def split_ratings(ratings: pd.DataFrame, method: str = "leave_last_n", *, n_test
     n = len(ratings)
     ts = ratings["timestamp"].to_numpy(np.int64)
     part = np.zeros(n, dtype=np.int8)  # 0 train, 1 val, 2 test
-    if method == "leave_last_n":
+    if method in ("leave_last_n", "leave_random_n"):
         users = ratings[ucol].to_numpy()
         tie = np.random.default_rng([seed, 1]).permutation(n)
-        order = _user_time_order(users, ts, tie)
+        # leave_random_n: the "time" of each rating is a seeded random rank, so the last n are a uniform draw
+        key = ts if method == "leave_last_n" else np.random.default_rng([seed, 2]).permutation(n).astype(np.int64)
+        order = _user_time_order(users, key, tie)
         del tie
         su = users[order]
         starts = np.flatnonzero(np.r_[True, su[1:] != su[:-1]]) if n else np.zeros(0, np.int64)

@@ -132,7 +132,8 @@ class MovieLensDataModule(pl.LightningDataModule):
         variant: ``"ml-100k"``, ``"ml-1m"``, ``"ml-latest-small"``, ``"ml-20m"``, ``"ml-25m"`` or
             ``"synthetic"`` (60 users, 80 items, 3 genres, from ``seed``; no files, no network).
         root: a directory holding the variant's files (else the cache / download).
-        split: ``"leave_last_n"``, ``"temporal"`` or ``"random"``; ``n_test``, ``n_val`` (leave_last_n),
+        split: ``"leave_last_n"``, ``"leave_random_n"`` (a seeded per-user random hold-out), ``"temporal"`` or
+            ``"random"``; ``n_test``, ``n_val`` (leave_last_n, leave_random_n),
             ``test_fraction``, ``val_fraction`` (temporal, random): see ``split_ratings``.
         groups: ``"popularity"`` (``head_share``), ``"genre"`` (``genre`` required), ``"genres"`` (soft) or
             ``"decade"``: see ``item_groups``.
