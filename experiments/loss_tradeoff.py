@@ -1,0 +1,507 @@
+"""The headline: a loss, a re-rank, or both? Every recipe judged on every measure, chosen on validation lists.
+
+ML-100K, three seeds; each seed draws its own split (``leave_random_n``: per user 10 random test ratings, 5
+validation) and trains its own tuned start (``configs/ml100k_tuned.yaml``).  Two groupings (popularity head / tail;
+Drama vs the rest).  Stages (``--stage``; each reuses what the earlier ones left in ``--out``):
+
+1. ``starts``: the tuned start of every seed (``<out>/start/seed<S>.ckpt``);
+2. ``prune``: the sweep file ``configs/sweep_loss_tradeoff.yaml`` on seed 0: every loss x ordering x utility term x
+   lambda, each fine-tuned from the start, plus the protocols warm-up / lazy / from scratch for the DIPS family;
+3. ``confirm``: per family (grouping, utility, loss, protocol) the lambdas that seed 0's *validation* lists select
+   (the largest removal of the DIPS gap within 1 %, 2 % and 5 % of NDCG@10 under the guard, against the family's
+   control), run on seeds 1 and 2 (derived sweep files with the same trial ids);
+4. ``report``: re-rankers chosen on seed 0's validation lists the same way (``keep`` of the measure-targeted
+   re-ranker, with and without a guard), then every surviving row on the *test* lists of all seeds: NDCG@10 and
+   every fairness measure, each with a paired bootstrap interval against the row's own control (a loss row: the
+   lambda = 0 fine-tune of the same utility term and protocol; a re-rank row: its input; loss + re-rank: the
+   loss's control).  A row is within budget when NDCG@10 falls by at most 2 % and no fairness measure gets worse by
+   more than 10 % of its control's value (the guard).  Writes ``<out>/loss_tradeoff.md``/``.json``/``.png``
+   (``--results``: also ``experiments/results/``).
+
+``--fast`` runs every stage on the synthetic stand-in with a tiny grid (what the test does).
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "experiments"))
+
+SWEEP = ROOT / "configs" / "sweep_loss_tradeoff.yaml"
+#: (column, label, guarded): NDCG@10 first; "guarded": a fairness measure with a direction (|x| or x lower is better)
+COLUMNS = [("ndcg@10", "NDCG@10", False), ("dips_gap", "DIPS gap", True), ("dips_t0_gap", "DIPS gap (c_t 0)", True),
+           ("exposure_misallocation_l1", "‖δ‖₁", True), ("pairwise_accuracy_inter", "pairwise gap", True),
+           ("pairwise_accuracy_intra", "intra-group acc. gap", True)]
+TARGET = "dips_gap"
+BUDGETS = (0.01, 0.02, 0.05)  # NDCG@10 costs at which each family's lambda / keep is chosen on validation
+NDCG_BUDGET, GUARD = 0.02, 0.10
+#: re-ranker families, each a list of specs in increasing strength (chosen on validation like lambda)
+RERANK_FAMILIES = {
+    "targeted dips": [f"targeted:measure=dips,keep={k}" for k in (10, 9, 8, 7, 6, 5)],
+    "targeted dips, guarded": [f"targeted:measure=dips,keep={k},guard=pairwise_gap:0.1" for k in (10, 8, 6, 4, 2, 0)],
+    "targeted multi, guarded": [f"targeted:measure=exposure_misallocation,relevance=top:10,keep={k},"
+                                f"guard=pairwise_gap:0.1" for k in (10, 8, 6, 4)],
+    "FA*IR": ["fair:p=0.5,k=100"],
+    "DetConstSort": ["detconstsort:k=100"],
+}
+#: families of the prune stage that also run the other protocols
+PROTOCOL_FAMILY = {"groups": "popularity", "utility": "listnet", "loss": "dips_ramp"}
+FAST_KEYS = {"data.variant": "synthetic", "data.n_test": 3, "data.n_val": 2, "data.num_negatives": 10,
+             "data.batch_size": 16, "model.ranker_args": {"dim": 8}}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--stage", choices=["starts", "prune", "confirm", "report", "all"], default="all")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (the first prunes)")
+    p.add_argument("--sweep", default=str(SWEEP), help="the sweep file")
+    p.add_argument("--groupings", nargs="+", default=["popularity", "drama"])
+    p.add_argument("--utilities", nargs="+", default=None, help="utility variants (default: every one)")
+    p.add_argument("--losses", nargs="+", default=None, help="loss variants (default: every one)")
+    p.add_argument("--protocols", nargs="+", default=["finetune", "warmup", "lazy4", "scratch"])
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--bootstrap", type=int, default=300)
+    p.add_argument("--out", default="runs/tradeoff")
+    p.add_argument("--results", action="store_true", help="also write experiments/results/loss_tradeoff.*")
+    p.add_argument("--fast", action="store_true", help="synthetic stand-in, tiny grid (a smoke run)")
+    return p
+
+
+# --------------------------------------------------------------------------------------------- stages 1-3: training
+def starts(args, out: Path) -> Dict[int, Path]:
+    from rerank_tradeoff import _fit
+
+    paths = {}
+    for s in args.seeds:
+        t0 = time.time()
+        extra = ["--data.seed", str(s), "--data.split", "leave_random_n"]
+        paths[s] = _fit(out / "start" / f"seed{s}", s, 2 if args.fast else None, 1, args.fast, extra,
+                        config=str(ROOT / "configs" / "ml100k_tuned.yaml"))
+        print(f"[starts] seed {s}: {paths[s]} ({time.time() - t0:.0f} s)", flush=True)
+    return paths
+
+
+def _derived(args, out: Path, name: str, keep: Dict[str, Sequence[str]], lams: Optional[Dict[str, List[float]]] = None
+             ) -> Path:
+    """A copy of the sweep file with its variant dimensions restricted to ``keep`` (and a loss's lambda grid
+    replaced by ``lams``), its base path absolute and, in fast mode, the synthetic keys; trial ids are unchanged."""
+    import yaml
+
+    raw = yaml.safe_load(Path(args.sweep).read_text())
+    raw["base"] = str((Path(args.sweep).parent / raw["base"]).resolve())
+    if args.fast:
+        raw["overrides"].update(FAST_KEYS)
+        raw["overrides"]["trainer.max_epochs"] = 1
+        raw["variants"]["protocol"]["scratch"]["trainer.max_epochs"] = 2
+    for dim, names in keep.items():
+        raw["variants"][dim] = {n: raw["variants"][dim][n] for n in names}
+    for loss, values in (lams or {}).items():
+        raw["variants"]["loss"][loss] = {**raw["variants"]["loss"][loss], "grid": {"model.lam": list(values)}}
+    for s, bundle in raw["variants"]["seed"].items():
+        bundle["model.init_from"] = str(out / "start" / f"seed{s}.ckpt")
+    path = out / "stages" / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def _variants(args) -> Dict[str, List[str]]:
+    import yaml
+
+    raw = yaml.safe_load(Path(args.sweep).read_text())["variants"]
+    return {"utility": args.utilities or list(raw["utility"]), "loss": args.losses or list(raw["loss"])}
+
+
+def _run(path: Path, out: Path, workers: int) -> None:
+    from torchfair.sweeps import run_sweep
+
+    res = run_sweep(path, out / "sweep", workers=workers, threads=1, report=False)
+    print(f"[sweep] {path.name}: {res}", flush=True)
+
+
+def prune(args, out: Path) -> None:
+    v = _variants(args)
+    s0 = str(args.seeds[0])
+    _run(_derived(args, out, "prune", {"groups": args.groupings, "seed": [s0], "protocol": ["finetune"], **v}),
+         out, args.workers)
+    others = [p for p in args.protocols if p != "finetune"]
+    if others and PROTOCOL_FAMILY["groups"] in args.groupings:
+        keep = {"groups": [PROTOCOL_FAMILY["groups"]], "utility": [PROTOCOL_FAMILY["utility"]],
+                "loss": ["none", PROTOCOL_FAMILY["loss"]] if set(others) - {"scratch"} else [PROTOCOL_FAMILY["loss"]],
+                "seed": [s0], "protocol": [p for p in others if p != "scratch"]}
+        if keep["protocol"]:
+            _run(_derived(args, out, "prune_protocols", keep), out, args.workers)
+        if "scratch" in others:  # from scratch: 60 epochs a trial, two lambdas
+            lam = {PROTOCOL_FAMILY["loss"]: [0.01, 0.03] if not args.fast else [0.01]}
+            _run(_derived(args, out, "prune_scratch", {**keep, "loss": [PROTOCOL_FAMILY["loss"]],
+                                                       "protocol": ["scratch"]}, lam), out, args.workers)
+
+
+def trial_results(out: Path) -> List[Dict[str, Any]]:
+    """Every finished trial: its variant names, lambda, checkpoint and validation / test means."""
+    rows = []
+    for f in sorted((out / "sweep" / "trials").glob("*/result.json")):
+        r = json.loads(f.read_text())
+        p = r["params"]
+        rows.append({"groups": p["groups"], "utility": p["utility"], "loss": p["loss"], "seed": int(p["seed"]),
+                     "protocol": p.get("protocol", "finetune"), "lam": float(p.get("model.lam", 0.0)),
+                     "checkpoint": r["checkpoint"], "metrics": r["metrics"]})
+    return rows
+
+
+def change(row: Dict[str, float], ctrl: Dict[str, float]) -> Dict[str, float]:
+    """Relative NDCG@10 change and, per fairness column, the share of the control's |value| removed
+    (``1 - |row| / |control|``; negative: worse)."""
+    out = {"ndcg@10": (row["ndcg@10"] - ctrl["ndcg@10"]) / abs(ctrl["ndcg@10"])}
+    for c, _, guarded in COLUMNS[1:]:
+        a, b = row.get(c, float("nan")), ctrl.get(c, float("nan"))
+        out[c] = 1.0 - abs(a) / abs(b) if b not in (0.0,) and not math.isnan(b) else float("nan")
+    return out
+
+
+def admissible(ch: Dict[str, float], budget: float = NDCG_BUDGET) -> bool:
+    """Within ``budget`` of NDCG@10 and no guarded measure worse by more than GUARD of its control's value."""
+    return ch["ndcg@10"] >= -budget - 1e-12 and all(
+        not (ch[c] < -GUARD) for c, _, g in COLUMNS[1:] if g and not math.isnan(ch[c]))
+
+
+def _control_of(rows, r):
+    """The control of a trial row: lambda 0, same grouping / utility / seed / protocol (scratch: the start)."""
+    proto = r["protocol"] if r["protocol"] != "scratch" else "finetune"
+    for c in rows:
+        if (c["loss"] == "none" and c["groups"] == r["groups"] and c["utility"] == r["utility"]
+                and c["seed"] == r["seed"] and c["protocol"] == proto):
+            return c
+    return None
+
+
+def _split_means(metrics: Dict[str, float], split: str) -> Dict[str, float]:
+    return {k.split("/", 1)[1]: v for k, v in metrics.items() if k.startswith(split + "/")}
+
+
+def select(rows: List[Dict[str, Any]], seed: int) -> Dict[Tuple[str, str, str, str], Dict[float, List[float]]]:
+    """Per family (groups, utility, loss, protocol): for each budget the lambda whose *validation* change removes
+    most of the target gap within that budget under the guard (seed ``seed``); ``{family: {lam: [budgets]}}``."""
+    chosen: Dict[Tuple[str, str, str, str], Dict[float, List[float]]] = {}
+    fams: Dict[Tuple[str, str, str, str], List[Dict[str, Any]]] = {}
+    for r in rows:
+        if r["seed"] == seed and r["loss"] != "none":
+            fams.setdefault((r["groups"], r["utility"], r["loss"], r["protocol"]), []).append(r)
+    for fam, members in fams.items():
+        ctrl = _control_of(rows, members[0])
+        if ctrl is None:
+            continue
+        cv = _split_means(ctrl["metrics"], "val")
+        for b in BUDGETS:
+            best = None
+            for r in members:
+                ch = change(_split_means(r["metrics"], "val"), cv)
+                if admissible(ch, b) and ch[TARGET] > 0 and (best is None or ch[TARGET] > best[0]):
+                    best = (ch[TARGET], r["lam"])
+            if best is not None:
+                chosen.setdefault(fam, {}).setdefault(best[1], []).append(b)
+    return chosen
+
+
+def confirm(args, out: Path) -> None:
+    rows = trial_results(out)
+    chosen = select(rows, args.seeds[0])
+    (out / "selection.json").write_text(json.dumps({"|".join(k): v for k, v in chosen.items()}, indent=1))
+    rest = [str(s) for s in args.seeds[1:]]
+    if not rest:
+        return
+    by: Dict[Tuple[str, str, str], Dict[str, List[float]]] = {}
+    for (g, u, loss, proto), lams in chosen.items():
+        by.setdefault((g, u, proto), {})[loss] = sorted(lams)
+    for (g, u, proto), losses in by.items():
+        controls = ["none"] if proto != "scratch" else []
+        # a family's lambdas replace its grid; the control (lambda 0) comes with the `none` loss
+        for loss, lams in losses.items():
+            keep = {"groups": [g], "utility": [u], "loss": controls + [loss], "seed": rest, "protocol": [proto]}
+            _run(_derived(args, out, f"confirm_{g}_{u}_{loss}_{proto}", keep, {loss: lams}), out, args.workers)
+
+
+# --------------------------------------------------------------------------------------------- stage 4: evaluation
+def _tables(ckpt: str, config: str, split: str, specs: Sequence[str], measures: List[str]):
+    """The per-list tables of a checkpoint on ``split`` and of each re-rank of it; ``{None | spec: table}``."""
+    from torchfair.evaluation import evaluate_lists
+    from torchfair.rerank import get_reranker
+    from torchfair.training.report import REPORT_BROWSING, load_checkpoint, rerank_lists, score_lists
+
+    run = load_checkpoint(ckpt, config)
+    G = int(run.meta["data_info"]["num_groups"])
+    lists = score_lists(run.model, run.datamodule, split)
+    asked = measures + [f"exposure_share:browsing={REPORT_BROWSING}"]
+    out = {None: evaluate_lists(lists, asked, num_groups=G, validate_args=False, bootstrap=0)}
+    for s in specs:
+        out[s] = evaluate_lists(rerank_lists(lists, get_reranker(s), G), asked, num_groups=G, validate_args=False,
+                                bootstrap=0)
+    return out
+
+
+def _cols(table) -> Dict[str, np.ndarray]:
+    return {c: np.asarray(table[c], dtype=float) for c, _, _ in COLUMNS if c in table.columns} | (
+        {c: np.asarray(table[c], dtype=float) for c in table.columns if c.startswith("exposure_share")})
+
+
+def _means(cols: Dict[str, np.ndarray]) -> Dict[str, float]:
+    return {c: float(np.nanmean(v)) if np.isfinite(v).any() else float("nan") for c, v in cols.items()}
+
+
+def paired(row: List[Dict[str, np.ndarray]], ctrl: List[Dict[str, np.ndarray]], n_boot: int, seed: int = 0
+           ) -> Dict[str, Dict[str, float]]:
+    """Change of ``row`` against ``ctrl`` over the lists of every seed pooled (the same lists, paired): the point
+    estimate of :func:`change` and a paired percentile bootstrap interval (the lists resampled within each seed)."""
+    R = {c: np.concatenate([r[c] for r in row]) for c in row[0]}
+    C = {c: np.concatenate([x[c] for x in ctrl]) for c in row[0]}
+    sizes = [len(next(iter(r.values()))) for r in row]
+    point = change(_means(R), _means(C))
+    rng = np.random.default_rng(seed)
+    offs = np.cumsum([0] + sizes[:-1])
+    boots = {c: [] for c in point}
+    for _ in range(n_boot):
+        idx = np.concatenate([o + rng.integers(0, n, n) for o, n in zip(offs, sizes)])
+        ch = change({c: float(np.nanmean(R[c][idx])) for c in R}, {c: float(np.nanmean(C[c][idx])) for c in C})
+        for c in point:
+            boots[c].append(ch[c])
+    return {c: {"mean": point[c], "lo": float(np.nanpercentile(boots[c], 2.5)) if n_boot else float("nan"),
+                "hi": float(np.nanpercentile(boots[c], 97.5)) if n_boot else float("nan")} for c in point}
+
+
+def _group_cfg(out: Path, g: str, fast: bool) -> str:
+    body = {"popularity": "data:\n  groups: popularity\n", "drama": "data:\n  groups: genre\n  genre: Drama\n"}[g]
+    path = out / "stages" / f"eval_{g}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(body)
+    return str(path)
+
+
+def choose_reranks(args, out: Path, g: str, measures: List[str]) -> Dict[str, List[float]]:
+    """Per re-rank family, the spec chosen on seed 0's validation lists at each budget (same rule as lambda)."""
+    start = str(out / "start" / f"seed{args.seeds[0]}.ckpt")
+    specs = [s for fam in RERANK_FAMILIES.values() for s in fam]
+    tabs = _tables(start, _group_cfg(out, g, args.fast), "val", specs, measures)
+    ctrl = _means(_cols(tabs[None]))
+    chosen: Dict[str, List[float]] = {}
+    for fam, members in RERANK_FAMILIES.items():
+        for b in BUDGETS:
+            best = None
+            for s in members:
+                ch = change(_means(_cols(tabs[s])), ctrl)
+                if admissible(ch, b) and ch[TARGET] > 0 and (best is None or ch[TARGET] > best[0]):
+                    best = (ch[TARGET], s)
+            if best is not None:
+                chosen.setdefault(best[1], []).append(b)
+    return chosen
+
+
+def report_stage(args, out: Path) -> Dict[str, Any]:
+    from torchfair.training.module import DEFAULT_MEASURES
+
+    measures = list(DEFAULT_MEASURES)
+    t0 = time.time()
+    rows = trial_results(out)
+    res: Dict[str, Any] = {"groupings": {}, "seeds": list(args.seeds), "fast": bool(args.fast)}
+    for g in args.groupings:
+        cfg = _group_cfg(out, g, args.fast)
+        rr = choose_reranks(args, out, g, measures)
+        print(f"[report] {g}: re-rankers chosen on validation: {rr} ({time.time() - t0:.0f} s)", flush=True)
+        sel = select(rows, args.seeds[0])
+        fams = {k: v for k, v in sel.items() if k[0] == g}
+        # every seed: the start (+ chosen re-ranks), each family's control, its chosen lambdas (+ the best guarded
+        # re-rank on top: "both")
+        both_spec = max((s for s, b in rr.items() if "guard" in s and NDCG_BUDGET in b), default=None,
+                        key=lambda s: s)
+        entries: Dict[str, Dict[str, Any]] = {}
+        for seed in args.seeds:
+            st = _tables(str(out / "start" / f"seed{seed}.ckpt"), cfg, "test", list(rr), measures)
+            base = _cols(st[None])
+            entries.setdefault("start", {"kind": "start", "rows": [], "ctrl": []})
+            entries["start"]["rows"].append(base)
+            entries["start"]["ctrl"].append(base)
+            for s in rr:
+                e = entries.setdefault(f"re-rank: {s}", {"kind": "re-rank", "budgets": rr[s], "rows": [], "ctrl": []})
+                e["rows"].append(_cols(st[s]))
+                e["ctrl"].append(base)
+            for (gg, u, loss, proto), lams in fams.items():
+                trials = [r for r in rows if (r["groups"], r["utility"], r["loss"], r["protocol"], r["seed"]) ==
+                          (g, u, loss, proto, seed)]
+                ctrl_row = _control_of(rows, {"groups": g, "utility": u, "seed": seed, "protocol": proto})
+                if proto == "scratch":
+                    ctab = base
+                elif ctrl_row is None:
+                    continue
+                else:
+                    ckey = f"control: {u}" + ("" if proto == "finetune" else f", {proto}")
+                    if ckey not in entries or len(entries[ckey]["rows"]) < args.seeds.index(seed) + 1:
+                        ctab = _cols(_tables(ctrl_row["checkpoint"], cfg, "test", [], measures)[None])
+                        e = entries.setdefault(ckey, {"kind": "control", "rows": [], "ctrl": []})
+                        e["rows"].append(ctab)
+                        e["ctrl"].append(base)  # a control's own change is against the start
+                    ctab = entries[ckey]["rows"][args.seeds.index(seed)]
+                for lam, budgets in lams.items():
+                    tr = [r for r in trials if r["lam"] == lam]
+                    if not tr:
+                        continue
+                    specs = [both_spec] if both_spec else []
+                    tabs = _tables(tr[0]["checkpoint"], cfg, "test", specs, measures)
+                    name = f"loss: {loss} λ={lam:g}, {u}" + ("" if proto == "finetune" else f", {proto}")
+                    e = entries.setdefault(name, {"kind": "loss", "budgets": budgets, "rows": [], "ctrl": []})
+                    e["rows"].append(_cols(tabs[None]))
+                    e["ctrl"].append(ctab)
+                    for s in specs:
+                        e = entries.setdefault(f"{name} + {s}", {"kind": "both", "budgets": budgets, "rows": [],
+                                                                 "ctrl": []})
+                        e["rows"].append(_cols(tabs[s]))
+                        e["ctrl"].append(ctab)
+            print(f"[report] {g}: seed {seed} evaluated ({time.time() - t0:.0f} s)", flush=True)
+        out_rows = {}
+        for name, e in entries.items():
+            if len(e["rows"]) != len(args.seeds):
+                continue  # a family not trained on every seed
+            ch = paired(e["rows"], e["ctrl"], args.bootstrap)
+            means = _means({c: np.concatenate([r[c] for r in e["rows"]]) for c in e["rows"][0]})
+            out_rows[name] = {"kind": e["kind"], "budgets": e.get("budgets", []), "change": ch, "means": means,
+                              "within": admissible({c: v["mean"] for c, v in ch.items()})}
+        res["groupings"][g] = {"rows": out_rows, "reranks_chosen": rr, "both_spec": both_spec}
+    res["wall_s_report"] = time.time() - t0
+    return res
+
+
+# --------------------------------------------------------------------------------------------- the table, the figure
+def _pct(x: float) -> str:
+    return "n/a" if x is None or math.isnan(x) else f"{100 * x:+.1f}"
+
+
+def markdown(res: Dict[str, Any], command: str, wall: Optional[float] = None) -> str:
+    md = ["# A loss, a re-rank, or both? (ML-100K, exact test measures, chosen on validation)", "",
+          f"Command: `{command}`; seeds {res['seeds']} (each its own split and start)"
+          + (f"; wall time {wall / 60:.0f} min" if wall else "") + (" (fast mode: synthetic stand-in)"
+                                                                     if res["fast"] else "") + ".", "",
+          "Cells: NDCG@10 change (%) against the row's control, and for each fairness measure the share of the "
+          "control's |value| removed (%; negative: worse), over the lists of every seed pooled, with a paired "
+          "95 % bootstrap interval in brackets. Controls: loss rows: the λ = 0 fine-tune with the same utility term "
+          "and protocol (from-scratch rows: the start); re-rank rows: their input (the start); loss + re-rank: the "
+          "loss's control. λ, keep and the re-ranker were chosen on seed 0's validation lists at the budgets listed "
+          f"(1 / 2 / 5 % of NDCG@10), never on test. **Within budget**: NDCG@10 ≥ −{100 * NDCG_BUDGET:.0f} % and no "
+          f"fairness measure worse by more than {100 * GUARD:.0f} % of its control's value (the guard).", ""]
+    heads = [lab for _, lab, _ in COLUMNS]
+    for g, gr in res["groupings"].items():
+        md += [f"## {g} groups", "", "| row | chosen at | " + " | ".join(heads) + " | within budget |",
+               "|---|---|" + "---:|" * len(heads) + "---|"]
+        start = gr["rows"].get("start")
+        for name, r in gr["rows"].items():
+            if name == "start":
+                continue
+            cells = [f"{_pct(r['change'][c]['mean'])} [{_pct(r['change'][c]['lo'])}, {_pct(r['change'][c]['hi'])}]"
+                     for c, _, _ in COLUMNS]
+            at = ", ".join(f"{100 * b:.0f} %" for b in r.get("budgets", [])) or "-"
+            md.append(f"| {name} | {at} | " + " | ".join(cells) + f" | {'**yes**' if r['within'] else ''} |")
+        if start:
+            md += ["", "start (test, mean over seeds' lists): " + ", ".join(
+                f"{lab} {start['means'].get(c, float('nan')):.4f}" for c, lab, _ in COLUMNS)]
+        best = best_row(gr)
+        md += ["", f"Best within budget on the DIPS gap: " + (
+            f"**{best[0]}** ({_pct(best[1]['change'][TARGET]['mean'])} % of the DIPS gap removed, NDCG@10 "
+            f"{_pct(best[1]['change']['ndcg@10']['mean'])} %)." if best else "none."), ""]
+    return "\n".join(md)
+
+
+def best_row(gr: Dict[str, Any], kinds: Sequence[str] = ("loss", "re-rank", "both")):
+    cands = [(n, r) for n, r in gr["rows"].items() if r["kind"] in kinds and r["within"]
+             and r["change"][TARGET]["mean"] > 0]
+    return max(cands, key=lambda x: x[1]["change"][TARGET]["mean"], default=None)
+
+
+def figure(res: Dict[str, Any], path: str) -> None:
+    """NDCG@10 change against each fairness measure's share removed; filled: within budget (guard held)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    gs = list(res["groupings"])
+    fair = [(c, lab) for c, lab, g in COLUMNS if g]
+    fig, axes = plt.subplots(len(gs), len(fair), figsize=(3.6 * len(fair), 3.4 * len(gs)), squeeze=False)
+    style = {"loss": ("s", "C0"), "re-rank": ("o", "C1"), "both": ("^", "C2"), "control": ("x", "grey")}
+    for i, g in enumerate(gs):
+        for j, (c, lab) in enumerate(fair):
+            ax = axes[i][j]
+            for name, r in res["groupings"][g]["rows"].items():
+                if r["kind"] not in style:
+                    continue
+                mk, col = style[r["kind"]]
+                x, y = 100 * r["change"]["ndcg@10"]["mean"], 100 * r["change"][c]["mean"]
+                if math.isnan(y):
+                    continue
+                x, y = max(x, -15), max(min(y, 100), -150)
+                ax.scatter(x, y, marker=mk, color=col, facecolors=col if r["within"] else "none", s=22)
+            ax.axvline(-100 * NDCG_BUDGET, color="grey", ls="--", lw=0.7)
+            ax.axhline(-100 * GUARD, color="red", ls=":", lw=0.7)
+            ax.axhline(0, color="black", lw=0.5)
+            ax.set_title(f"{g}: {lab}", fontsize=8)
+            ax.set_xlabel("NDCG@10 change (%)", fontsize=7)
+            ax.set_ylabel("share removed (%)", fontsize=7)
+            ax.tick_params(labelsize=6)
+            ax.grid(alpha=0.3)
+    fig.suptitle("■ loss  ● re-rank  ▲ loss + re-rank  × control (vs start); filled: within budget under the guard",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    if args.fast:
+        args.protocols = [p for p in args.protocols if p != "scratch"] + ["scratch"]
+        args.utilities = args.utilities or ["listnet", "approx10"]
+        args.losses = args.losses or ["none", "dips_ramp", "multi_ramp"]
+        args.bootstrap = min(args.bootstrap, 30)
+        args.groupings = ["popularity"]
+        global RERANK_FAMILIES
+        RERANK_FAMILIES = {"targeted dips": ["targeted:measure=dips,keep=2", "targeted:measure=dips,keep=0"],
+                           "targeted dips, guarded": ["targeted:measure=dips,keep=0,guard=pairwise_gap:0.1"]}
+    t0 = time.time()
+    stages = ["starts", "prune", "confirm", "report"] if args.stage == "all" else [args.stage]
+    if "starts" in stages:
+        starts(args, out)
+    if "prune" in stages:
+        prune(args, out)
+    if "confirm" in stages:
+        confirm(args, out)
+    if "report" in stages:
+        res = report_stage(args, out)
+        wall = time.time() - t0 if args.stage == "all" else None
+        command = "python experiments/loss_tradeoff.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        md = markdown(res, command.strip(), wall)
+        (out / "loss_tradeoff.md").write_text(md)
+        (out / "loss_tradeoff.json").write_text(json.dumps(res, indent=1, default=float))
+        figure(res, str(out / "loss_tradeoff.png"))
+        if args.results and not args.fast:
+            import shutil
+            rd = ROOT / "experiments" / "results"
+            for ext in ("md", "json", "png"):
+                shutil.copyfile(out / f"loss_tradeoff.{ext}", rd / f"loss_tradeoff.{ext}")
+        print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
