@@ -470,7 +470,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     if args.fast:
-        args.protocols = [p for p in args.protocols if p != "scratch"] + ["scratch"]
         args.utilities = args.utilities or ["listnet", "approx10"]
         args.losses = args.losses or ["none", "dips_ramp", "multi_ramp"]
         args.bootstrap = min(args.bootstrap, 30)

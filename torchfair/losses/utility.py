@@ -13,7 +13,8 @@ from torch import Tensor
 
 from .._validation import check_number, prepare
 from ..metrics.utility import ideal_ranking, ndcg
-from ..orderings import NeuralSort, PlackettLuce, SoftRank, log_probability
+from ..orderings import NeuralSort, PlackettLuce, RampRank, SoftRank, log_probability  # noqa: F401 (RampRank: docs)
+from ..orderings.base import OrderingLike
 from .transform import LossModule, measure_loss, reduce_loss
 
 __all__ = ["listnet_loss", "listmle_loss", "approx_ndcg_loss", "neural_ndcg_loss", "pl_ndcg_loss", "ListNetLoss",
@@ -58,9 +59,22 @@ def _one_minus_ndcg(scores, relevance, mask, k, ordering, reduction, validate_ar
 
 
 def approx_ndcg_loss(scores: Tensor, relevance: Tensor, *, temperature: float = 0.1, k: Optional[int] = None,
-                     mask: Optional[Tensor] = None, reduction: str = "mean", validate_args: bool = True) -> Tensor:
-    """ApproxNDCG (Qin et al. 2010): ``1 - NDCG`` with smooth ranks, i.e. NDCG on ``SoftRank(temperature)``."""
-    return _one_minus_ndcg(scores, relevance, mask, k, SoftRank(temperature=temperature), reduction, validate_args)
+                     ordering: OrderingLike = None, mask: Optional[Tensor] = None, reduction: str = "mean",
+                     validate_args: bool = True) -> Tensor:
+    """ApproxNDCG (Qin et al., Information Retrieval 13, 2010, eq. 12-13): ``1 - NDCG@k`` with smooth ranks, i.e.
+    :func:`torchfair.metrics.ndcg` on ``SoftRank(temperature)``.  ``ordering`` replaces that relaxation, e.g.
+    ``RampRank(0.1)`` (the losses' default ordering: the same pair relaxation with a piecewise-linear kernel, pair
+    sums in ``O(N log N)`` instead of SoftRank's ``O(N^2)``: what makes a top-k utility term affordable on
+    full-catalogue lists); then ``temperature`` is the ordering's own.
+
+    Example::
+
+        >>> s = torch.randn(4, 30, requires_grad=True)
+        >>> approx_ndcg_loss(s, torch.rand(4, 30), k=10, ordering=RampRank(0.1)).backward()
+    """
+    check_number(temperature, "temperature", low=0, low_open=True)
+    relax = SoftRank(temperature=temperature) if ordering is None else ordering
+    return _one_minus_ndcg(scores, relevance, mask, k, relax, reduction, validate_args)
 
 
 def neural_ndcg_loss(scores: Tensor, relevance: Tensor, *, temperature: float = 0.1, k: Optional[int] = None,

@@ -1,0 +1,100 @@
+"""experiments/loss_tradeoff.py: the budget / guard rule, the validation choice and the paired change against
+hand-computed values; the --fast pipeline end to end (slow)."""
+import json
+import math
+
+import numpy as np
+import pytest
+from experiment_loader import experiment_fixture
+
+mod = experiment_fixture("loss_tradeoff")
+
+
+def _m(ndcg, dips, t0=0.1, l1=0.5, inter=0.3, intra=0.1):
+    return {"ndcg@10": ndcg, "dips_gap": dips, "dips_t0_gap": t0, "exposure_misallocation_l1": l1,
+            "pairwise_accuracy_inter": inter, "pairwise_accuracy_intra": intra}
+
+
+def test_change_by_hand(mod):
+    ch = mod.change(_m(0.098, -0.15, inter=-0.6), _m(0.1, -0.3, inter=0.3))
+    assert math.isclose(ch["ndcg@10"], -0.02)
+    assert math.isclose(ch["dips_gap"], 0.5)                 # |-0.15| of |-0.3| left: half removed
+    assert math.isclose(ch["pairwise_accuracy_inter"], -1.0)  # 0.3 -> -0.6: twice as large, 100 % worse
+    assert ch["dips_t0_gap"] == 0.0
+
+
+def test_budget_and_guard(mod):
+    ctrl = _m(0.1, -0.3)
+    assert mod.admissible(mod.change(_m(0.0981, -0.1), ctrl))                 # -1.9 %, nothing worse
+    assert not mod.admissible(mod.change(_m(0.0979, -0.1), ctrl))             # -2.1 %
+    assert mod.admissible(mod.change(_m(0.0979, -0.1), ctrl), budget=0.05)
+    assert mod.admissible(mod.change(_m(0.1, -0.1, inter=0.329), ctrl))        # 9.7 % worse: within the guard
+    assert not mod.admissible(mod.change(_m(0.1, -0.1, inter=0.331), ctrl))    # 10.3 % worse
+    assert not mod.admissible(mod.change(_m(0.1, -0.1, inter=-0.331), ctrl))   # a sign flip counts as |x|
+    # an undefined measure (NaN) does not block, a defined one does
+    ch = mod.change(_m(0.1, -0.1, l1=float("nan")), ctrl)
+    assert math.isnan(ch["exposure_misallocation_l1"]) and mod.admissible(ch)
+
+
+def _trial(loss, lam, val, test=None, seed=0, groups="popularity", utility="listnet", protocol="finetune"):
+    metrics = {f"val/{k}": v for k, v in val.items()}
+    metrics.update({f"test/{k}": v for k, v in (test or val).items()})
+    return {"groups": groups, "utility": utility, "loss": loss, "seed": seed, "protocol": protocol, "lam": lam,
+            "checkpoint": f"{loss}{lam}.ckpt", "metrics": metrics}
+
+
+def test_select_uses_validation_and_the_guard(mod):
+    rows = [_trial("none", 0.0, _m(0.1, -0.3)),
+            # removes most on validation but breaks the guard (pairwise gap 50 % worse): never chosen
+            _trial("dips_ramp", 0.1, _m(0.0995, -0.05, inter=0.45)),
+            # the best admissible within 1 % / 2 %
+            _trial("dips_ramp", 0.03, _m(0.0992, -0.2)),
+            # better on *test* only: the test values must not matter
+            _trial("dips_ramp", 0.01, _m(0.0999, -0.29), test=_m(0.1, -0.01)),
+            # within 5 % only
+            _trial("dips_ramp", 0.3, _m(0.097, -0.1)),
+            # another seed: ignored by the seed-0 choice
+            _trial("dips_ramp", 1.0, _m(0.1, 0.0), seed=1)]
+    sel = mod.select(rows, 0)
+    assert sel == {("popularity", "listnet", "dips_ramp", "finetune"): {0.03: [0.01, 0.02], 0.3: [0.05]}}
+
+
+def test_paired_change_pools_seeds_against_a_plain_computation(mod):
+    rng = np.random.default_rng(0)
+    cols = [c for c, _, _ in mod.COLUMNS]
+    row = [{c: rng.normal(0.1, 0.3, n) for c in cols} for n in (40, 60)]
+    ctrl = [{c: rng.normal(0.2, 0.3, n) for c in cols} for n in (40, 60)]
+    row[0]["dips_gap"][3] = np.nan  # an undefined list is left out of that column's mean
+    out = mod.paired(row, ctrl, n_boot=200)
+    for c in cols:
+        r = np.concatenate([x[c] for x in row])
+        k = np.concatenate([x[c] for x in ctrl])
+        r_mean, k_mean = np.nanmean(r), np.nanmean(k)
+        want = (r_mean - k_mean) / abs(k_mean) if c == "ndcg@10" else 1 - abs(r_mean) / abs(k_mean)
+        assert math.isclose(out[c]["mean"], want, rel_tol=1e-12)
+        assert out[c]["lo"] <= out[c]["mean"] <= out[c]["hi"]
+    # identical runs: zero change and a degenerate interval
+    same = mod.paired(ctrl, ctrl, n_boot=50)
+    assert all(abs(same[c]["lo"]) < 1e-12 and abs(same[c]["hi"]) < 1e-12 for c in cols)
+
+
+def test_best_row_needs_the_budget(mod):
+    gr = {"rows": {
+        "a": {"kind": "re-rank", "within": False, "change": {"dips_gap": {"mean": 0.6}}},
+        "b": {"kind": "loss", "within": True, "change": {"dips_gap": {"mean": 0.3}}},
+        "c": {"kind": "both", "within": True, "change": {"dips_gap": {"mean": 0.4}}},
+        "d": {"kind": "control", "within": True, "change": {"dips_gap": {"mean": 0.9}}}}}
+    assert mod.best_row(gr)[0] == "c"
+    assert mod.best_row(gr, kinds=("loss",))[0] == "b"
+
+
+@pytest.mark.slow
+def test_fast_pipeline(mod, tmp_path):
+    out = tmp_path / "lt"
+    assert mod.main(["--fast", "--out", str(out), "--losses", "none", "dips_ramp", "--utilities", "listnet",
+                     "--protocols", "finetune", "--workers", "1"]) == 0
+    res = json.loads((out / "loss_tradeoff.json").read_text())
+    assert set(res["groupings"]) == {"popularity"}
+    assert (out / "loss_tradeoff.png").stat().st_size > 0
+    md = (out / "loss_tradeoff.md").read_text()
+    assert "| row | chosen at |" in md and "within budget" in md
