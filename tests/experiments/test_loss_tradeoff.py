@@ -10,17 +10,19 @@ from experiment_loader import experiment_fixture
 mod = experiment_fixture("loss_tradeoff")
 
 
-def _m(ndcg, dips, t0=0.1, l1=0.5, inter=0.3, intra=0.1):
-    return {"ndcg@10": ndcg, "dips_gap": dips, "dips_t0_gap": t0, "exposure_misallocation_l1": l1,
+def _m(ndcg, dips, share=0.3, l1=0.5, inter=0.3, intra=0.1):
+    return {"ndcg@10": ndcg, "dips_gap": dips, "exposure_share_B": share, "exposure_misallocation_l1": l1,
             "pairwise_accuracy_inter": inter, "pairwise_accuracy_intra": intra}
 
 
 def test_change_by_hand(mod):
-    ch = mod.change(_m(0.098, -0.15, inter=-0.6), _m(0.1, -0.3, inter=0.3))
+    ch = mod.change(_m(0.098, -0.15, inter=-0.6, share=0.45), _m(0.1, -0.3, inter=0.3, share=0.3))
     assert math.isclose(ch["ndcg@10"], -0.02)
     assert math.isclose(ch["dips_gap"], 0.5)                 # |-0.15| of |-0.3| left: half removed
     assert math.isclose(ch["pairwise_accuracy_inter"], -1.0)  # 0.3 -> -0.6: twice as large, 100 % worse
-    assert ch["dips_t0_gap"] == 0.0
+    assert math.isclose(ch["exposure_share_B"], 0.15)        # descriptive: a change in points, never guarded
+    assert mod.admissible(ch, budget=0.05) is False           # the pairwise gap breaks the guard
+    assert mod.admissible(mod.change(_m(0.1, -0.1, share=0.9), _m(0.1, -0.3, share=0.3)))
 
 
 def test_budget_and_guard(mod):
@@ -70,7 +72,12 @@ def test_paired_change_pools_seeds_against_a_plain_computation(mod):
         r = np.concatenate([x[c] for x in row])
         k = np.concatenate([x[c] for x in ctrl])
         r_mean, k_mean = np.nanmean(r), np.nanmean(k)
-        want = (r_mean - k_mean) / abs(k_mean) if c == "ndcg@10" else 1 - abs(r_mean) / abs(k_mean)
+        if c == "ndcg@10":
+            want = (r_mean - k_mean) / abs(k_mean)
+        elif c == "exposure_share_B":
+            want = r_mean - k_mean
+        else:
+            want = 1 - abs(r_mean) / abs(k_mean)
         assert math.isclose(out[c]["mean"], want, rel_tol=1e-12)
         assert out[c]["lo"] <= out[c]["mean"] <= out[c]["hi"]
     # identical runs: zero change and a degenerate interval
