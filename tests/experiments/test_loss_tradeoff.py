@@ -105,3 +105,34 @@ def test_fast_pipeline(mod, tmp_path):
     assert (out / "loss_tradeoff.png").stat().st_size > 0
     md = (out / "loss_tradeoff.md").read_text()
     assert "| row | chosen at |" in md and "within budget" in md
+
+
+def test_select_needs_the_recipe_within_budget_of_the_start(mod):
+    # the utility term's own fine-tune loses 10 % against the start: a loss row that costs nothing against that
+    # control still costs 10 % against the start, and qualifies only at a budget that covers it
+    rows = [_trial("none", 0.0, _m(0.09, -0.3)), _trial("dips_ramp", 0.01, _m(0.09, -0.2))]
+    start = _m(0.1, -0.3)
+    assert mod.select(rows, 0) == {("popularity", "listnet", "dips_ramp", "finetune"): {0.01: [0.01, 0.02, 0.05]}}
+    assert mod.select(rows, 0, start) == {}
+    rows[0]["metrics"].update({"val/ndcg@10": 0.097})
+    rows[1]["metrics"].update({"val/ndcg@10": 0.097})
+    assert mod.select(rows, 0, start) == {("popularity", "listnet", "dips_ramp", "finetune"): {0.01: [0.05]}}
+
+
+def test_start_val_reads_the_last_validation(mod, tmp_path):
+    d = tmp_path / "start" / "seed0" / "logs"
+    d.mkdir(parents=True)
+    (d / "metrics.csv").write_text("epoch,val/ndcg@10,val/dips_gap,train/loss\n9,0.1,-0.3,\n9,,,2.0\n19,0.12,-0.25,\n")
+    assert mod.start_val(tmp_path, 0) == {"ndcg@10": 0.12, "dips_gap": -0.25}
+    assert mod.start_val(tmp_path, 1) is None
+
+
+def test_top_families_keeps_the_best_per_budget(mod):
+    rows = [_trial("none", 0.0, _m(0.1, -0.3)), _trial("dips_ramp", 0.01, _m(0.0995, -0.2)),
+            _trial("pairgap_ramp", 0.01, _m(0.0995, -0.1)), _trial("misalloc_ramp", 0.03, _m(0.0995, -0.25))]
+    chosen = mod.select(rows, 0)
+    assert len(chosen) == 3
+    kept = mod.top_families(rows, chosen, 0, top=2)
+    # pairgap removes 67 %, dips 33 %, misalloc 17 %: the best two at every budget
+    assert set(f[2] for f in kept) == {"pairgap_ramp", "dips_ramp"}
+    assert kept[("popularity", "listnet", "pairgap_ramp", "finetune")] == {0.01: [0.01, 0.02, 0.05]}
