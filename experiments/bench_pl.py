@@ -15,7 +15,8 @@ The plain implementations are written below, straightforwardly (no torchfair), f
   DIPS loss compute): dense ``[s, B, N, N]`` pair tensors a few samples at a time; its score-function and PL-Rank
   gradients (the latter dense per sample, as the PL-Rank-2 reward of a pair).
 
-torchfair's path is the public API as the losses use it: ``PlackettLuce(samples, estimator, generator)(x, mask)``
+torchfair's path is the public API as the losses use it: ``PlackettLuce(samples, estimator, generator,
+temperature=1.0, scale="none")(x, mask)`` (the policy ``softmax(x)`` the plain code samples)
 then ``.exposure(RBP(0.9))`` or ``dips(...)``, and ``.backward()``.  Each case checks that both give the same
 rankings, values and gradients (to a tolerance), then times them interleaved in one process: ``--rounds`` rounds,
 each running both implementations once (alternating which goes first); the reported ratio is the median over the
@@ -240,7 +241,8 @@ def implementations(case: Case, seed: int = 1):
         x = s.clone().requires_grad_(grad)
         if case.kind == "sample":
             return {"rankings": sample_rankings(x, mask, S, gen())}
-        ordering = PlackettLuce(samples=S, estimator=est, generator=gen())
+        # the plain code's policy softmax(x): the absolute temperature 1 (the default is relative to each list's std)
+        ordering = PlackettLuce(samples=S, estimator=est, generator=gen(), temperature=1.0, scale="none")
         if case.kind in ("exposure", "pl_rank", "score_function"):
             ob = ordering(x, mask)
             e = ob.exposure(F)

@@ -42,8 +42,31 @@ SUMMARY_COLUMNS = [
     ("pairwise_accuracy_inter", "pairwise acc. gap", True),
     ("exposure_share_B", "tail exposure share", False),
 ]
-#: the best recipe within 2 % NDCG@10 of experiments/results/rerank_tradeoff.md (popularity groups)
-BEST_RERANK = "targeted:measure=dips,keep=8"
+#: the recipe the headline (experiments/loss_tradeoff.py, experiments/results/loss_tradeoff.md) found best within
+#: budget under the guard on popularity groups: the fine-tune's utility term, fairness loss, lambda and re-rank
+BEST_RECIPE = {"utility": "approx10", "loss": "multi", "lam": 0.03, "rerank": "targeted:measure=dips,keep=8,guard=pairwise_gap:0.1"}
+BEST_RERANK = BEST_RECIPE["rerank"]
+
+
+def utility_term(name: str):
+    """The fine-tune's utility loss: ``listnet`` (the tuned ranker's own) or ``approx10`` (ApproxNDCG@10 on the
+    losses' default ordering)."""
+    from torchfair.losses import ApproxNDCGLoss, ListNetLoss
+    from torchfair.orderings import RampRank
+
+    return {"listnet": lambda: ListNetLoss(relevance_temperature=2.0),
+            "approx10": lambda: ApproxNDCGLoss(k=10, ordering=RampRank(0.1))}[name]()
+
+
+def fairness_term(name: str):
+    """The fine-tune's fairness loss on the default ordering (``RampRank(0.1)``): ``dips``, ``pairgap``,
+    ``misalloc`` or ``multi`` (DIPS gap + inter-group pairwise accuracy gap, one ordering)."""
+    from torchfair.losses import (DIPSLoss, ExposureMisallocationLoss, MultiMeasureLoss,
+                                  PairwiseAccuracyGapLoss)
+
+    return {"dips": lambda: DIPSLoss(num_groups=2), "pairgap": lambda: PairwiseAccuracyGapLoss(num_groups=2),
+            "misalloc": lambda: ExposureMisallocationLoss(num_groups=2),
+            "multi": lambda: MultiMeasureLoss(terms=["dips", "pairwise_accuracy"], num_groups=2)}[name]()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -52,10 +75,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", default="ml-100k", help="MovieLens variant (see torchfair.data.load_movielens)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds (data split too)")
     p.add_argument("--epochs", type=int, default=None, help="epochs of the tuned ranker (default: the recipe's, 60)")
-    p.add_argument("--lam", type=float, default=0.03, help="weight of the DIPS loss in the fine-tune (0: no loss rows)")
-    p.add_argument("--finetune-epochs", type=int, default=1, help="epochs of ListNet + lam * DIPS from the ranker")
-    p.add_argument("--temperature", type=float, default=0.1,
-                   help="SoftRank temperature of the DIPS loss (relative to each list's score spread)")
+    p.add_argument("--lam", type=float, default=BEST_RECIPE["lam"],
+                   help="weight of the fairness loss in the fine-tune (0: no loss rows)")
+    p.add_argument("--loss", default=BEST_RECIPE["loss"], choices=["dips", "pairgap", "misalloc", "multi"],
+                   help="the fairness loss (on the default ordering, RampRank(0.1))")
+    p.add_argument("--utility", default=BEST_RECIPE["utility"], choices=["listnet", "approx10"],
+                   help="the fine-tune's utility term")
+    p.add_argument("--finetune-epochs", type=int, default=2, help="epochs of utility + lam * fairness from the ranker")
     p.add_argument("--rerank", default=BEST_RERANK, help="re-ranker spec (torchfair.rerank; 'none': no re-rank rows)")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates of the test report")
     p.add_argument("--accelerator", default="auto", help="Lightning accelerator: auto, cpu, gpu")
@@ -76,11 +102,10 @@ def _trainer_kwargs(args, epochs: int, log_dir: str, name: str) -> Dict[str, Any
 
 
 def train_seed(args, seed: int, out: str) -> Dict[str, Any]:
-    """The tuned ranker of ``seed`` and (``--lam`` > 0) its fine-tune with ListNet + lam * DIPS; checkpoints."""
+    """The tuned ranker of ``seed`` and (``--lam`` > 0) two fine-tunes from it, ``--finetune-epochs`` each: the
+    control (the utility term alone) and the recipe (utility + lam * fairness loss); checkpoints."""
     from tune_ranker import TUNED_RECIPE, build_tuned
 
-    from torchfair.losses import DIPSLoss
-    from torchfair.orderings import SoftRank
     from torchfair.training import FairRankingModule
 
     epochs = args.epochs if args.epochs is not None else TUNED_RECIPE.epochs
@@ -91,15 +116,16 @@ def train_seed(args, seed: int, out: str) -> Dict[str, Any]:
     trainer.save_checkpoint(ckpts["ranker"])
     seconds = {"ranker": time.time() - t0}
     if args.lam > 0:
-        _, dm, trainer = build_tuned(args.variant, seed, **_trainer_kwargs(args, args.finetune_epochs, out, "loss"))
-        fair = FairRankingModule(**TUNED_RECIPE.model_args(), lam=args.lam, data_info=dm.info,
-                                 fairness_loss=DIPSLoss(num_groups=2, ordering=SoftRank(args.temperature)),
-                                 init_from=ckpts["ranker"])
-        t0 = time.time()
-        trainer.fit(fair, dm)
-        ckpts["loss"] = os.path.join(out, "loss.ckpt")
-        trainer.save_checkpoint(ckpts["loss"])
-        seconds["loss"] = time.time() - t0
+        for name, lam in (("control", 0.0), ("loss", args.lam)):
+            _, dm, trainer = build_tuned(args.variant, seed, **_trainer_kwargs(args, args.finetune_epochs, out, name))
+            kw = {**TUNED_RECIPE.model_args(), "utility_loss": utility_term(args.utility)}
+            fair = FairRankingModule(**kw, lam=lam, data_info=dm.info, init_from=ckpts["ranker"],
+                                     fairness_loss=fairness_term(args.loss) if lam > 0 else None)
+            t0 = time.time()
+            trainer.fit(fair, dm)
+            ckpts[name] = os.path.join(out, f"{name}.ckpt")
+            trainer.save_checkpoint(ckpts[name])
+            seconds[name] = time.time() - t0
     return {"ckpts": ckpts, "seconds": seconds}
 
 
@@ -225,16 +251,18 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"[{time.time() - t_start:5.0f}s] {msg}", flush=True)
 
     reports: Dict[int, Dict[str, Any]] = {}
-    loss_name = f"ListNet + {args.lam:g}·DIPS ({args.finetune_epochs} ep)"
+    control_name = f"control: {args.utility} fine-tune ({args.finetune_epochs} ep)"
+    loss_name = f"{args.utility} + {args.lam:g}·{args.loss} ({args.finetune_epochs} ep)"
     for seed in args.seeds:
         out = os.path.join(args.out, f"seed{seed}")
         say(f"seed {seed}: training the tuned ranker (MF + ListNet, every unrated item per list)"
-            + (f", then {args.finetune_epochs} epoch(s) of ListNet + {args.lam:g}·DIPS" if args.lam > 0 else ""))
+            + (f", then {args.finetune_epochs} epoch(s) of {args.utility} alone and + {args.lam:g}·{args.loss}"
+               if args.lam > 0 else ""))
         tr = train_seed(args, seed, out)
-        names = ["ranker"] + (["loss"] if "loss" in tr["ckpts"] else [])
+        names = ["ranker"] + (["control", "loss"] if "loss" in tr["ckpts"] else [])
         say(f"seed {seed}: torchfair evaluate (exact measures, test lists; re-rank {rerank or 'none'}, popularity)")
         rep = evaluate_checkpoints([tr["ckpts"][n] for n in names], os.path.join(out, "report"),
-                                   names=["ListNet (tuned)", loss_name][:len(names)], rerank=rerank,
+                                   names=["ListNet (tuned)", control_name, loss_name][:len(names)], rerank=rerank,
                                    popularity=True, bootstrap=args.bootstrap, seed=seed, measures=DEFAULT_MEASURES,
                                    overwrite=True)
         reports[seed] = rep

@@ -1738,6 +1738,13 @@ def build_rows() -> List[Row]:
         add(Row(f"losses.{obj.__name__}", obj, L, options=em_l, out=em_range))
     for obj in (tl.pairwise_accuracy_gap_loss, tl.PairwiseAccuracyGapLoss):
         add(Row(f"losses.{obj.__name__}", obj, L, options=pa_l, out=pa_range, pairwise=True))
+    # several measures on one ordering: the DIPS + pairwise accuracy pair, and DIPS under another browsing model with
+    # exposure misallocation (a group-shaped term)
+    multi_terms = (["dips", "pairwise_accuracy"],
+                   [{"measure": "dips", "weight": 0.5, "browsing": "rbp:0.8"}, "exposure_misallocation:2"])
+    for obj in (tl.multi_measure_loss, tl.MultiMeasureLoss):
+        add(Row(f"losses.{obj.__name__}", obj, L, options={"terms": multi_terms, "reduction": red_l},
+                out=val(0.0, INF), pairwise=True, params_of=tl.multi_measure_loss))
     add(Row("losses.deltr_loss", tl.deltr_loss, L, args=("scores", "groups"),
             options={"protected": (OMIT, 0), "reduction": red_l}, out=val(0.0, 1.0), grad="always"))
     add(Row("losses.DELTRLoss", tl.DELTRLoss, L, options={"protected": (OMIT, 0), "reduction": red_l},

@@ -11,11 +11,14 @@ demo = experiment_fixture("movielens_demo")
 def test_demo_pipeline_rows_and_shares(demo, tmp_path):
     out = tmp_path / "demo"
     assert demo.main(["--variant", "synthetic", "--seeds", "0", "1", "--epochs", "2", "--bootstrap", "10",
-                      "--out", str(out), "--quiet", "--rerank", "targeted:measure=dips,keep=2"]) == 0
+                      "--out", str(out), "--quiet", "--rerank", "targeted:measure=dips,keep=2", "--loss", "dips",
+                      "--utility", "listnet", "--lam", "0.03", "--finetune-epochs", "1"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     names = [r["name"] for r in summary["rows"]]
-    assert names == ["ListNet (tuned)", "ListNet (tuned) + targeted:measure=dips,keep=2", "ListNet + 0.03·DIPS (1 ep)",
-                     "ListNet + 0.03·DIPS (1 ep) + targeted:measure=dips,keep=2", "popularity"]
+    rr = " + targeted:measure=dips,keep=2"
+    assert names == ["ListNet (tuned)", "ListNet (tuned)" + rr, "control: listnet fine-tune (1 ep)",
+                     "control: listnet fine-tune (1 ep)" + rr, "listnet + 0.03·dips (1 ep)",
+                     "listnet + 0.03·dips (1 ep)" + rr, "popularity"]
     reports = {s: json.loads((out / f"seed{s}" / "report" / "report.json").read_text()) for s in (0, 1)}
     for row in summary["rows"][1:]:
         shares, rel = [], []

@@ -220,7 +220,7 @@ def test_disparate_exposure_under_plackett_luce_is_the_expectation_by_enumeratio
         for pos, i in enumerate(order):
             e[i] += p / math.log2(pos + 2)
     want = disparate_exposure_ref(e, r[0].tolist(), ref.membership_from_ids(g[0].tolist(), 2))
-    got = disparate_exposure(s, r, g, ordering=PlackettLuce(exact=True))
+    got = disparate_exposure(s, r, g, ordering=PlackettLuce(exact=True, temperature=1.0, scale="none"))  # logits s
     assert got.item() == pytest.approx(want, abs=1e-12)
 
 

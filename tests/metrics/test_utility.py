@@ -382,7 +382,8 @@ def test_plackett_luce_exact_is_the_expectation_over_all_rankings(fn, kw):
         p = torch.tensor([perm])
         prob = log_probability(s, p.unsqueeze(0), mask)[0].exp().item()
         want += prob * fn(scores_from_ranking(p).double(), rel, **kw).item()
-    got = fn(s, rel, ordering=PlackettLuce(exact=True), **kw).item()
+    pl = PlackettLuce(exact=True, temperature=1.0, scale="none")  # the policy at logits s, as log_probability
+    got = fn(s, rel, ordering=pl, **kw).item()
     assert got == pytest.approx(want, rel=1e-10)
 
 

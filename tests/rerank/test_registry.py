@@ -1,12 +1,12 @@
 """torchfair.rerank.registry: the spec language (``parse_spec``, ``get_reranker``, ``Reranker``) -- round trips,
-values, the listing, errors naming the spec."""
+values, the listing, errors naming the spec; the targeted re-ranker's guards."""
 import math
 
 import pytest
 import torch
 
-from torchfair.rerank import (RERANKERS, Reranker, epsilon_greedy, fa_ir, get_reranker, list_rerankers, parse_spec,
-                              targeted_rerank)
+from torchfair.rerank import (RERANKERS, Guard, Reranker, epsilon_greedy, fa_ir, get_reranker, list_rerankers,
+                              parse_spec, targeted_rerank)
 
 
 @pytest.mark.parametrize("spec", [
@@ -14,6 +14,8 @@ from torchfair.rerank import (RERANKERS, Reranker, epsilon_greedy, fa_ir, get_re
     "detconstsort:distribution=0.3/0.7,k=10", "dcs:k=3", "epsgreedy:epsilon=0.1,seed=2", "epsilon_greedy",
     "targeted:measure=dips,keep=10,relevance=top:10,tie_weight=0.5", "targeted:boosts=1/inf",
     "targeted:measure=exposure_misallocation,max_utility_loss=0.02,relevance=top:10,browsing=rbp:0.8",
+    "targeted:measure=dips,guard=pairwise_gap:0.1", "targeted:measure=dips,keep=8,guard=pairwise_gap:0.1",
+    "targeted:guard=pairwise_gap:0.1+exposure_misallocation:0.1,guard_relevance=top:5,relevance=top:10",
 ])
 def test_parse_spec_round_trips(spec):
     r = get_reranker(spec)
@@ -109,3 +111,41 @@ def test_spec_formats_values_back_to_the_language():
     assert r.spec == "targeted:boosts=0.5/inf,keep=2,relevance=top:4,max_utility_loss=None"
     assert parse_spec(r.spec) == ("targeted", r.options)
     assert Reranker("none").spec == "none" and get_reranker("FA*IR").name == "fair"
+
+
+def test_targeted_guard_specs():
+    """``guard=`` joins guards with ``+`` (``,`` separates options) and round-trips; ``guard_relevance`` is an
+    option; the spec runs the function with the same guards; a guard given as tuples / :class:`Guard` formats back to
+    the ``+`` form; ``--list-rerankers`` names the options and explains the guard."""
+    assert parse_spec("targeted:measure=dips,guard=pairwise_gap:0.1") == (
+        "targeted", {"measure": "dips", "guard": "pairwise_gap:0.1"})
+    assert parse_spec("targeted:guard=pairwise_gap:0.1+exposure_misallocation:0.2,guard_relevance=top:5,keep=2") == (
+        "targeted", {"guard": "pairwise_gap:0.1+exposure_misallocation:0.2", "guard_relevance": "top:5", "keep": 2})
+    gen = torch.Generator().manual_seed(0)
+    s, g = torch.randn(4, 12, generator=gen), torch.randint(0, 2, (4, 12), generator=gen)
+    g[:, 0], g[:, 1] = 0, 1
+    rel = torch.randint(0, 3, (4, 12), generator=gen).float()
+    spec = get_reranker("targeted:measure=dips,keep=1,guard=pairwise_gap:0.1+exposure_misallocation:0.2,"
+                        "guard_relevance=top:4")
+    got = spec(s, rel, g)  # the evaluation labels reach neither the objective nor the guards
+    want = targeted_rerank(s, g, "zeros", measure="dips", keep=1, guard="pairwise_gap:0.1+exposure_misallocation:0.2",
+                           guard_relevance="top:4")
+    assert torch.equal(got.ranking, want.ranking) and torch.equal(got.guard, want.guard)
+    r = Reranker("targeted", {"guard": [("pairwise_gap", 0.1), Guard("exposure_misallocation", 0.2)]})
+    assert r.spec == "targeted:guard=pairwise_accuracy:0.1+exposure_misallocation:0.2"
+    assert torch.equal(get_reranker(r.spec)(s, None, g).ranking, r(s, None, g).ranking)
+    assert get_reranker("targeted:guard=none").options == {"guard": None}
+    rows = {x[0]: x[3] for x in list_rerankers()}
+    assert "guard" in rows["targeted"] and "guard_relevance" in rows["targeted"]
+    assert any("pairwise_gap" in o and "guard_relevance" in o for o in rows["targeted"] if o.startswith("("))
+
+
+@pytest.mark.parametrize("spec, arg", [
+    ("targeted:guard=nope:0.1", "guard"), ("targeted:guard=pairwise_gap:-1", "guard"),
+    ("targeted:guard=pairwise_gap:x", "guard"), ("targeted:guard=ndcg:0.1", "guard"),
+    ("targeted:guard=pairwise_gap", "guard"), ("targeted:guard=0.1", "guard"),
+    ("targeted:guard=pairwise_gap:0.1,guard_relevance=top:0", "guard_relevance"),
+])
+def test_bad_guard_specs_fail_at_construction(spec, arg):
+    with pytest.raises(ValueError, match=f"`{arg}`"):
+        get_reranker(spec)

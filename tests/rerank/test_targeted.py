@@ -1,7 +1,8 @@
 """torchfair.rerank.targeted: the measure-targeted re-ranker -- the exact argmin over its candidate family
 (enumerated in tests/references/rerank_reference.py with objectives from the plain-loop measures), never worse
 than the input and never better than the optimum over all permutations, the utility bound, ties, soft
-membership, ``estimate_relevance``; bad input."""
+membership, ``estimate_relevance``; guards on other fairness measures (the brute-force guarded argmin, the guard
+holding on every list, the undefined-list rule, the spec forms); bad input."""
 import itertools
 import math
 
@@ -11,8 +12,8 @@ import torch
 import exposure_reference as eref
 import reference as pref
 import rerank_reference as R
-from torchfair.metrics import dips, pairwise_gap
-from torchfair.rerank import estimate_relevance, get_reranker, targeted_rerank
+from torchfair.metrics import accuracy_gaps, dips, pairwise_accuracy, pairwise_gap
+from torchfair.rerank import Guard, estimate_relevance, get_reranker, parse_guards, targeted_rerank
 from torchfair.rerank.targeted import DEFAULT_BOOSTS
 
 
@@ -289,3 +290,215 @@ _S, _G = torch.randn(5), torch.tensor([0, 1, 0, 1, 0])
 def test_bad_input_names_the_argument(call, arg):
     with pytest.raises(ValueError, match=f"`{arg}`"):
         call()
+
+
+# ------------------------------------------------------------------------------------------------ guards
+# A guard (measure, tol) admits a candidate on a list only when the guard measure's per-list objective is at most
+# before + tol |before| (before: the input ranking's value), on the guard relevance estimate; a list where the guard
+# measure is undefined for the input is unconstrained.  The references below compute the guard measures with
+# torchfair.metrics directly (pairwise_accuracy + accuracy_gaps) or with the plain loops, never through the
+# re-ranker's transformation.
+
+
+def _ranking_scores(ranking, N):
+    sc = torch.zeros(N, dtype=torch.float64)
+    for pos, i in enumerate(ranking):
+        sc[i] = N - pos
+    return sc
+
+
+def _inter_gap(ranking, rel, groups):
+    """|InterAcc| = |A_01 - A_10| of a ranking (list of indices) from torchfair.metrics; None where undefined."""
+    N = len(ranking)
+    A, V = pairwise_accuracy(_ranking_scores(ranking, N), torch.as_tensor(rel, dtype=torch.float64),
+                             torch.as_tensor(groups), num_groups=2, return_valid=True)
+    (inter, ok), _ = accuracy_gaps(A, valid=V)
+    return abs(float(inter)) if bool(ok) else None
+
+
+def _top_m(scores, m):
+    start = R.start_order(scores)
+    return [1.0 if start.index(i) < m else 0.0 for i in range(len(scores))]
+
+
+def _guarded_argmin(scores, groups, G, boosts, keep, objective, guards, max_utility_loss=None, utility_k=10):
+    """Brute force over the family: the first candidate of least objective among those within the utility bound
+    and every guard ``(value(ranking) -> float or None, tol)``.  Returns (ranking, objective, guard values before
+    and after, number of candidates with a lower objective refused by a guard)."""
+    start = R.start_order(scores)
+    u0 = R.estimated_utility(start, scores, utility_k)
+    before = [fn(start) for fn, _ in guards]
+    best_r, best_v, refused = None, math.inf, 0
+    v0 = objective(start)
+    for name, r in R.candidates(scores, groups, G, boosts, keep):
+        v = objective(r)
+        ok = name[0] == "identity" or max_utility_loss is None or \
+            1.0 - R.estimated_utility(r, scores, utility_k) / u0 <= max_utility_loss + 1e-12
+        guarded = all(b0 is None or (fn(r) is not None and fn(r) <= b0 + tol * abs(b0) + 1e-9)
+                      for (fn, tol), b0 in zip(guards, before))
+        refused += ok and not guarded and v < v0 - 1e-9
+        if ok and guarded and v < best_v - 1e-9:
+            best_r, best_v = r, v
+    return best_r, best_v, before, [fn(best_r) for fn, _ in guards], refused
+
+
+@pytest.mark.parametrize("how", ["top:3", "tensor", "two"])
+def test_guarded_targeted_is_the_brute_force_guarded_argmin(how):
+    """DIPS (zeros relevance) guarded by the pairwise accuracy gap (and, for "two", exposure misallocation too, with
+    the objective's browsing): the output is the brute-force argmin over the admissible candidates on every list;
+    ``guard`` holds the guard values before and after, ``met`` is True; the guard did refuse a better candidate."""
+    B, N, G = 10, 7, 2
+    gen = torch.Generator().manual_seed({"top:3": 0, "tensor": 1, "two": 2}[how])
+    s = (torch.randn(B, N, generator=gen) * 1.5).double()
+    g = torch.randint(0, G, (B, N), generator=gen)
+    g[:, 0], g[:, 1] = 0, 1
+    rel = torch.randint(0, 3, (B, N), generator=gen).double()
+    keep, mul, tol = {"top:3": (0, None, 0.1), "tensor": (1, 0.2, 0.1), "two": (0, None, 0.25)}[how]
+    guard = {"top:3": "pairwise_gap:0.1", "tensor": [("pairwise_accuracy", tol)],
+             "two": f"pairwise_gap:{tol}+exposure_misallocation:0.5"}[how]
+    out = targeted_rerank(s, g, measure="dips", browsing="rbp:0.5", keep=keep, max_utility_loss=mul, num_groups=G,
+                          guard=guard, guard_relevance="top:3" if how == "top:3" else rel)
+    assert out.guard.shape == (2, B, 2 if how == "two" else 1) and bool(out.met.all())
+    refused = 0
+    for b in range(B):
+        sb, gb = s[b].tolist(), g[b].tolist()
+        grel = _top_m(sb, 3) if how == "top:3" else rel[b].tolist()
+        obj = _objective("dips", [0.0] * N, gb, G, browsing="rbp:0.5")
+        guards = [(lambda r, grel=grel, gb=gb: _inter_gap(r, grel, gb), tol)]
+        if how == "two":
+            mis = _objective("exposure_misallocation", grel, gb, G, browsing="rbp:0.5")
+            guards.append((mis, 0.5))
+        best, best_v, before, after, n = _guarded_argmin(sb, gb, G, DEFAULT_BOOSTS, keep, obj, guards,
+                                                         max_utility_loss=mul)
+        assert out.ranking[b].tolist() == best, b
+        assert math.isclose(float(out.objective[1, b]), best_v, abs_tol=1e-9)
+        for k, (b0, a0) in enumerate(zip(before, after)):
+            for got, want in ((out.guard[0, b, k], b0), (out.guard[1, b, k], a0)):
+                assert (want is None and bool(torch.isnan(got))) or math.isclose(float(got), want, abs_tol=1e-9)
+        refused += n
+    assert refused > 0  # the guard did bind: a candidate with a lower objective was refused
+
+
+@pytest.mark.parametrize("guard_relevance", ["top:5", "oracle"])
+def test_guard_holds_on_every_list_of_a_random_batch(guard_relevance):
+    """The guard measure after <= (1 + tol) x before on every list where it is defined for the input (computed with
+    torchfair.metrics on the output's scores); without the guard it is broken on some list."""
+    gen = torch.Generator().manual_seed(7)
+    B, N, tol = 48, 20, 0.1
+    s = torch.randn(B, N, generator=gen)
+    g = (torch.rand(B, N, generator=gen) < 0.35).long()
+    g[:, 0], g[:, 1] = 0, 1
+    rel = torch.randint(0, 3, (B, N), generator=gen).float()
+    mask = torch.rand(B, N, generator=gen) < 0.9
+    mask[:, :2] = True
+    grel = rel if guard_relevance == "oracle" else estimate_relevance(s, guard_relevance, mask=mask)
+
+    def gap(scores):
+        A, V = pairwise_accuracy(scores.double(), grel.double(), g, num_groups=2, mask=mask, return_valid=True)
+        (inter, ok), _ = accuracy_gaps(A, valid=V)
+        return inter.abs(), ok
+
+    before, defined = gap(s)
+    assert int(defined.sum()) >= B // 2
+    free = targeted_rerank(s, g, keep=1, mask=mask)
+    guarded = targeted_rerank(s, g, keep=1, mask=mask, guard=f"pairwise_gap:{tol}", guard_relevance=grel)
+    after_free, _ = gap(free.scores)
+    after, ok = gap(guarded.scores)
+    bound = before * (1 + tol) + 1e-9
+    assert bool((~defined | (ok & (after <= bound))).all())
+    assert bool((defined & (after_free > bound)).any())  # unguarded, the gap grows past the bound somewhere
+    assert bool(guarded.met.all())
+    assert torch.allclose(guarded.guard[0][defined, 0], before[defined].double())
+    assert bool(torch.isnan(guarded.guard[0][~defined, 0]).all())
+    # the objective still never increases, and some list still improves
+    assert bool((guarded.objective[1] <= guarded.objective[0] + 1e-12).all())
+    assert bool((guarded.objective[1] < guarded.objective[0] - 1e-6).any())
+
+
+@pytest.mark.parametrize("example", ["oracle", "top:3"])
+def test_guard_stops_the_pairwise_gap_from_worsening(example):
+    """Head group 0 on top; the DIPS-targeted re-rank moves tail items (group 1) up past relevant head items: the
+    inter-group pairwise accuracy gap worsens by more than 10 %.  With ``guard="pairwise_gap:0.1"`` it does not
+    (``"oracle"``: the guard sees the true relevance; ``"top:3"``: the true relevant items are the ranker's top 3)."""
+    s = torch.arange(10, 0, -1).float()
+    if example == "oracle":
+        g = torch.tensor([0, 0, 1, 0, 1, 0, 1, 1, 1, 1])
+        rel = torch.tensor([1., 1., 1., 0., 0., 1., 0., 0., 0., 0.])
+        grel = rel
+    else:
+        g = torch.tensor([0, 0, 1, 0, 0, 0, 1, 1, 1, 1])
+        rel = torch.tensor([1., 1., 1., 0., 0., 0., 0., 0., 0., 0.])
+        grel = "top:3"
+
+    def gap(ranking):
+        return _inter_gap(ranking, rel.tolist(), g.tolist())
+
+    before = gap(list(range(10)))
+    free = targeted_rerank(s, g, keep=1)
+    guarded = targeted_rerank(s, g, keep=1, guard="pairwise_gap:0.1", guard_relevance=grel)
+    assert gap(free.ranking.tolist()) > 1.1 * before + 1e-6
+    assert gap(guarded.ranking.tolist()) <= 1.1 * before + 1e-9
+    assert float(guarded.objective[1]) <= float(guarded.objective[0])
+    if example == "top:3":  # a smaller boost is still admissible: DIPS goes down without touching the gap
+        assert float(guarded.objective[1]) < float(guarded.objective[0]) - 0.1
+        assert guarded.guard.shape == (2, 1) and guarded.guard.tolist() == [[0.0], [0.0]]
+    via_spec = get_reranker("targeted:keep=1,guard=pairwise_gap:0.1" + (",guard_relevance=top:3" if
+                                                                         example == "top:3" else ""))
+    if example == "top:3":
+        assert torch.equal(via_spec(s, rel, g).ranking, guarded.ranking)  # the spec never sees `rel`
+
+
+def test_guard_undefined_for_the_input_is_unconstrained_and_the_default_estimate():
+    """With guard relevance "zeros" pairwise accuracy has no pair with r_i > r_j: undefined on every list, the
+    guard never binds (the output is the unguarded one) and ``guard`` is NaN.  The default estimate is "top:10"."""
+    gen = torch.Generator().manual_seed(4)
+    s, g = torch.randn(6, 16, generator=gen), torch.randint(0, 2, (6, 16), generator=gen)
+    g[:, 0], g[:, 1] = 0, 1
+    free = targeted_rerank(s, g, keep=1)
+    vacuous = targeted_rerank(s, g, keep=1, guard="pairwise_gap:0", guard_relevance="zeros")
+    assert torch.equal(free.ranking, vacuous.ranking) and bool(torch.isnan(vacuous.guard).all())
+    default = targeted_rerank(s, g, keep=1, guard="pairwise_gap:0")
+    top10 = targeted_rerank(s, g, keep=1, guard="pairwise_gap:0", guard_relevance="top:10")
+    assert torch.equal(default.ranking, top10.ranking)
+    assert torch.equal(default.guard.nan_to_num(-1.0), top10.guard.nan_to_num(-1.0))
+    # the forms of `guard` agree; the alias is pairwise_accuracy with its declared (inter) reducer
+    a = targeted_rerank(s, g, keep=1, guard="pairwise_gap:0.1+exposure_misallocation:0.2")
+    for form in (["pairwise_accuracy:0.1", "exposure_misallocation:0.2"],
+                 [("pairwise_accuracy", 0.1, {"reducer": "inter"}), Guard("exposure_misallocation", 0.2)],
+                 "pairwise_accuracy:0.1 + exposure_misallocation:0.2"):
+        other = targeted_rerank(s, g, keep=1, guard=form)
+        assert torch.equal(a.ranking, other.ranking) and torch.equal(a.guard.nan_to_num(-1), other.guard.nan_to_num(-1))
+    one = targeted_rerank(s[0], g[0], keep=1, guard=("pairwise_gap", 0.1))
+    assert one.guard.shape == (2, 1) and one.objective.shape == (2,)
+    assert parse_guards(None) == () and parse_guards("none") == ()
+    assert [x.spec for x in parse_guards("pairwise_gap:0.1+dips:0")] == ["pairwise_accuracy:0.1", "dips:0.0"]
+
+
+_BAD_GUARDS = ["nope:0.1", "pairwise_gap", "pairwise_gap:x", "pairwise_gap:-0.1", "pairwise_gap:nan",
+               "pairwise_gap:inf", "ndcg:0.1", "pairwise_gap:0.1+", "dips:0.1+ndkl", 0.1, ("dips", True),
+               ("dips", "0.1x"), ("rank_parity", 0.1), ("dips", 0.1, {"reducer": "l1"}),
+               ("dips", 0.1, {"reducer": "nope"}), ("dips", 0.1, {"bogus": 1}), [("kendall_tau", 0.0)]]
+
+
+@pytest.mark.parametrize("bad", _BAD_GUARDS)
+def test_bad_guards_name_guard(bad):
+    """An unknown measure, a tolerance that is not a number >= 0, a non-fairness measure, a measure without a loss
+    reducer (and none given), a wrong reducer or option: ``ValueError`` naming ``guard``, directly and in a spec."""
+    with pytest.raises(ValueError, match="`guard`"):
+        targeted_rerank(_S, _G, guard=bad)
+    with pytest.raises(ValueError, match="`guard`"):
+        parse_guards(bad)
+    if isinstance(bad, str):
+        with pytest.raises(ValueError, match="`guard`"):
+            get_reranker(f"targeted:measure=dips,guard={bad}")
+
+
+def test_bad_guard_relevance_and_guard_options_at_evaluation():
+    with pytest.raises(ValueError, match="`guard_relevance`"):
+        targeted_rerank(_S, _G, guard="pairwise_gap:0.1", guard_relevance="top:0")
+    with pytest.raises(ValueError, match="`guard_relevance`"):
+        targeted_rerank(_S, _G, guard="pairwise_gap:0.1", guard_relevance=torch.zeros(4))
+    with pytest.raises(ValueError, match="`guard_relevance`"):
+        get_reranker("targeted:guard=pairwise_gap:0.1,guard_relevance=best")
+    with pytest.raises(ValueError, match="`guard`"):  # an option value the guard measure refuses
+        targeted_rerank(_S, _G, guard=[("exposure_misallocation", 0.1, {"browsing": "nope"})])

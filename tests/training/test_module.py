@@ -52,6 +52,28 @@ def test_module_trains_validates_and_reloads_from_the_checkpoint_alone(tmp_path)
         assert torch.equal(model(batch), back(batch))
 
 
+def test_module_trains_with_a_multi_measure_loss_logs_its_terms_and_checkpoints_its_scales():
+    from torchfair.losses import MultiMeasureLoss
+
+    loss = MultiMeasureLoss(["dips", "pairwise_accuracy"], num_groups=2, normalize="start")
+    model = FairRankingModule("mf", {"dim": 4}, fairness_loss=loss, lam=0.5,
+                              data_info={"num_users": 5, "num_items": 12, "num_groups": 2})
+    gen = torch.Generator().manual_seed(0)
+    batch = {"user": torch.tensor([0, 1, 2]), "items": torch.randint(0, 12, (3, 6), generator=gen),
+             "relevance": torch.randint(0, 3, (3, 6), generator=gen).float(),
+             "groups": torch.tensor([[0, 1, 0, 1, 0, 1]] * 3), "mask": torch.ones(3, 6, dtype=torch.bool)}
+    out = model.training_step(batch, 0)
+    out.backward()
+    assert torch.isfinite(out) and {"fairness/dips", "fairness/pairwise_accuracy"} <= set(model.objective.last)
+    state = model.state_dict()
+    assert (state["fairness_loss.start_scale"] > 0).all()  # the scales resume with the checkpoint
+    back = FairRankingModule("mf", {"dim": 4}, fairness_loss=MultiMeasureLoss(["dips", "pairwise_accuracy"],
+                                                                              num_groups=2, normalize="start"),
+                             lam=0.5, data_info={"num_users": 5, "num_items": 12, "num_groups": 2})
+    back.load_state_dict(state)
+    assert torch.equal(back.fairness_loss.start_scale, state["fairness_loss.start_scale"])
+
+
 def test_module_rerank_validates_the_reranked_scores():
     """FairRankingModule(rerank=...) computes its exact validation measures on the re-ranked lists: equal to the
     measures of a plain model's scores re-ranked by hand."""

@@ -127,7 +127,11 @@ def fair_pg_rank_loss(scores: Tensor, relevance: Tensor, groups: Tensor, *, prot
     """Fair-PG-Rank's group disparity (Singh & Joachims, NeurIPS 2019): ``max(0, D)`` of
     :func:`torchfair.metrics.disparate_exposure` (exposure per unit of merit of the non-protected items minus that
     of the protected group) under a ranking policy, default ``PlackettLuce(samples=32)`` with PL-Rank gradients
-    (DCG browsing ``1/log2(k+2)``).  Undefined (left out) when a side is absent or has zero merit.
+    (DCG browsing ``1/log2(k+2)``).  Undefined (left out) when a side is absent or has zero merit.  The default
+    policy's temperature is 0.1 relative to each list's score std (the rule of the soft orderings, see
+    :class:`~torchfair.orderings.PlackettLuce`), so that the loss sees the ranking of a trained ranker rather than a
+    nearly uniform one; Singh & Joachims' policy ``softmax(scores)`` is
+    ``ordering=PlackettLuce(samples=32, temperature=1.0, scale="none")``.
 
     Example::
 

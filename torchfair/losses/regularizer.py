@@ -35,8 +35,9 @@ class FairnessRegularizer(nn.Module):
     call with ``every=1``); the other calls of a lazy regulariser follow the same logging rule.
 
     After each forward, :attr:`last` holds detached ``utility``, ``lambda``, ``total`` and, when it was computed,
-    ``fairness`` (e.g. ``self.log_dict(reg.last)`` in a LightningModule).  :meth:`terms` returns both terms *with*
-    their graphs, to log gradient norms of each part separately.
+    ``fairness`` (e.g. ``self.log_dict(reg.last)`` in a LightningModule), with ``fairness/<name>`` for each term of
+    a fairness loss that exposes ``last_terms`` (:class:`~torchfair.losses.MultiMeasureLoss`).  :meth:`terms`
+    returns both terms *with* their graphs, to log gradient norms of each part separately.
 
     Example::
 
@@ -128,4 +129,7 @@ class FairnessRegularizer(nn.Module):
         self.last = {"utility": u.detach(), "lambda": lam, "total": total.detach()}
         if f is not None:
             self.last["fairness"] = f.detach()
+            # a loss of several terms (MultiMeasureLoss) exposes each one: logged as fairness/<name>
+            for name, value in (getattr(self.fairness, "last_terms", None) or {}).items():
+                self.last[f"fairness/{name}"] = value
         return total

@@ -210,6 +210,30 @@ def measure_loss(measure: Union[str, Measure], scores: Tensor, relevance: Option
     ``protected`` / ``reference`` go to the measure when it takes them and to the reducers that need them.
     Shapes: ``scores`` ``[B, N]`` or ``[N]``; returns a scalar (``[B]`` for ``reduction="none"``).
     """
+    check_reduction(reduction)
+    per, ok = per_list_loss(measure, scores, relevance, groups, reducer=reducer, ordering=ordering, mask=mask,
+                            num_groups=num_groups, protected=protected, reference=reference,
+                            validate_args=validate_args, **options)
+    s, msk = _as_batch(scores, 2) if isinstance(scores, Tensor) else scores, _as_batch(mask, 2)
+    out = reduce_loss(per, ok, reduction)
+    if isinstance(scores, Tensor) and scores.requires_grad and not out.requires_grad:
+        # every list undefined (or a value that does not depend on the scores): still a loss one can call
+        # .backward() on, with exactly zero gradient (padded slots may hold NaN: they are masked out first)
+        real = torch.ones_like(s, dtype=torch.bool) if msk is None else msk
+        out = out + torch.where(real, s, torch.zeros_like(s)).sum() * 0.0
+    return out.squeeze(0) if reduction == "none" and scores.dim() == 1 else out
+
+
+def per_list_loss(measure: Union[str, Measure], scores: Tensor, relevance: Optional[Tensor] = None,
+                  groups: Optional[Tensor] = None, *, reducer: Optional[str] = None, ordering: OrderingLike = None,
+                  mask: Optional[Tensor] = None, num_groups: Optional[int] = None, protected: Optional[int] = None,
+                  reference: Optional[int] = None, validate_args: bool = True, **options: Any
+                  ) -> Tuple[Tensor, Tensor]:
+    """The per-list step of :func:`measure_loss` (same arguments, no ``reduction``): ``(per_list [B], valid [B])``,
+    the reducer's value of every list and whether it is defined there, before the lists are reduced (and before
+    undefined lists are zeroed).  ``measure_loss(..., reduction="none")`` is ``per_list`` where ``valid``, else 0;
+    the measure-targeted re-ranker reads ``valid`` to leave a guard unconstrained where its measure is undefined.
+    Always batched (``[1]`` for 1-D input)."""
     m = get_declaration(measure) if not isinstance(measure, Measure) else measure
     reducer = m.loss if reducer is None else reducer
     if reducer is None:
@@ -217,7 +241,6 @@ def measure_loss(measure: Union[str, Measure], scores: Tensor, relevance: Option
                          f"(choose one of {', '.join(REDUCERS)})")
     check_choice(reducer, "reducer", tuple(REDUCERS))
     shape, fn = REDUCERS[reducer]
-    check_reduction(reduction)
     if protected is not None:
         check_group_id(protected, "protected", num_groups)
     if reference is not None:
@@ -266,14 +289,7 @@ def measure_loss(measure: Union[str, Measure], scores: Tensor, relevance: Option
         b = prepare(s, None, groups, msk, num_groups=None if groups.is_floating_point() else value.shape[-1],
                     validate=False)
         ctx["present"] = b.membership.sum(1) > 0
-    per, ok = fn(value, valid, ctx)
-    out = reduce_loss(per, ok, reduction)
-    if isinstance(scores, Tensor) and scores.requires_grad and not out.requires_grad:
-        # every list undefined (or a value that does not depend on the scores): still a loss one can call
-        # .backward() on, with exactly zero gradient (padded slots may hold NaN: they are masked out first)
-        real = torch.ones_like(s, dtype=torch.bool) if msk is None else msk
-        out = out + torch.where(real, s, torch.zeros_like(s)).sum() * 0.0
-    return out.squeeze(0) if reduction == "none" and scores.dim() == 1 else out
+    return fn(value, valid, ctx)
 
 
 class LossModule(nn.Module):

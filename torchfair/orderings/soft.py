@@ -69,8 +69,9 @@ something different for every score range, so by default (``scale="std"``) the t
 with ``std_b`` the population std of the real scores of the list.  ``tau_b`` is detached: it is a constant of the
 loss, not a function of the scores.  With ``scale="none"`` ``temperature`` is absolute, in score units (no floors).
 This one rule (:func:`list_scale`, :func:`_temperature`) serves :class:`SoftRank`, :class:`NeuralSort`,
-:class:`SoftSort`, :class:`~torchfair.orderings.FastSoftRank` (its ``epsilon``) and the relaxed Plackett-Luce
-estimator (through the soft ordering it applies).
+:class:`SoftSort`, :class:`~torchfair.orderings.FastSoftRank` (its ``epsilon``),
+:class:`~torchfair.orderings.RampRank` and :class:`~torchfair.orderings.PlackettLuce` (its logits
+``scores / tau_b``; the relaxed estimator also through the soft ordering it applies).
 
 *Floors: tied lists.*  A list whose scores are all equal (every freshly initialised model: zero weights, a
 constant bias) or nearly so has ``std`` 0: scaling by it alone gives ``tau = 0`` and gradients of size
@@ -159,8 +160,9 @@ def _temperature(s: Tensor, mask: Tensor, temperature: float, scale: str, min_sc
                  rel_min_scale: float = REL_MIN_SCALE) -> Tensor:
     """``[B, 1]`` per-list temperature (no gradient): ``temperature * list_scale(...)`` with ``scale="std"``,
     ``temperature`` with ``scale="none"``.  The one definition of the temperature of every soft ordering
-    (:class:`SoftRank`, :class:`NeuralSort`, :class:`SoftSort`, :class:`~torchfair.orderings.FastSoftRank` and the
-    relaxed Plackett-Luce estimator, which applies one of them)."""
+    (:class:`SoftRank`, :class:`NeuralSort`, :class:`SoftSort`, :class:`~torchfair.orderings.FastSoftRank`,
+    :class:`~torchfair.orderings.RampRank` and :class:`~torchfair.orderings.PlackettLuce`, whose logits are
+    ``scores / tau_b``)."""
     B = s.shape[0]
     if scale == "none":
         return torch.full((B, 1), temperature, dtype=s.dtype, device=s.device)

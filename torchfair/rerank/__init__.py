@@ -6,7 +6,8 @@ returns a :class:`Reranking` (the ranking, scores reproducing it for any measure
 * :func:`fa_ir`: FA*IR (Zehlike et al., CIKM 2017): every prefix passes the ranked group fairness test;
 * :func:`det_const_sort`: DetConstSort (Geyik et al., KDD 2019): a target distribution over any number of groups;
 * :func:`epsilon_greedy`: ε-greedy exploration (Feng & Shah, AAAI 2022), seeded;
-* :func:`targeted_rerank`: lowers any declared exact fairness measure under a utility constraint (torchfair's own);
+* :func:`targeted_rerank`: lowers any declared exact fairness measure under a utility constraint and optional
+  guards on other fairness measures (:class:`Guard`, :func:`parse_guards`; torchfair's own);
 * :func:`get_reranker` / :data:`RERANKERS`: the spec language (``"fair:p=0.5"``, ``"targeted:measure=dips,keep=10"``)
   shared by ``torchfair evaluate --rerank``, the training loop and the sweeps.
 """
@@ -15,7 +16,7 @@ from .detconstsort import det_const_sort
 from .epsilon_greedy import epsilon_greedy
 from .fair import fa_ir
 from .registry import RERANKERS, Reranker, get_reranker, list_rerankers, parse_spec
-from .targeted import estimate_relevance, targeted_rerank
+from .targeted import Guard, estimate_relevance, parse_guards, targeted_rerank
 
 __all__ = ["Reranking", "fa_ir", "det_const_sort", "epsilon_greedy", "targeted_rerank", "estimate_relevance",
-           "Reranker", "get_reranker", "parse_spec", "list_rerankers", "RERANKERS"]
+           "Guard", "parse_guards", "Reranker", "get_reranker", "parse_spec", "list_rerankers", "RERANKERS"]

@@ -35,11 +35,17 @@ class Reranking:
     * ``scores`` ``[B, N]`` float: ``scores_from_ranking(ranking)``, padded items 0: pass them to any measure;
     * ``one_group`` ``[B]`` bool: lists with fewer than two groups present, returned unchanged;
     * ``met`` ``[B]`` bool: the re-ranker's own constraint holds on the output (FA*IR: every prefix passes the
-      ranked group fairness test; DetConstSort: every prefix holds its minimum counts; ε-greedy and the
-      measure-targeted re-ranker: always True, their constraints hold by construction);
-    * ``objective`` (measure-targeted only) ``[2, B]``: the targeted per-list objective before and after.
+      ranked group fairness test; DetConstSort: every prefix holds its minimum counts; ε-greedy: always True;
+      the measure-targeted re-ranker: the estimated utility bound and every ``guard`` hold on the chosen ranking,
+      re-checked from its values -- True on every list, as the input ranking meets them and stays a candidate.
+      The guards are judged on the guard relevance *estimate* (``guard_relevance``), so ``met`` says nothing about
+      the guard measures on the true relevance);
+    * ``objective`` (measure-targeted only) ``[2, B]``: the targeted per-list objective before and after;
+    * ``guard`` (measure-targeted with guards only) ``[2, B, K]``: each of the ``K`` guard measures' per-list
+      objective (on the guard relevance) before and after; NaN where the guard measure is undefined (a list
+      undefined before is not constrained by that guard).
 
-    1-D input gives 1-D outputs (``[N]``, scalars).
+    1-D input gives 1-D outputs (``[N]``, scalars; ``objective`` ``[2]``, ``guard`` ``[2, K]``).
     """
 
     ranking: Tensor
@@ -47,6 +53,7 @@ class Reranking:
     one_group: Tensor
     met: Tensor
     objective: Optional[Tensor] = None
+    guard: Optional[Tensor] = None
 
     def __iter__(self):  # ranking, scores = reranker(...)
         return iter((self.ranking, self.scores))
@@ -85,7 +92,7 @@ def groups_present(b: Batch) -> Tensor:
 
 
 def finish_rerank(b: Batch, ranking: Tensor, order: Tensor, one_group: Tensor, met: Tensor,
-                  objective: Optional[Tensor] = None) -> Reranking:
+                  objective: Optional[Tensor] = None, guard: Optional[Tensor] = None) -> Reranking:
     """Lists flagged ``one_group`` get the starting ``order`` back; padded items are placed last in index order;
     builds the :class:`Reranking` (squeezed for 1-D input)."""
     ranking = torch.where(one_group[:, None], order, ranking)
@@ -97,5 +104,5 @@ def finish_rerank(b: Batch, ranking: Tensor, order: Tensor, one_group: Tensor, m
     scores = torch.where(b.mask, scores, torch.zeros_like(scores))
     if b.squeeze:
         return Reranking(ranking[0], scores[0], one_group[0], met[0],
-                         None if objective is None else objective[:, 0])
-    return Reranking(ranking, scores, one_group, met, objective)
+                         None if objective is None else objective[:, 0], None if guard is None else guard[:, 0])
+    return Reranking(ranking, scores, one_group, met, objective, guard)

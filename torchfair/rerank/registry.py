@@ -8,10 +8,16 @@ lists as ``a/b/c``, or strings)::
     epsgreedy:epsilon=0.1,seed=0
     targeted:measure=dips,keep=10,tie_weight=0.5
     targeted:measure=exposure_misallocation,max_utility_loss=0.02,relevance=top:10
+    targeted:measure=dips,keep=8,guard=pairwise_gap:0.1+exposure_misallocation:0.1,guard_relevance=top:10
     none
 
-:func:`get_reranker` checks the spec (an unknown name or option is a ``ValueError`` naming it) and returns a
-:class:`Reranker`, a callable ``reranker(scores, relevance=None, groups=None, mask=None) -> Reranking``.
+The targeted re-ranker's ``guard`` joins several guards with ``+`` (``,`` separates options): each
+``measure:tol`` lets that fairness measure worsen by at most ``tol`` times its value for the input, judged on the
+``guard_relevance`` estimate (default ``top:10``; :mod:`torchfair.rerank.targeted`, "Guards").
+
+:func:`get_reranker` checks the spec (an unknown name or option is a ``ValueError`` naming it; a bad guard names
+``guard``) and returns a :class:`Reranker`, a callable ``reranker(scores, relevance=None, groups=None, mask=None)
+-> Reranking``.
 """
 from __future__ import annotations
 
@@ -28,7 +34,7 @@ from ._common import Reranking, finish_rerank, prepare_rerank, start_order
 from .detconstsort import det_const_sort
 from .epsilon_greedy import epsilon_greedy
 from .fair import fa_ir
-from .targeted import targeted_rerank
+from .targeted import _relevance_how, parse_guards, targeted_rerank
 
 __all__ = ["Reranker", "get_reranker", "parse_spec", "list_rerankers", "RERANKERS"]
 
@@ -51,7 +57,8 @@ RERANKERS: Dict[str, Tuple[Callable[..., Reranking], str, str]] = {
                      "Geyik et al., KDD 2019, Algorithm 3"),
     "epsgreedy": (epsilon_greedy, "epsilon-greedy: random swaps down the ranking (group-blind exploration)",
                   "Feng & Shah, AAAI 2022"),
-    "targeted": (targeted_rerank, "lowers an exact fairness measure over group boosts, under a utility constraint",
+    "targeted": (targeted_rerank, "lowers an exact fairness measure over group boosts, under a utility constraint "
+                 "and optional guards on other fairness measures",
                  "torchfair (torchfair.rerank.targeted)"),
 }
 _ALIASES = {"fa*ir": "fair", "fa_ir": "fair", "dcs": "detconstsort", "epsilon_greedy": "epsgreedy",
@@ -123,6 +130,11 @@ class Reranker:
                 allowed = [p for p in params if p not in _DATA and params[p].kind == inspect.Parameter.KEYWORD_ONLY]
                 raise ValueError(f"`spec`: {k!r} is not an option of re-ranker {self.name!r}; it takes "
                                  f"{', '.join(allowed)}")
+        if self.name == "targeted":  # a bad guard fails here, before any work
+            parse_guards(self.options.get("guard"))
+            how = self.options.get("guard_relevance")
+            if how is not None and not isinstance(how, Tensor):
+                _relevance_how(how, "guard_relevance")
 
     @property
     def spec(self) -> str:
@@ -132,7 +144,13 @@ class Reranker:
             if isinstance(v, float) and math.isinf(v):
                 return "inf"
             return str(v)
-        return self.name + (":" + ",".join(f"{k}={fmt(v)}" for k, v in self.options.items()) if self.options else "")
+
+        def fmt_opt(k, v):
+            if k == "guard" and self.name == "targeted" and not isinstance(v, str) and v is not None:
+                return "+".join(g.spec for g in parse_guards(v))  # tuples / Guard objects: the '+' form
+            return fmt(v)
+        return self.name + (":" + ",".join(f"{k}={fmt_opt(k, v)}" for k, v in self.options.items())
+                            if self.options else "")
 
     def __call__(self, scores: Tensor, relevance: Optional[Tensor] = None, groups: Optional[Tensor] = None,
                  mask: Optional[Tensor] = None, num_groups: Optional[int] = None) -> Reranking:
@@ -173,6 +191,10 @@ def list_rerankers() -> List[Tuple[str, str, str, List[str]]]:
         params = inspect.signature(fn).parameters
         opts = [p for p in params if p not in _DATA and params[p].kind == inspect.Parameter.KEYWORD_ONLY]
         if name == "targeted":
-            opts = ["relevance"] + opts + ["(the measure's own options: browsing, tie_weight, target, ...)"]
+            opts = ["relevance"] + opts + [
+                "(the measure's own options: browsing, tie_weight, target, ...)",
+                "(guard=MEASURE:TOL joined by '+', e.g. guard=pairwise_gap:0.1+exposure_misallocation:0.1: a fairness "
+                "measure may worsen by at most TOL x its value for the input ranking, judged on guard_relevance "
+                "(default top:10); pairwise_gap = the inter-group pairwise accuracy gap)"]
         out.append((name, desc, src, opts))
     return out
