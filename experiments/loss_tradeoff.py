@@ -73,7 +73,9 @@ FAST_KEYS = {"data.variant": "synthetic", "data.n_test": 3, "data.n_val": 2, "da
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--stage", choices=["starts", "prune", "confirm", "report", "all"], default="all")
+    p.add_argument("--stage", choices=["starts", "prune", "confirm", "report", "table", "all"], default="all",
+                   help="report: evaluate (one file per grouping, <out>/report_<grouping>.json: groupings can run "
+                        "in parallel processes); table: the table and figure from those files (report does it too)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (the first prunes)")
     p.add_argument("--sweep", default=str(SWEEP), help="the sweep file")
     p.add_argument("--groupings", nargs="+", default=["popularity", "drama"])
@@ -436,7 +438,9 @@ def report_stage(args, out: Path) -> Dict[str, Any]:
             out_rows[name] = {"kind": e["kind"], "budgets": e.get("budgets", []), "change": ch, "means": means,
                               "ndcg_vs_start": vs_start, "target_vs_start": target_vs_start,
                               "within": within and e["kind"] != "control"}
-        res["groupings"][g] = {"rows": out_rows, "reranks_chosen": rr, "both_spec": both_spec}
+        res["groupings"][g] = {"rows": out_rows, "reranks_chosen": rr, "both_spec": both_spec,
+                               "wall_s": time.time() - t0}
+        (out / f"report_{g}.json").write_text(json.dumps(res["groupings"][g], indent=1, default=float))
     res["wall_s_report"] = time.time() - t0
     return res
 
@@ -554,7 +558,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if "confirm" in stages:
         confirm(args, out)
     if "report" in stages:
-        res = report_stage(args, out)
+        report_stage(args, out)
+    if "report" in stages or args.stage == "table":
+        res = {"groupings": {g: json.loads((out / f"report_{g}.json").read_text()) for g in args.groupings
+                             if (out / f"report_{g}.json").is_file()},
+               "seeds": list(args.seeds), "fast": bool(args.fast)}
         wall = time.time() - t0 if args.stage == "all" else None
         command = "python experiments/loss_tradeoff.py " + " ".join(argv if argv is not None else sys.argv[1:])
         md = markdown(res, command.strip(), wall)
