@@ -78,13 +78,16 @@ def _parser() -> argparse.ArgumentParser:
                         "in parallel processes); table: the table and figure from those files (report does it too)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (the first prunes)")
     p.add_argument("--sweep", default=str(SWEEP), help="the sweep file")
-    p.add_argument("--groupings", nargs="+", default=["popularity", "drama"])
+    p.add_argument("--groupings", nargs="+", default=["popularity", "drama"], choices=["popularity", "drama"],
+                   help="item groupings: popularity head / tail, Drama vs the rest")
     p.add_argument("--utilities", nargs="+", default=None, help="utility variants (default: every one)")
     p.add_argument("--losses", nargs="+", default=None, help="loss variants (default: every one)")
-    p.add_argument("--protocols", nargs="+", default=["finetune", "warmup", "lazy4", "scratch"])
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--bootstrap", type=int, default=300)
-    p.add_argument("--out", default="runs/tradeoff")
+    p.add_argument("--protocols", nargs="+", default=["finetune", "warmup", "lazy4", "scratch"],
+                   help="protocols of the prune stage (the others than finetune run for the popularity / ListNet / "
+                        "DIPS family only)")
+    p.add_argument("--workers", type=int, default=2, help="trials at a time (one torch thread each)")
+    p.add_argument("--bootstrap", type=int, default=300, help="bootstrap replicates of the paired intervals")
+    p.add_argument("--out", default="runs/tradeoff", help="output directory (starts, sweep, reports)")
     p.add_argument("--results", action="store_true", help="also write experiments/results/loss_tradeoff.*")
     p.add_argument("--fast", action="store_true", help="synthetic stand-in, tiny grid (a smoke run)")
     return p
