@@ -136,3 +136,15 @@ def test_top_families_keeps_the_best_per_budget(mod):
     # pairgap removes 67 %, dips 33 %, misalloc 17 %: the best two at every budget
     assert set(f[2] for f in kept) == {"pairgap_ramp", "dips_ramp"}
     assert kept[("popularity", "listnet", "pairgap_ramp", "finetune")] == {0.01: [0.01, 0.02, 0.05]}
+
+
+def test_guard_against_control_and_start_and_near_zero(mod):
+    start, ctrl = _m(0.1, -0.3, inter=0.3), _m(0.102, -0.4, inter=0.6)  # the control is less fair than the start
+    row = _m(0.1, -0.3, inter=0.4)   # a third better than its control on the pairwise gap, a third worse than the start
+    assert mod.admissible(mod.change(row, ctrl), ref=ctrl)
+    assert not mod.judged(row, 0.02, ctrl, start)
+    assert mod.judged(_m(0.1, -0.3, inter=0.32), 0.02, ctrl, start)   # 6.7 % worse than the start: within
+    # a reference value within NEAR_ZERO of 0 is not judged: 0.003 -> 0.01 is "233 % worse" but noise
+    tiny = _m(0.1, -0.3, inter=0.003)
+    assert mod.judged(_m(0.1, -0.3, inter=0.01), 0.02, tiny)
+    assert not mod.admissible(mod.change(_m(0.1, -0.3, inter=0.01), tiny))
