@@ -1570,7 +1570,7 @@ MODULE_FUNCTION = {tl.DIPSLoss: tl.dips_loss, tl.ExposureMisallocationLoss: tl.e
                    tl.FairPGRankLoss: tl.fair_pg_rank_loss, tl.PairwiseCorrelationLoss: tl.pairwise_correlation_loss,
                    tl.ListNetLoss: tl.listnet_loss, tl.ListMLELoss: tl.listmle_loss,
                    tl.ApproxNDCGLoss: tl.approx_ndcg_loss, tl.NeuralNDCGLoss: tl.neural_ndcg_loss,
-                   tl.PLNDCGLoss: tl.pl_ndcg_loss}
+                   tl.PLNDCGLoss: tl.pl_ndcg_loss, tl.LambdaNDCGLoss: tl.lambda_ndcg_loss}
 
 
 # ============================================================================================== declared measures
@@ -1776,6 +1776,14 @@ def build_rows() -> List[Row]:
         add(Row(f"losses.{obj.__name__}", obj, L, args=("scores", "relevance"),
                 options={"temperature": (OMIT, 1.0), "k": (OMIT, 3), "reduction": red_l}, out=val(0.0, 1.0),
                 grad="always"))
+    # LambdaLoss NDCG@k: no ordering (the pairs are weighted on the hard, detached ranking); the mean over the
+    # pairs of non-zero weight (each |Delta NDCG@k| <= 1) of a softplus, unbounded above; k=None and a small block
+    # take the blocked all-pairs path, k=3 the top-k one
+    for obj in (tl.lambda_ndcg_loss, tl.LambdaNDCGLoss):
+        add(Row(f"losses.{obj.__name__}", obj, L, args=("scores", "relevance"),
+                options={"k": (OMIT, 3, None), "gain": (OMIT, "linear"), "sigma": (OMIT, 0.5),
+                         "block": (OMIT, 2), "reduction": red_l},
+                out=val(0.0, INF), grad="always", sweep_opts=({}, {"k": 3}, {"k": None, "block": 2})))
     for obj in (tl.pl_ndcg_loss, tl.PLNDCGLoss):
         add(Row(f"losses.{obj.__name__}", obj, L, args=("scores", "relevance"),
                 options={"samples": (4, 2), "k": (OMIT, 3), "reduction": red_l,

@@ -48,6 +48,8 @@ def _inputs(device, *, soft_groups=False, requires_grad=True):
 
 
 def _run_loss(loss, device=META, **kw):
+    if isinstance(loss, torch.nn.Module):
+        loss = loss.to(device)  # as a training run moves it with the model (MultiMeasureLoss holds a buffer)
     s, r, g, mask = _inputs(device, **kw)
     out = loss(s, r, g, mask)
     assert out.dim() == 0 and out.device.type == torch.device(device).type
@@ -77,6 +79,10 @@ _LOSS_CASES = [
     ("DELTRLoss", {}), ("FairPGRankLoss", {}), ("PairwiseCorrelationLoss", {}),
     ("ListNetLoss", {}), ("ListMLELoss", {}), ("ApproxNDCGLoss", {}), ("ApproxNDCGLoss", {"k": 3}),
     ("NeuralNDCGLoss", {}), ("PLNDCGLoss", {"samples": 4}),
+    ("LambdaNDCGLoss", {}), ("LambdaNDCGLoss", {"k": 3}), ("LambdaNDCGLoss", {"k": None, "block": 2}),
+    ("LambdaNDCGLoss", {"k": 3, "gain": "linear"}),
+    ("MultiMeasureLoss", {"terms": ["dips", "pairwise_accuracy"]}),
+    ("MultiMeasureLoss", {"terms": ["dips", "pairwise_accuracy:0.5"], "normalize": "start"}),
 ]
 
 
@@ -85,10 +91,21 @@ def test_the_cases_cover_every_loss_of_torchfair_losses():
     assert modules == {n for n, _ in _LOSS_CASES}
 
 
+#: options a loss cannot be built without (MultiMeasureLoss needs its terms)
+_REQUIRED = {"MultiMeasureLoss": {"terms": ["dips", "pairwise_accuracy"]}}
+
+
+def _options(cls):
+    """The construction options of a loss module: a LossModule's ``_options``, else its ``__init__``'s."""
+    if hasattr(cls, "_options"):
+        return cls._options
+    return tuple(p for p in inspect.signature(cls.__init__).parameters if p != "self")
+
+
 def _loss(name, opts, ordering=None):
     cls = getattr(L, name)
-    kw = dict(opts)
-    if "num_groups" in cls._options:
+    kw = {**_REQUIRED.get(name, {}), **opts}
+    if "num_groups" in _options(cls):
         kw["num_groups"] = G
     if ordering is not None:
         kw["ordering"] = ordering
@@ -102,15 +119,15 @@ def test_every_loss_runs_forward_and_backward_on_meta_with_its_default_ordering(
 
 @pytest.mark.parametrize("ordering", list(_SOFT), ids=list(_SOFT))
 @pytest.mark.parametrize("name", sorted({n for n, _ in _LOSS_CASES
-                                         if "ordering" in getattr(L, n)._options}))
+                                         if "ordering" in _options(getattr(L, n))}))
 def test_every_loss_with_an_ordering_runs_on_meta_with_each_soft_ordering(name, ordering):
     _run_loss(_loss(name, {}, _SOFT[ordering]))
 
 
 @pytest.mark.parametrize("name", ["DIPSLoss", "ExposureMisallocationLoss", "PairwiseAccuracyGapLoss",
-                                  "FairPGRankLoss", "PairwiseCorrelationLoss"])
+                                  "FairPGRankLoss", "PairwiseCorrelationLoss", "MultiMeasureLoss"])
 def test_losses_with_soft_group_membership_run_on_meta(name):
-    _run_loss(_loss(name, {}, SoftRank(0.1) if "ordering" in getattr(L, name)._options else None),
+    _run_loss(_loss(name, {}, SoftRank(0.1) if "ordering" in _options(getattr(L, name)) else None),
               soft_groups=True)
 
 
@@ -119,7 +136,7 @@ _PL = {"pl_rank": PlackettLuce(samples=4), "score_function": PlackettLuce(sample
 
 @pytest.mark.parametrize("estimator", list(_PL))
 def test_fairness_losses_on_a_plackett_luce_policy_run_on_meta(estimator):
-    for name in ("DIPSLoss", "ExposureMisallocationLoss", "PairwiseAccuracyGapLoss"):
+    for name in ("DIPSLoss", "ExposureMisallocationLoss", "PairwiseAccuracyGapLoss", "MultiMeasureLoss"):
         _run_loss(_loss(name, {}, _PL[estimator]))
 
 
@@ -285,6 +302,15 @@ def test_dips_loss_traces_into_one_graph():
     s, r, g = _cpu_batch()
     torch._dynamo.reset()
     ex = torch._dynamo.explain(_fairness_losses(SoftRank(0.1))["dips"])(s, r, g)
+    assert ex.graph_break_count == 0 and ex.graph_count == 1, [b.reason for b in ex.break_reasons]
+
+
+@pytest.mark.parametrize("k", [3, None], ids=["top-k pairs", "blocked all pairs"])
+def test_lambda_ndcg_loss_traces_into_one_graph(k):
+    # its Python loops run over shapes and options only (k, block), never over tensor values
+    s, r, _ = _cpu_batch()
+    torch._dynamo.reset()
+    ex = torch._dynamo.explain(lambda x: L.lambda_ndcg_loss(x, r, k=k, block=4))(s)
     assert ex.graph_break_count == 0 and ex.graph_count == 1, [b.reason for b in ex.break_reasons]
 
 
