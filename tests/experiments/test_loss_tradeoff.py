@@ -144,7 +144,10 @@ def test_guard_against_control_and_start_and_near_zero(mod):
     assert mod.admissible(mod.change(row, ctrl), ref=ctrl)
     assert not mod.judged(row, 0.02, ctrl, start)
     assert mod.judged(_m(0.1, -0.3, inter=0.32), 0.02, ctrl, start)   # 6.7 % worse than the start: within
-    # a reference value within NEAR_ZERO of 0 is not judged: 0.003 -> 0.01 is "233 % worse" but noise
+    # near 0 the guard allows an absolute growth of GUARD_FLOOR: 0.003 -> 0.01 is "233 % worse" but noise, while
+    # 0.003 -> 0.12 is a real harm
     tiny = _m(0.1, -0.3, inter=0.003)
     assert mod.judged(_m(0.1, -0.3, inter=0.01), 0.02, tiny)
-    assert not mod.admissible(mod.change(_m(0.1, -0.3, inter=0.01), tiny))
+    assert not mod.judged(_m(0.1, -0.3, inter=0.12), 0.02, tiny)
+    assert not mod.judged(_m(0.1, -0.3, inter=-0.014), 0.02, tiny)   # 0.003 + 0.01 < 0.014
+    assert not mod.admissible(mod.change(_m(0.1, -0.3, inter=0.01), tiny))  # without a reference: relative only
