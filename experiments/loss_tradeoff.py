@@ -552,15 +552,21 @@ def figure(res: Dict[str, Any], path: str) -> None:
                 if r["kind"] not in style:
                     continue
                 mk, col = style[r["kind"]]
-                x, y = 100 * r["change"]["ndcg@10"]["mean"], 100 * r["change"][c]["mean"]
+                if c == TARGET:  # the headline panel: the whole recipe against the start
+                    x = 100 * r.get("ndcg_vs_start", r["change"]["ndcg@10"])["mean"]
+                    y = 100 * r.get("target_vs_start", r["change"][c])["mean"]
+                else:
+                    x, y = 100 * r["change"]["ndcg@10"]["mean"], 100 * r["change"][c]["mean"]
                 if math.isnan(y):
                     continue
                 x, y = max(x, -15), max(min(y, 100), -150)
-                ax.scatter(x, y, marker=mk, color=col, facecolors=col if r["within"] else "none", s=22)
+                ax.scatter(x, y, marker=mk, color=col, facecolors=col if r["within"] or r["kind"] == "control" else "none",
+                           s=22)
             ax.axvline(-100 * NDCG_BUDGET, color="grey", ls="--", lw=0.7)
             ax.axhline(-100 * GUARD, color="red", ls=":", lw=0.7)
             ax.axhline(0, color="black", lw=0.5)
-            ax.set_title(f"{g}: {lab}", fontsize=8)
+            ax.set_title(f"{g}: {lab}" + (" (recipe vs the start)" if c == TARGET else " (vs the row's control)"),
+                         fontsize=8)
             ax.set_xlabel("NDCG@10 change (%)", fontsize=7)
             ax.set_ylabel("share removed (%)", fontsize=7)
             ax.tick_params(labelsize=6)
