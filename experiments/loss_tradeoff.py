@@ -80,8 +80,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep", default=str(SWEEP), help="the sweep file")
     p.add_argument("--groupings", nargs="+", default=["popularity", "drama"], choices=["popularity", "drama"],
                    help="item groupings: popularity head / tail, Drama vs the rest")
-    p.add_argument("--utilities", nargs="+", default=None, help="utility variants (default: every one)")
-    p.add_argument("--losses", nargs="+", default=None, help="loss variants (default: every one)")
+    p.add_argument("--utilities", nargs="+", default=["listnet", "approx10", "lambdarank10"],
+                   help="utility variants of the sweep file (plndcg10: 1 - E_PL[NDCG@10] samples 1 682-item lists, "
+                        "~10x a trial's time, not in the default run)")
+    p.add_argument("--losses", nargs="+", default=["none", "dips_ramp", "pairgap_ramp", "misalloc_ramp", "multi_ramp"],
+                   help="loss variants of the sweep file (the Plackett-Luce ones run for one family only: "
+                        "--pl-family)")
+    p.add_argument("--pl-family", action=argparse.BooleanOptionalAction, default=True,
+                   help="the Plackett-Luce DIPS loss on the popularity / ListNet family, two lambdas (3.5 min a "
+                        "trial on 1 682-item lists)")
     p.add_argument("--protocols", nargs="+", default=["finetune", "warmup", "lazy4", "scratch"],
                    help="protocols of the prune stage (the others than finetune run for the popularity / ListNet / "
                         "DIPS family only)")
@@ -132,10 +139,7 @@ def _derived(args, out: Path, name: str, keep: Dict[str, Sequence[str]], lams: O
 
 
 def _variants(args) -> Dict[str, List[str]]:
-    import yaml
-
-    raw = yaml.safe_load(Path(args.sweep).read_text())["variants"]
-    return {"utility": args.utilities or list(raw["utility"]), "loss": args.losses or list(raw["loss"])}
+    return {"utility": list(args.utilities), "loss": list(args.losses)}
 
 
 def _run(path: Path, out: Path, workers: int) -> None:
@@ -148,6 +152,11 @@ def _run(path: Path, out: Path, workers: int) -> None:
 def prune(args, out: Path) -> None:
     v = _variants(args)
     s0 = str(args.seeds[0])
+    if args.pl_family and PROTOCOL_FAMILY["groups"] in args.groupings and not args.fast:
+        _run(_derived(args, out, "prune_pl", {"groups": [PROTOCOL_FAMILY["groups"]],
+                                              "utility": [PROTOCOL_FAMILY["utility"]], "loss": ["none", "dips_pl"],
+                                              "seed": [s0], "protocol": ["finetune"]},
+                      {"dips_pl": [0.01, 0.03]}), out, args.workers)
     _run(_derived(args, out, "prune", {"groups": args.groupings, "seed": [s0], "protocol": ["finetune"], **v}),
          out, args.workers)
     others = [p for p in args.protocols if p != "finetune"]
@@ -586,8 +595,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     if args.fast:
-        args.utilities = args.utilities or ["listnet", "approx10"]
-        args.losses = args.losses or ["none", "dips_ramp", "multi_ramp"]
+        args.utilities = [u for u in args.utilities if u != "approx10"]
+        args.losses = [x for x in args.losses if x in ("none", "dips_ramp", "multi_ramp")]
         args.bootstrap = min(args.bootstrap, 30)
         args.groupings = ["popularity"]
         global RERANK_FAMILIES
