@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 import exposure_reference as eref
 import reference as pref
-from loss_cases import _batch_with_undefined, _data, _mean_valid, _rows
+from loss_cases import _batch_with_undefined, _data, _mean_valid, _rows, check_item_invariances
 from torchfair import metrics
 from torchfair.losses import (DIPSLoss, FairnessRegularizer, ListNetLoss, MultiMeasureLoss, deltr_loss, dips_loss,
                               exposure_misallocation_loss, multi_measure_loss, pairwise_accuracy_gap_loss)
@@ -185,37 +185,13 @@ def test_mean_reduces_each_term_over_its_own_lists_and_none_is_the_weighted_per_
 def test_permuting_items_padding_and_relabelling_groups_change_nothing(seed, N):
     """A joint permutation of the items, NaN padding inserted anywhere (zero gradient there) and swapping the two
     group ids (every default reducer here is symmetric in the two groups) leave the loss unchanged."""
-    gen = torch.Generator().manual_seed(seed)
-    B = 3
-    s = torch.randn(B, N, generator=gen, dtype=F64) * 2
-    r = torch.randint(0, 3, (B, N), generator=gen).to(F64)
-    g = torch.randint(0, 2, (B, N), generator=gen)
-    g[:, 0], g[:, 1] = 0, 1
     terms = ["dips:0.5", "pairwise_accuracy", {"measure": "exposure_misallocation", "weight": 2.0}]
     o = SoftRank(0.5)
 
     def loss(s_, r_, g_, m_=None):
         return multi_measure_loss(s_, r_, g_, terms=terms, mask=m_, num_groups=2, ordering=o)
 
-    x = s.clone().requires_grad_()
-    base = loss(x, r, g)
-    (grad,) = torch.autograd.grad(base, x)
-    assert torch.isfinite(base) and torch.isfinite(grad).all()
-    perm = torch.randperm(N, generator=gen)
-    assert math.isclose(loss(s[:, perm], r[:, perm], g[:, perm]).item(), base.item(), rel_tol=1e-9, abs_tol=1e-12)
-    P = 3
-    where = torch.randperm(N + P, generator=gen)
-    real, pad = where[:N].sort().values, where[N:]
-    ps = torch.full((B, N + P), float("nan"), dtype=F64)
-    pr, pg = torch.full((B, N + P), float("nan"), dtype=F64), torch.full((B, N + P), 7)
-    pm = torch.zeros(B, N + P, dtype=torch.bool)
-    ps[:, real], pr[:, real], pg[:, real], pm[:, real] = s, r, g, True
-    px = ps.clone().requires_grad_()
-    padded = loss(px, pr, pg, pm)
-    (pgrad,) = torch.autograd.grad(padded, px)
-    assert math.isclose(padded.item(), base.item(), rel_tol=1e-9, abs_tol=1e-12)
-    assert (pgrad[:, pad] == 0).all() and torch.allclose(pgrad[:, real], grad, atol=1e-10)
-    assert math.isclose(loss(s, r, 1 - g).item(), base.item(), rel_tol=1e-9, abs_tol=1e-12)
+    check_item_invariances(loss, torch.Generator().manual_seed(seed), 3, N, pad_group=7)
 
 
 # ------------------------------------------------------------------------------------------------ degenerate input

@@ -23,6 +23,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from loss_cases import check_item_invariances
 from torchfair.losses import (REDUCERS, DELTRLoss, LossModule, MeasureLoss, deltr_loss, default_ordering,
                               measure_loss, reduce_loss)
 from torchfair.metrics import awrf, exposure_misallocation, iaa
@@ -262,38 +263,13 @@ def test_permuting_items_padding_and_relabelling_groups_change_nothing(seed, N, 
     anywhere (zero gradient there) and swapping the two group ids (symmetric reducers) leave the loss unchanged;
     gradients are finite."""
     name, reducer = case
-    gen = torch.Generator().manual_seed(seed)
-    B = 3
-    s = torch.randn(B, N, generator=gen, dtype=F64) * 2
-    r = torch.randint(0, 3, (B, N), generator=gen).to(F64)
-    g = torch.randint(0, 2, (B, N), generator=gen)
-    g[:, 0], g[:, 1] = 0, 1
     o = SoftRank(0.5)
 
     def loss(s_, r_, g_, m_=None):
         return measure_loss(name, s_, r_, g_, reducer=reducer, mask=m_, num_groups=2, ordering=o)
 
-    x = s.clone().requires_grad_()
-    base = loss(x, r, g)
-    (grad,) = torch.autograd.grad(base, x)
-    assert torch.isfinite(base) and torch.isfinite(grad).all()
-    perm = torch.randperm(N, generator=gen)
-    assert math.isclose(loss(s[:, perm], r[:, perm], g[:, perm]).item(), base.item(), rel_tol=1e-9, abs_tol=1e-12)
-    # padding: P NaN slots at random places
-    P = 3
-    where = torch.randperm(N + P, generator=gen)
-    real, pad = where[:N].sort().values, where[N:]
-    ps = torch.full((B, N + P), float("nan"), dtype=F64)
-    pr, pg = torch.full((B, N + P), float("nan"), dtype=F64), torch.full((B, N + P), 5)
-    pm = torch.zeros(B, N + P, dtype=torch.bool)
-    ps[:, real], pr[:, real], pg[:, real], pm[:, real] = s, r, g, True
-    px = ps.clone().requires_grad_()
-    padded = loss(px, pr, pg, pm)
-    (pgrad,) = torch.autograd.grad(padded, px)
-    assert math.isclose(padded.item(), base.item(), rel_tol=1e-9, abs_tol=1e-12)
-    assert (pgrad[:, pad] == 0).all() and torch.allclose(pgrad[:, real], grad, atol=1e-10)
-    if reducer in ("gap_abs", "l1", "one_minus", "value"):  # symmetric in the two groups
-        assert math.isclose(loss(s, r, 1 - g).item(), base.item(), rel_tol=1e-9, abs_tol=1e-12)
+    check_item_invariances(loss, torch.Generator().manual_seed(seed), 3, N,
+                           symmetric=reducer in ("gap_abs", "l1", "one_minus", "value"))  # symmetric reducers
 
 
 @pytest.mark.parametrize("name,reducer", [("awrf", "l1"), ("dips", "gap_abs"), ("exposure_misallocation", "l2sq")])

@@ -349,3 +349,38 @@ def check_autocast_bfloat16(name, oname):
     assert torch.isfinite(loss)
     loss.float().backward()
     assert torch.isfinite(s.grad).all() and (s.grad[~m] == 0).all()
+
+
+def check_item_invariances(loss, gen, B: int, N: int, *, pad_group: int = 5, symmetric: bool = True) -> None:
+    """Draw a batch ``[B, N]`` (distinct scores, relevance 0..2, both groups present) and check that
+    ``loss(scores, relevance, groups, mask=None)`` is unchanged by a joint permutation of the items, by ``P = 3``
+    NaN-padded slots inserted anywhere (zero gradient there, the same gradient elsewhere) and, when ``symmetric``,
+    by swapping the two group ids; values and gradients finite."""
+    import math
+
+    import torch
+
+    s = torch.randn(B, N, generator=gen, dtype=torch.float64) * 2
+    r = torch.randint(0, 3, (B, N), generator=gen).to(torch.float64)
+    g = torch.randint(0, 2, (B, N), generator=gen)
+    g[:, 0], g[:, 1] = 0, 1
+    x = s.clone().requires_grad_()
+    base = loss(x, r, g)
+    (grad,) = torch.autograd.grad(base, x)
+    assert torch.isfinite(base) and torch.isfinite(grad).all()
+    perm = torch.randperm(N, generator=gen)
+    assert math.isclose(loss(s[:, perm], r[:, perm], g[:, perm]).item(), base.item(), rel_tol=1e-9, abs_tol=1e-12)
+    P = 3
+    where = torch.randperm(N + P, generator=gen)
+    real, pad = where[:N].sort().values, where[N:]
+    ps = torch.full((B, N + P), float("nan"), dtype=torch.float64)
+    pr, pg = torch.full((B, N + P), float("nan"), dtype=torch.float64), torch.full((B, N + P), pad_group)
+    pm = torch.zeros(B, N + P, dtype=torch.bool)
+    ps[:, real], pr[:, real], pg[:, real], pm[:, real] = s, r, g, True
+    px = ps.clone().requires_grad_()
+    padded = loss(px, pr, pg, pm)
+    (pgrad,) = torch.autograd.grad(padded, px)
+    assert math.isclose(padded.item(), base.item(), rel_tol=1e-9, abs_tol=1e-12)
+    assert (pgrad[:, pad] == 0).all() and torch.allclose(pgrad[:, real], grad, atol=1e-10)
+    if symmetric:
+        assert math.isclose(loss(s, r, 1 - g).item(), base.item(), rel_tol=1e-9, abs_tol=1e-12)
