@@ -83,7 +83,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--utilities", nargs="+", default=["listnet", "approx10", "lambdarank10"],
                    help="utility variants of the sweep file (plndcg10: 1 - E_PL[NDCG@10] samples 1 682-item lists, "
                         "~10x a trial's time, not in the default run)")
-    p.add_argument("--losses", nargs="+", default=["none", "dips_ramp", "pairgap_ramp", "misalloc_ramp", "multi_ramp"],
+    p.add_argument("--losses", nargs="+", default=["none", "dips_ramp", "pairgap_ramp", "misalloc_ramp", "multi_ramp",
+                            "pairgap_below10", "dips_below10"],
                    help="loss variants of the sweep file (the Plackett-Luce ones run for one family only: "
                         "--pl-family)")
     p.add_argument("--pl-family", action=argparse.BooleanOptionalAction, default=True,

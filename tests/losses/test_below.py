@@ -1,0 +1,64 @@
+"""BelowTopK: the wrapped fairness loss on the items below the current top k, against the loss computed by hand
+on the sub-list, and its edge cases."""
+import pytest
+import torch
+
+from torchfair.losses import BelowTopK, DIPSLoss, MultiMeasureLoss, PairwiseAccuracyGapLoss, below_top_k_mask
+from torchfair.orderings import SoftRank
+
+
+def test_mask_is_the_items_below_the_hard_top_k():
+    s = torch.tensor([[0.1, 3.0, 2.0, 0.5, 2.0], [1.0, 1.0, 1.0, 1.0, 1.0]])
+    m = torch.tensor([[True] * 5, [True, True, True, False, True]])
+    out = below_top_k_mask(s, 2, m)
+    # list 0: top 2 are ids 1 and 2 (2.0 ties with id 4: the lower index first); list 1: ties by index, the
+    # padded id 3 is never "below"
+    assert out.tolist() == [[True, False, False, True, True], [False, False, True, False, True]]
+    assert below_top_k_mask(s[0], 0).all()
+    with pytest.raises(ValueError, match="`k`"):
+        below_top_k_mask(s, -1)
+
+
+@pytest.mark.parametrize("inner", [lambda: DIPSLoss(num_groups=2, ordering=SoftRank(0.3)),
+                                   lambda: PairwiseAccuracyGapLoss(num_groups=2, ordering=SoftRank(0.3)),
+                                   lambda: MultiMeasureLoss(terms=["dips", "pairwise_accuracy"], num_groups=2,
+                                                            ordering=SoftRank(0.3))])
+def test_equals_the_loss_on_the_sublist_and_leaves_the_top_alone(inner):
+    gen = torch.Generator().manual_seed(1)
+    B, N, k = 3, 9, 3
+    s = torch.randn(B, N, generator=gen, dtype=torch.float64, requires_grad=True)
+    r = torch.randint(0, 3, (B, N), generator=gen).double()
+    g = torch.randint(0, 2, (B, N), generator=gen)
+    g[:, -2], g[:, -1] = 0, 1
+    loss = BelowTopK(inner(), k=k)
+    got = loss(s, r, g)
+    (grad,) = torch.autograd.grad(got, s)
+    # by hand: drop each list's top k (by score) physically (a [B, N - k] batch, no mask) and evaluate the
+    # wrapped loss on it
+    keep = torch.argsort(s.detach(), dim=-1, descending=True, stable=True)[:, k:].sort(-1).values
+    sub = s.gather(-1, keep).detach().clone().requires_grad_(True)
+    want = inner()(sub, r.gather(-1, keep), g.gather(-1, keep), None)
+    (gsub,) = torch.autograd.grad(want, sub)
+    ref_grad = torch.zeros_like(s).scatter(-1, keep, gsub)
+    assert torch.allclose(got, want, atol=1e-12)
+    assert torch.allclose(grad, ref_grad, atol=1e-12)
+    top = ~below_top_k_mask(s, k)
+    assert (grad[top] == 0).all()  # no gradient ever moves an item of the top k
+
+
+def test_edge_cases():
+    inner = DIPSLoss(num_groups=2)
+    x, y, z = torch.randn(2, 6), torch.rand(2, 6), torch.tensor([[0, 1, 0, 1, 0, 1]] * 2)
+    assert BelowTopK(inner, k=0)(x, y, z) == inner(x, y, z)
+    s = torch.randn(2, 5, requires_grad=True)
+    out = BelowTopK(inner, k=5)(s, torch.rand(2, 5), torch.randint(0, 2, (2, 5)))  # nothing below the top 5
+    out.backward()
+    assert out.item() == 0 and (s.grad == 0).all()
+    h = torch.randn(2, 12).half().requires_grad_()
+    lh = BelowTopK(inner, k=2)(h, torch.rand(2, 12).half(), torch.randint(0, 2, (2, 12)))
+    lh.backward()
+    assert torch.isfinite(lh) and torch.isfinite(h.grad).all()
+    with pytest.raises(ValueError, match="`loss`"):
+        BelowTopK("dips", k=2)
+    with pytest.raises(ValueError, match="`k`"):
+        BelowTopK(inner, k=-1)
