@@ -1934,6 +1934,9 @@ EXEMPT: Dict[str, str] = {
     "losses.LossModule": "base class of the loss modules, each with a row",
     "losses.REDUCERS": "a table of reducers (tests/test_design.py)",
     "losses.default_ordering": "returns RampRank(0.1), which has a row",
+    "losses.BelowTopK": "a wrapper that restricts another loss's mask (each wrapped loss has a row); tests/losses/"
+                        "test_below.py: against the loss on the physically shortened lists, edge cases, fp16",
+    "losses.below_top_k_mask": "a bool mask, no gradient (tests/losses/test_below.py: hand example, ties, padding)",
     "evaluation.register_declared": "registry plumbing (tests/test_design.py)",
     "orderings.list_scale": "TODO contract row; tested in tests/orderings/test_orderings_robust.py",
     "metrics.ideal_dcg": "TODO contract row; the ideal DCG inside ndcg (rows metrics.ndcg, metrics.dcg)",
