@@ -17,6 +17,10 @@ def test_mask_is_the_items_below_the_hard_top_k():
     assert below_top_k_mask(s[0], 0).all()
     with pytest.raises(ValueError, match="`k`"):
         below_top_k_mask(s, -1)
+    with pytest.raises(ValueError, match="`mask`"):
+        below_top_k_mask(s, 1, torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="`scores`"):
+        below_top_k_mask(torch.tensor([[1.0, float("nan")]]), 1)
 
 
 @pytest.mark.parametrize("inner", [lambda: DIPSLoss(num_groups=2, ordering=SoftRank(0.3)),

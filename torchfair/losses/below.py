@@ -30,7 +30,7 @@ from .._validation import check_int, prepare
 __all__ = ["BelowTopK", "below_top_k_mask"]
 
 
-def below_top_k_mask(scores: Tensor, k: int, mask: Optional[Tensor] = None) -> Tensor:
+def below_top_k_mask(scores: Tensor, k: int, mask: Optional[Tensor] = None, *, validate_args: bool = True) -> Tensor:
     """``[B, N]`` bool: the real items that the scores do *not* rank in the top ``k`` (ties by list index, as
     :class:`~torchfair.orderings.Hard`); no gradient.  ``[N]`` works too.
 
@@ -40,7 +40,7 @@ def below_top_k_mask(scores: Tensor, k: int, mask: Optional[Tensor] = None) -> T
         [True, False, False, True]
     """
     k = check_int(k, "k", 0)
-    b = prepare(scores, None, None, mask, validate=False)
+    b = prepare(scores, None, None, mask, validate=validate_args)
     s = b.scores.detach()
     N = s.shape[-1]
     keyed = torch.where(b.mask, s, torch.full_like(s, float("-inf")))
@@ -66,7 +66,7 @@ class BelowTopK(nn.Module):
                 mask: Optional[Tensor] = None) -> Tensor:
         if self.k == 0:
             return self.loss(scores, relevance, groups, mask)
-        below = below_top_k_mask(scores, self.k, mask)
+        below = below_top_k_mask(scores, self.k, mask, validate_args=False)  # the wrapped loss checks the inputs
         if not bool(below.any()):  # nothing below the top k in the whole batch (one host read, as input checks do)
             real = torch.ones_like(scores, dtype=torch.bool) if mask is None else mask
             return torch.where(real, scores, torch.zeros_like(scores)).sum() * 0.0
