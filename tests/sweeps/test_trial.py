@@ -71,3 +71,22 @@ def test_every_headline_trial_config_trains_under_fast_dev_run(loss, tmp_path, m
     cfg.update({k: v for k, v in synth.items() if k not in ("trainer.max_epochs",)})
     monkeypatch.chdir(tmp_path)
     assert cli_main(["fit"] + trial_args(spec.base, cfg, tmp_path)[:] + ["--trainer.fast_dev_run", "true"]) == 0
+
+
+_LOSS_TRADEOFF = load_sweep(ROOT / "configs" / "sweep_loss_tradeoff.yaml")
+
+
+@pytest.mark.parametrize("dims", [{"loss": name} for name in _LOSS_TRADEOFF.variants["loss"]]
+                         + [{"utility": name, "loss": "dips_ramp"} for name in _LOSS_TRADEOFF.variants["utility"]]
+                         + [{"protocol": name, "loss": "dips_ramp"} for name in _LOSS_TRADEOFF.variants["protocol"]])
+def test_every_loss_tradeoff_variant_trains_under_fast_dev_run(dims, tmp_path, monkeypatch, synth):
+    # each loss / utility term / protocol of the headline sweep (configs/sweep_loss_tradeoff.yaml), as the sweep
+    # passes it to `torchfair fit`, on the synthetic stand-in without the pretrained start
+    spec = _LOSS_TRADEOFF
+    want = {"groups": "popularity", "utility": "listnet", "protocol": "finetune", "seed": "0", **dims}
+    trial = next(t for t in expand_trials(spec) if all(t.params[k] == v for k, v in want.items()))
+    cfg = spec.trial_config(trial.params)
+    cfg["model.init_from"] = None
+    cfg.update({k: v for k, v in synth.items() if k not in ("trainer.max_epochs",)})
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["fit"] + trial_args(spec.base, cfg, tmp_path)[:] + ["--trainer.fast_dev_run", "true"]) == 0
