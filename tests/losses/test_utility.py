@@ -327,6 +327,11 @@ def test_lambda_ndcg_loss_ignores_order_below_k_padding_and_edge_lists():
                                                                                   [0.0] * 5]),
                            mask=torch.tensor([[True] * 5, [True] * 5, [False] * 5]), k=3)
     assert torch.isfinite(out)
+    # a batch with no pair of different relevance: exactly 0, and backward still works (zero gradient)
+    z = torch.randn(2, 5, requires_grad=True)
+    lz = lambda_ndcg_loss(z, torch.ones(2, 5))
+    lz.backward()
+    assert lz.item() == 0 and (z.grad == 0).all()
     h = torch.randn(2, 8).half().requires_grad_()
     lh = lambda_ndcg_loss(h, torch.randint(0, 3, (2, 8)).half(), k=3)
     lh.backward()
