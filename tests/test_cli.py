@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from torchfair.cli import main, split_measures
+from torchfair.cli import main
+from torchfair.evaluation.files import split_measures
 from torchfair.evaluation import EvaluationTable, read_table, read_trec
 from torchfair.metrics import pairwise as pw
 
@@ -222,17 +223,15 @@ def test_unknown_option_is_one_line_naming_it(capsys):
     assert "--bogus" in err and len(err.strip().splitlines()) <= 2
 
 
-def test_legacy_config_files_are_recognised_by_their_keys(tmp_path):
-    """`sweep --config SWEEP_FILE` and `evaluate --config FIT_YAML` (the spellings before every command took
-    jsonargparse's --config) still mean the sweep file and the fit config."""
-    from torchfair.cli import _legacy_config
-
-    (tmp_path / "s.yaml").write_text("base: configs/x.yaml\ngrid:\n  model.lam: [0, 1]\n")
-    (tmp_path / "f.yaml").write_text("data:\n  variant: synthetic\nmodel:\n  lam: 0\n")
-    (tmp_path / "o.yaml").write_text("workers: 2\n")
-    assert _legacy_config(["sweep", "--config", str(tmp_path / "s.yaml"), "--out", "D"]) == \
-        ["sweep", str(tmp_path / "s.yaml"), "--out", "D"]
-    assert _legacy_config(["evaluate", "--ckpt", "c", f"--config={tmp_path / 'f.yaml'}"]) == \
-        ["evaluate", "--ckpt", "c", "--fit-config", str(tmp_path / "f.yaml")]
-    kept = ["sweep", "s.yaml", "--config", str(tmp_path / "o.yaml")]
-    assert _legacy_config(kept) == kept  # an options file stays jsonargparse's
+def test_earlier_option_spellings_still_parse(trec, capsys):
+    """Options follow the parameter names (`--out_json`, `--names`); the dashed and earlier spellings of the
+    hand-written parser (`--out-json`, `--name`, `--missing-groups`) still mean them."""
+    run, qrels = str(trec / "run.txt"), str(trec / "qrels.txt")
+    new = ["--run", run, "--run", run, "--names", "a", "b", "--qrels", qrels, "--measures", "ndcg@10",
+           "--bootstrap", "0", "--format", "json"]
+    old = ["--run", run, "--run", run, "--name", "a", "--name", "b", "--qrels", qrels, "--measures=ndcg@10",
+           "--bootstrap=0", "--format", "json"]
+    assert main(["metrics"] + new) == 0
+    a = capsys.readouterr().out
+    assert main(["metrics"] + old) == 0
+    assert capsys.readouterr().out == a and '"b"' in a
