@@ -149,3 +149,14 @@ def test_targeted_guard_specs():
 def test_bad_guard_specs_fail_at_construction(spec, arg):
     with pytest.raises(ValueError, match=f"`{arg}`"):
         get_reranker(spec)
+
+
+@pytest.mark.parametrize("spec", ["targeted:measure=dipz", "targeted:measure=ndcg,keep=9"])
+def test_targeted_measure_is_checked_when_the_spec_is_read(spec):
+    """A misspelt or non-fairness measure fails when the spec is read (before `torchfair evaluate` scores any list),
+    naming the measure; the declared fairness measures and their aliases are accepted."""
+    name = spec.split("=")[1].split(",")[0]
+    with pytest.raises(ValueError, match=f"unknown fairness measure '{name}'"):
+        get_reranker(spec)
+    for ok in ("targeted:measure=pairwise_gap", "targeted:measure=awrf", "targeted"):
+        get_reranker(ok)

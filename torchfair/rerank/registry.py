@@ -24,7 +24,7 @@ from __future__ import annotations
 import inspect
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from torch import Tensor
 
@@ -36,7 +36,7 @@ from .epsilon_greedy import epsilon_greedy
 from .fair import fa_ir
 from .targeted import _relevance_how, parse_guards, targeted_rerank
 
-__all__ = ["Reranker", "get_reranker", "parse_spec", "list_rerankers", "RERANKERS"]
+__all__ = ["Reranker", "get_reranker", "parse_spec", "list_rerankers", "RERANKERS", "rerank_lists"]
 
 
 def _identity(scores: Tensor, groups: Optional[Tensor] = None, *, mask: Optional[Tensor] = None,
@@ -130,7 +130,15 @@ class Reranker:
                 allowed = [p for p in params if p not in _DATA and params[p].kind == inspect.Parameter.KEYWORD_ONLY]
                 raise ValueError(f"`spec`: {k!r} is not an option of re-ranker {self.name!r}; it takes "
                                  f"{', '.join(allowed)}")
-        if self.name == "targeted":  # a bad guard fails here, before any work
+        if self.name == "targeted":  # a bad measure or guard fails here, before any work
+            from ..metrics import MEASURES
+            from .targeted import MEASURE_ALIASES
+
+            measure = self.options.get("measure", "dips")
+            known = sorted([n for n, m in MEASURES.items() if m.kind == "fairness"] + list(MEASURE_ALIASES))
+            if measure not in known:
+                raise ValueError(f"`spec` {self.spec!r}: unknown fairness measure {measure!r}; one of "
+                                 f"{', '.join(known)}")
             parse_guards(self.options.get("guard"))
             how = self.options.get("guard_relevance")
             if how is not None and not isinstance(how, Tensor):
@@ -182,6 +190,44 @@ def get_reranker(spec: "str | Reranker") -> Reranker:
         return spec
     name, opts = parse_spec(spec)
     return Reranker(name, opts)
+
+
+def rerank_lists(lists: Sequence[Mapping[str, Any]], reranker: "str | Reranker", num_groups: int,
+                 batch_size: int = 256) -> List[Dict[str, Any]]:
+    """Re-rank ragged lists: each dict (``scores [n]``, ``groups [n]`` integer ids, any other keys) comes back
+    with ``scores`` replaced by the re-ranked order's (:attr:`Reranking.scores`: any measure of them sees the
+    re-ranking) and every other key unchanged.  ``reranker``: a :class:`Reranker` or a spec; lists are re-ranked
+    in padded batches of ``batch_size`` (padding masked; the re-ranker never sees ``relevance``).
+
+    Example::
+
+        >>> lists = [{"scores": torch.tensor([0.9, 0.8, 0.7]), "groups": torch.tensor([0, 0, 1])}]
+        >>> rerank_lists(lists, "detconstsort:distribution=0.5/0.5", num_groups=2)[0]["scores"].argsort(descending=True)
+        tensor([0, 2, 1])
+    """
+    r = get_reranker(reranker)
+    if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1:
+        raise ValueError(f"`num_groups` must be an int >= 1; got {num_groups!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"`batch_size` must be an int >= 1; got {batch_size!r}")
+    for i, x in enumerate(lists):
+        if not isinstance(x, Mapping) or not isinstance(x.get("scores"), Tensor) or x["scores"].dim() != 1 \
+                or not isinstance(x.get("groups"), Tensor) or x["groups"].shape != x["scores"].shape:
+            raise ValueError(f"`lists`[{i}]: expected a dict with 1-D `scores` and `groups` tensors of one length")
+    out: List[Dict[str, Any]] = []
+    for a in range(0, len(lists), batch_size):
+        chunk = lists[a:a + batch_size]
+        n = max(int(x["scores"].shape[0]) for x in chunk)
+        s = torch.zeros(len(chunk), n)
+        g = torch.zeros(len(chunk), n, dtype=torch.long)
+        m = torch.zeros(len(chunk), n, dtype=torch.bool)
+        for i, x in enumerate(chunk):
+            k = x["scores"].shape[0]
+            s[i, :k], g[i, :k], m[i, :k] = x["scores"], x["groups"], True
+        new = r(s, None, g, m, num_groups=num_groups).scores
+        for i, x in enumerate(chunk):
+            out.append({**x, "scores": new[i, :x["scores"].shape[0]].clone()})
+    return out
 
 
 def list_rerankers() -> List[Tuple[str, str, str, List[str]]]:
