@@ -136,7 +136,7 @@ class Reranker:
 
             measure = self.options.get("measure", "dips")
             known = sorted([n for n, m in MEASURES.items() if m.kind == "fairness"] + list(MEASURE_ALIASES))
-            if measure not in known:
+            if measure is not None and measure not in known:  # None: the function's default
                 raise ValueError(f"`spec` {self.spec!r}: unknown fairness measure {measure!r}; one of "
                                  f"{', '.join(known)}")
             parse_guards(self.options.get("guard"))
