@@ -1,23 +1,15 @@
 """The ``torchfair`` command line, generated from the signatures of the functions it runs (jsonargparse).
 
-Each option is a parameter of a library function, under the parameter's name, type, range and docstring:
-
-* ``torchfair metrics``: :func:`torchfair.evaluation.files.evaluate_files` + :func:`~torchfair.evaluation.files.show_files`
-  (measures of TREC runs / CSV / Parquet tables; ``--trec`` for trec_eval's conventions);
-* ``torchfair evaluate``: :func:`torchfair.training.evaluate.evaluate_checkpoints` (a report of trained checkpoints);
-* ``torchfair sweep`` / ``sweep-report``: :func:`torchfair.sweeps.run_sweep` / :func:`~torchfair.sweeps.write_sweep_report`;
-* ``torchfair fit|validate|test|predict``: LightningCLI (:mod:`torchfair.training.cli`).
-
-Every command takes ``--config FILE`` (a YAML of its options) and ``--print_config``.  A list option takes its values
-as argparse would (``--run a.txt --run b.txt``, ``--measures dips ndcg@10``) or as one YAML list; a bool option is a
-flag (``--trec``) or takes ``true``/``false``.  A bad value is one line on stderr naming the option, before any work;
+Each option is a parameter of a library function, with its name, type, range and docstring: ``metrics``
+(:func:`torchfair.evaluation.files.evaluate_files`, ``show_files``), ``evaluate``
+(:func:`torchfair.training.evaluate.evaluate_checkpoints`), ``sweep`` / ``sweep-report`` (:func:`torchfair.sweeps.run_sweep`,
+``write_sweep_report``); ``fit|validate|test|predict`` are LightningCLI's (:mod:`torchfair.training.cli`).
+Every command takes ``--config FILE`` (a YAML of its options) and ``--print_config``.  A list option takes its
+values as argparse would (``--run a.txt --run b.txt``, ``--measures dips ndcg@10``) or as one YAML list; a bool is a
+flag (``--trec``) or takes ``true``/``false``.  A bad value is one line on stderr naming the option, before any work.
 :func:`main` returns the exit code (0 success, 2 usage or input error, 3 sweep locked, 130 interrupted).
 
-Examples::
-
-    torchfair metrics --run run.txt --qrels qrels.txt --measures ndcg ndcg_cut_10 P_5 recall_100 map --trec
-    torchfair metrics --run bm25.txt --run fair.txt --qrels qrels.txt --groups groups.txt --measures dips ndcg@10
-    torchfair evaluate --ckpts runs/a/last.ckpt --out reports/a --rerank targeted:measure=dips,keep=9
+Example: ``torchfair metrics --run run.txt --qrels qrels.txt --measures ndcg ndcg_cut_10 P_5 map --trec``.
 """
 from __future__ import annotations
 
@@ -156,8 +148,7 @@ def _check_outputs(command: str, cfg) -> None:
     out = cfg.get("out")
     if command in ("evaluate", "sweep"):
         if not out:
-            raise ValueError("`--out` is required: the directory for the " + ("report" if command == "evaluate"
-                                                                              else "sweep") + " files")
+            raise ValueError(f"`--out` is required: the directory for the {command} files")
         if os.path.exists(out) and not os.path.isdir(out):
             raise ValueError(f"--out: {out} is an existing file; give a directory")
         parent = os.path.dirname(os.path.abspath(out))
@@ -176,10 +167,8 @@ def _run(command: str, cfg) -> int:
     _check_outputs(command, cfg)
     if command == "metrics":
         res = _call(funcs[0], cfg)
-        for note in res.notes:
-            print(f"torchfair metrics: note: {note}", file=sys.stderr)
-        for warning in res.warnings:
-            print(f"torchfair metrics: warning: {warning}", file=sys.stderr)
+        for kind, text in [("note", n) for n in res.notes] + [("warning", w) for w in res.warnings]:
+            print(f"torchfair metrics: {kind}: {text}", file=sys.stderr)
         _call(funcs[1], cfg, res=res)
         return 0
     if command == "evaluate":
