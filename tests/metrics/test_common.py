@@ -1,4 +1,4 @@
-"""torchfair.metrics._common: the plumbing every measure goes through.
+"""torchfair.metrics.common: the plumbing every measure goes through.
 
 * ``safe_div`` / ``safe_log``: the value where defined, 0 elsewhere, and no NaN in the gradient;
 * ``reduce`` / ``finish``: per-entry means over the lists where the entry is defined, against a loop;
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from torchfair._validation import Batch
 from torchfair.browsing import RBP, TopK
-from torchfair.metrics._common import (check_bool, check_k, check_ordering, check_target_string, clamp_rounding,
+from torchfair.metrics.common import (check_bool, check_k, check_ordering, check_target_string, clamp_rounding,
                                        cut_browsing, expectation_over_rankings, finish, ideal_sort, order,
                                        out_of_range_tolerance, precise_dtype, reduce, safe_div, safe_log)
 from torchfair.orderings import Hard, Sampled, SoftRank
@@ -83,7 +83,7 @@ def test_ideal_sort_is_the_stable_descending_sort_with_padding_last(rows):
 def test_ideal_sort_compiled_and_torch_sorts_agree(dtype, monkeypatch):
     """The compiled radix sort (plain CPU tensors) and torch's stable sort (elsewhere) give the same order and keys
     on long lists of mostly tied relevance (full-catalogue lists: a few relevant items among thousands)."""
-    from torchfair.metrics import _common
+    from torchfair.metrics import common as _common
 
     g = torch.Generator().manual_seed(3)
     key = (torch.rand(5, 3000, generator=g) < 0.01).to(dtype) * torch.randint(1, 6, (5, 3000), generator=g)

@@ -81,7 +81,7 @@ from torch import Tensor
 from .. import _linalg
 from .._validation import check_choice, check_number, check_reduction
 from ..browsing import RBP, Cascade
-from ..metrics._common import reduce
+from ..metrics.common import reduce
 from ..metrics.exposure import ExpectedExposure, ideal_exposure
 from ..orderings.stochastic import Sampled
 

@@ -156,7 +156,7 @@ from torch import Tensor
 from .. import _linalg
 from .._validation import as_membership, check_number, group_codes, prepare, require
 from ..browsing import RBP, BrowsingModel, Geometric, Logarithmic
-from ..metrics._common import clamp_rounding, order, safe_div
+from ..metrics.common import clamp_rounding, order, safe_div
 from ..metrics.pairwise import rank_parity
 from ..orderings.base import OrderingLike
 from ..orderings import Hard, OrderedBatch, Ordering

@@ -57,7 +57,7 @@ from torch import Tensor
 from .. import _linalg
 from .._validation import check_choice, check_reduction, prepare
 from ..browsing import BrowsingModel, Logarithmic, get_browsing
-from ..metrics._common import finish, order
+from ..metrics.common import finish, order
 from ..orderings.base import OrderingLike
 
 __all__ = ["trec_fair_awrf", "trec_discount", "jensen_shannon"]

@@ -27,7 +27,7 @@ from .._validation import Batch, check_group_id, check_number, prepare
 from ..browsing import BrowsingModel, Logarithmic, TopK, get_browsing
 from ..orderings.base import OrderingLike
 from ..orderings.plackett_luce import top1_probability
-from ._common import finish, order, safe_div
+from .common import finish, order, safe_div
 
 __all__ = ["top1_exposure_gap", "disparate_exposure"]
 

@@ -57,7 +57,7 @@ from .._validation import (Batch, check_choice, check_group_id, check_number, ch
 from ..browsing import RBP, BrowsingModel, Geometric, Logarithmic, ReciprocalRank
 from ..orderings.base import OrderingLike
 from ..orderings import OrderedBatch
-from ._common import (check_bool, check_k, check_target_string, clamp_rounding, cut_browsing, finish, ideal_sort,
+from .common import (check_bool, check_k, check_target_string, clamp_rounding, cut_browsing, finish, ideal_sort,
                       order, safe_div, safe_log)
 
 __all__ = ["exposure_misallocation", "misallocation_norm", "individual_misallocation", "ideal_exposure",

@@ -34,7 +34,7 @@ from torch import Tensor
 from .. import _linalg
 from .._validation import check_group_id, pad_groups, prepare
 from ..orderings.base import OrderingLike
-from ._common import check_bool, check_k, order
+from .common import check_bool, check_k, order
 
 __all__ = ["isotonic_regression", "MonotonicityTest", "monotonicity_test"]
 

@@ -57,7 +57,7 @@ from .. import _linalg
 from .._validation import check_group_id, check_number, check_reduction, prepare
 from ..browsing import RBP, BrowsingModel, TopK, Uniform
 from ..orderings.base import LevelPairWeight, OrderingLike
-from ._common import check_k, clamp_rounding, cut_browsing, finish, order, reduce, safe_div
+from .common import check_k, clamp_rounding, cut_browsing, finish, order, reduce, safe_div
 
 __all__ = ["dips", "individual_dissatisfaction", "igi", "ree", "pairwise_gap", "pairwise_accuracy",
            "accuracy_gaps", "rank_parity", "RankParity", "discordant_fraction", "kendall_tau"]

@@ -67,7 +67,7 @@ from .._validation import (Batch, check_choice, check_group_id, check_int, check
                            prepare, require)
 from ..orderings.base import OrderingLike
 from ..orderings import OrderedBatch
-from ._common import (check_bool, check_k, check_target_string, clamp_rounding, finish, order, precise_dtype,
+from .common import (check_bool, check_k, check_target_string, clamp_rounding, finish, order, precise_dtype,
                       safe_div, safe_log)
 
 __all__ = ["rnd", "rrd", "rkl", "pref", "skew", "ndkl", "fair", "prefix_mass", "MAX_NORMALISER_STATES", "fair_test",

@@ -95,7 +95,7 @@ import torch
 from torch import Tensor
 
 from .._validation import Batch, check_int, check_number
-from ..metrics._common import precise_dtype
+from ..metrics.common import precise_dtype
 from ..metrics.declarations import get_declaration
 from ..orderings.hard import Hard
 from ._common import Reranking, finish_rerank, groups_present, prepare_rerank, start_order

@@ -1,5 +1,9 @@
 """Plumbing shared by the measures: orderings, argument checks, cut-offs, reductions, safe arithmetic.
 
+A public module so that the other rooms writing measure arithmetic (the FairRankTune / expeval / TREC Fair
+re-implementations in :mod:`torchfair.compat`, the targeted re-ranker) use the same helpers; none of its names is
+part of ``torchfair.metrics``' own surface.
+
 Every measure module calls these helpers so that one rule is written once:
 
 * :func:`order` resolves ``ordering=`` (an :class:`~torchfair.orderings.Ordering`, a precomputed
