@@ -91,8 +91,8 @@ repeated item keeps one entry).  torchfair's own :func:`torchfair.rerank.det_con
 Per list the compat functions take about half FairRankTune's time (``experiments/results/bench_frt.md``).
 
 12. DETCONSTSORT (Geyik et al. 2019, Algorithm 3).  Runs the compiled walk of :mod:`torchfair.rerank.detconstsort`
-   with the settings below (its private ``_walk`` keywords); FRT differs from the paper and from
-   :func:`~torchfair.rerank.det_const_sort` in:
+   with the settings below (the keywords of :func:`torchfair.rerank.detconstsort.detconstsort_walk`); FRT
+   differs from the paper and from :func:`~torchfair.rerank.det_const_sort` in:
 
    a. the insertion's deadline test is the paper's 1-based ``maxIndices[start-1] >= start`` applied to 0-based
       indices, so an item may move down to one position past its deadline (``deadline_slack=1``), and a prefix
@@ -1082,7 +1082,7 @@ def DETCONSTSORT(current_ranking_df, item_group_dict, current_ranking_scores_df,
         >>> list(ranking[0]), list(scores[0])
         (['a', 'b', 'd', 'c'], [6.0, 5.0, 3.0, 4.0])
     """
-    from ..rerank.detconstsort import _walk
+    from ..rerank.detconstsort import detconstsort_walk
 
     items, groups, scores = _rerank_inputs(current_ranking_df, item_group_dict, current_ranking_scores_df)
     n = len(items)
@@ -1106,8 +1106,9 @@ def DETCONSTSORT(current_ranking_df, item_group_dict, current_ranking_scores_df,
                          f"{int(counts[p > 0].sum())} items: FRT 0.0.7 loops forever here (it fills positions from "
                          f"groups with a positive share only, until it has placed min(k + 1, n) = {min(k + 1, n)})")
     key = (len(uniq) - 1 - inv.reshape(-1)).astype(np.int64)  # lower = higher score, equal scores equal keys
-    sel = _walk(codes.reshape(1, -1).astype(np.int64), np.array([n], dtype=np.int64), p.reshape(1, -1), k + 1,
-                key=key.reshape(1, -1), deadline_slack=1, floor_eps=0.0, whole_batches=True)[0, :k]
+    sel = detconstsort_walk(codes.reshape(1, -1).astype(np.int64), np.array([n], dtype=np.int64),
+                            p.reshape(1, -1), k + 1, key=key.reshape(1, -1), deadline_slack=1, floor_eps=0.0,
+                            whole_batches=True)[0, :k]
     return _rerank_result(items, groups, scores, sel)
 
 

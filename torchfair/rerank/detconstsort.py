@@ -39,7 +39,8 @@ def _kernel_py(codes_sorted, n, p, k, out, key, slack, floor_eps, whole_batches)
     """One list at a time: ``codes_sorted[b, q]`` the group of the item at start position q; writes into
     ``out[b, :]`` the start positions in output order (all real ones, the unplaced after the prefix).
 
-    ``key[b, q]``: the comparison key of the item at start position q (lower = better; :func:`_walk` passes ``q``
+    ``key[b, q]``: the comparison key of the item at start position q (lower = better;
+    :func:`detconstsort_walk` passes ``q``
     itself by default).  ``slack``: how many positions an item may sit past its deadline (0: the paper; 1:
     FairRankTune's 0-based reading).  ``floor_eps``: added before the floor of ``k' p_g``.  ``whole_batches``: the
     items of one step are all placed even past ``k`` (FairRankTune), else the walk stops at ``k``."""
@@ -139,8 +140,9 @@ def _kernel():
     return _KERNEL
 
 
-def _walk(codes_sorted: np.ndarray, n: np.ndarray, p: np.ndarray, k: int, *, key: Optional[np.ndarray] = None,
-          deadline_slack: int = 0, floor_eps: float = 1e-9, whole_batches: bool = False) -> np.ndarray:
+def detconstsort_walk(codes_sorted: np.ndarray, n: np.ndarray, p: np.ndarray, k: int, *,
+                      key: Optional[np.ndarray] = None, deadline_slack: int = 0, floor_eps: float = 1e-9,
+                      whole_batches: bool = False) -> np.ndarray:
     """Run the DetConstSort walk on host arrays: ``codes_sorted [B, N]`` int64 groups in start order (-1: none),
     ``n [B]`` real items, ``p [B, G]`` float64 shares, prefix length ``k``.  Returns ``[B, N]`` int64: the start
     positions in output order.  The keywords are the knobs :func:`torchfair.compat.fairranktune.DETCONSTSORT`
@@ -230,7 +232,8 @@ def det_const_sort(scores: Tensor, groups: Tensor, *, distribution: Optional[Dis
     order, _ = start_order(b)
     codes_sorted = codes.gather(-1, order)
     n = b.mask.sum(-1)
-    out = _walk(codes_sorted.cpu().numpy().astype(np.int64), n.cpu().numpy().astype(np.int64), p.numpy(), int(K))
+    out = detconstsort_walk(codes_sorted.cpu().numpy().astype(np.int64), n.cpu().numpy().astype(np.int64),
+                            p.numpy(), int(K))
     sel = torch.from_numpy(out).to(order.device)  # start positions in output order
     ranking = order.gather(-1, sel)
     one_group = groups_present(b) < 2
