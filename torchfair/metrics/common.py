@@ -31,7 +31,6 @@ from torch import Tensor
 from .._validation import Batch, check_choice, check_number, check_reduction
 from ..browsing import BrowsingModel, TopK, get_browsing
 from ..orderings import Hard, MixtureOrderedBatch, OrderedBatch, Ordering
-from ..orderings._sweeps import kernels
 
 __all__ = ["order", "check_k", "check_bool", "cut_browsing", "check_target_string", "expectation_over_rankings",
            "safe_div", "safe_log", "ideal_sort", "reduce", "finish", "out_of_range_tolerance", "precise_dtype",
@@ -119,12 +118,11 @@ def ideal_sort(key: Tensor, mask: Tensor) -> Tuple[Tensor, Tensor]:
     """The ideal ranking of each list: ``key`` descending, ties by list index, padded items last.
 
     Returns ``(sorted_key, order)``, both ``[B, N]``; ``order[b, k]`` is the item at position ``k`` and
-    ``sorted_key`` holds ``-inf`` at padded positions.  On plain CPU tensors the sort is the compiled radix sort
-    of :class:`~torchfair.orderings.Hard` (the same stable order, several times faster on long lists)."""
+    ``sorted_key`` holds ``-inf`` at padded positions.  The order is :class:`~torchfair.orderings.Hard`'s (the same
+    stable order; on plain CPU tensors its compiled radix sort, several times faster on long lists)."""
     k = torch.where(mask, key, torch.full_like(key, float("-inf")))
-    K = kernels("auto", key, mask)
-    if K is not None and not bool(torch.isnan(key).any()):
-        order_ = K.sort_desc(key, mask)[0]
+    if not bool(torch.isnan(key).any()):
+        order_ = Hard()(key.detach(), mask).order
         return k.gather(-1, order_), order_
     srt = torch.sort(k, dim=-1, descending=True, stable=True)
     return srt.values, srt.indices
