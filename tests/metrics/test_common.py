@@ -88,7 +88,7 @@ def test_ideal_sort_is_torchs_stable_sort(dtype):
     key = (torch.rand(5, 3000, generator=g) < 0.01).to(dtype) * torch.randint(1, 6, (5, 3000), generator=g)
     mask = torch.rand(5, 3000, generator=g) < 0.9
     fast = ideal_sort(key, mask)
-    ref = torch.sort(torch.where(mask, key, torch.full_like(key, float("-inf"))), -1, descending=True, stable=True)
+    ref = torch.sort(torch.where(mask, key, torch.full_like(key, float("-inf"))), dim=-1, descending=True, stable=True)
     assert torch.equal(fast[1], ref.indices) and torch.equal(fast[0], ref.values)
 
 
