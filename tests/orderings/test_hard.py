@@ -239,3 +239,18 @@ def test_hard_sweep_contraction_equals_the_pairwise_contraction(ties):
                             dense = OrderedBatch.contract(ob, right, which=which, pair_weight=pw, browsing=br,
                                                           relevance=rel)
                         assert torch.allclose(fast, dense, atol=1e-12), (trial, which, br, be)
+
+
+@pytest.mark.parametrize("backend", ["auto", "torch"])
+def test_sort_order_is_a_stable_descending_sort_with_padding_last(backend):
+    """hard.sort_order (the ideal rankings' sort): by a plain loop -- key descending, ties by index, padded last."""
+    from torchfair.orderings.hard import sort_order
+
+    g = torch.Generator().manual_seed(5)
+    key = torch.randint(0, 3, (6, 40), generator=g).double()
+    mask = torch.rand(6, 40, generator=g) < 0.8
+    got = sort_order(key, mask, backend=backend)
+    for b in range(6):
+        real = sorted((i for i in range(40) if mask[b, i]), key=lambda i: (-float(key[b, i]), i))
+        assert got[b, :len(real)].tolist() == real
+        assert sorted(got[b, len(real):].tolist()) == [i for i in range(40) if not mask[b, i]]

@@ -38,6 +38,17 @@ from ._sweeps import (BACKENDS, _accumulation_dtype, _at, _combine, _dense_rank,
 __all__ = ["Hard", "HardOrderedBatch", "scores_from_ranking"]
 
 
+def sort_order(key: Tensor, mask: Tensor, backend: str = "auto") -> Tensor:
+    """``[B, N]`` long: each list's items by ``key`` descending, ties by index, padded items last -- the order
+    :class:`Hard` sorts with (its compiled radix sort on plain float CPU tensors, torch's stable sort elsewhere),
+    without building an ordering; the measures sort their ideal rankings with it."""
+    K = kernels(backend, key, mask)
+    if K is not None and not bool(torch.isnan(key).any()):
+        return K.sort_desc(key, mask)[0]
+    masked = torch.where(mask, key, torch.full_like(key, float("-inf")))
+    return torch.sort(masked, dim=-1, descending=True, stable=True).indices
+
+
 def scores_from_ranking(ranking: Tensor, mask: Optional[Tensor] = None, *, dtype: torch.dtype = torch.float32
                         ) -> Tensor:
     """Scores whose descending sort reproduces an explicit ranking.
