@@ -1986,6 +1986,12 @@ EXEMPT: Dict[str, str] = {
     "evaluation.read_qrels": "file reader (I/O)",
     "evaluation.read_group_file": "file reader (I/O)",
     "evaluation.read_table": "file reader (I/O)",
+    "evaluation.TREC_EVAL": "a dict of evaluate_lists options (tests/evaluation/test_trec.py: against pytrec_eval)",
+    "evaluation.TREC_READ": "a dict of read_trec options (tests/evaluation/test_trec.py: against pytrec_eval)",
+    "evaluation.PositionShares": "an accumulator of the engine: tests/evaluation/test_accumulators.py (a plain loop over "
+                                 "the lists, merge_state of two halves, through evaluate_lists and streamed)",
+    "evaluation.PooledMPC": "an accumulator of the engine returning a dict: tests/evaluation/test_accumulators.py "
+                            "(against matched_pair_calibration on one batch, a hand example, merge_state)",
 }
 
 #: the modules whose public names the harness must cover, as (prefix, module)

@@ -9,8 +9,8 @@ import torch
 pytest.importorskip("pytorch_lightning")
 
 from torchfair.cli import main as cli_main  # noqa: E402
-from torchfair.training import report as report_mod  # noqa: E402
-from torchfair.training.report import _default_names, evaluate_checkpoints  # noqa: E402
+from torchfair.training import evaluate as evaluate_mod  # noqa: E402
+from torchfair.training.evaluate import _default_names, evaluate_checkpoints  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SYNTH = ["--data.variant", "synthetic", "--data.n_test", "3", "--data.n_val", "2", "--data.num_negatives", "5",
@@ -23,7 +23,7 @@ def no_work(monkeypatch):
     """Loading a checkpoint (the first work `evaluate` does) fails loudly."""
     def boom(*a, **k):
         raise AssertionError("work started before --out was checked")
-    monkeypatch.setattr(report_mod, "load_checkpoint", boom)
+    monkeypatch.setattr(evaluate_mod, "load_checkpoint", boom)
 
 
 def _one_line(err: str) -> str:
@@ -156,7 +156,9 @@ def test_dips_synthetic_writes_under_runs_unless_results(tmp_path, monkeypatch):
 
 def test_metrics_ndcg_ideal_ranking_from_all_judged_documents(tmp_path, capsys):
     """q1: the run ranks d1 (rel 1), d2 (rel 2), d4 (unjudged); the qrels also judge d3 (rel 1), absent from the run.
-    q2: the run ranks a (unjudged), b (rel 1); c (rel 2) is judged but absent.  Gain 2^rel - 1, discount log2(1+pos)."""
+    q2: the run ranks a (unjudged), b (rel 1); c (rel 2) is judged but absent.  Gain 2^rel - 1 (torchfair's default),
+    discount log2(1+pos): the ideal is trec_eval's (every judged document), the gain is not (trec_eval's is linear,
+    which gives 0.7224 for q1; tests/evaluation/test_table_trec.py checks trec_eval's own values)."""
     import json
     import math
 
@@ -166,9 +168,11 @@ def test_metrics_ndcg_ideal_ranking_from_all_judged_documents(tmp_path, capsys):
     d = lambda pos: math.log2(pos + 1)  # noqa: E731
     dcg1 = 1 / d(1) + 3 / d(2)
     dcg2 = 1 / d(2)
-    trec = {"q1": dcg1 / (3 / d(1) + 1 / d(2) + 1 / d(3)), "q2": dcg2 / (3 / d(1) + 1 / d(2))}
+    judged = {"q1": dcg1 / (3 / d(1) + 1 / d(2) + 1 / d(3)), "q2": dcg2 / (3 / d(1) + 1 / d(2))}  # exponential gain
     run_only = {"q1": dcg1 / (3 / d(1) + 1 / d(2)), "q2": dcg2 / (1 / d(1))}
-    assert round(trec["q1"], 4) == 0.7003 and round(run_only["q1"], 4) == 0.7967
+    assert round(judged["q1"], 4) == 0.7003 and round(run_only["q1"], 4) == 0.7967
+    trec_eval_q1 = (1 / d(1) + 2 / d(2)) / (2 / d(1) + 1 / d(2) + 1 / d(3))  # linear gain: trec_eval's ndcg
+    assert round(trec_eval_q1, 4) == 0.7224
 
     def per_list(*extra):
         out = tmp_path / "o.json"
@@ -179,10 +183,10 @@ def test_metrics_ndcg_ideal_ranking_from_all_judged_documents(tmp_path, capsys):
         t = EvaluationTable.from_json(out)
         return t, {lid: dict(zip(t.columns, row)) for lid, row in zip(t.list_ids, t.values.tolist())}
 
-    t, rows = per_list()  # default: trec_eval's convention
+    t, rows = per_list()  # default: the ideal ranking from every judged document (trec_eval's ideal)
     for q in ("q1", "q2"):
-        assert math.isclose(rows[q]["ndcg"], trec[q], rel_tol=1e-6), (q, rows[q])
-    assert math.isclose(t.mean["ndcg"], (trec["q1"] + trec["q2"]) / 2, rel_tol=1e-6)
+        assert math.isclose(rows[q]["ndcg"], judged[q], rel_tol=1e-6), (q, rows[q])
+    assert math.isclose(t.mean["ndcg"], (judged["q1"] + judged["q2"]) / 2, rel_tol=1e-6)
     # at k=2 q1's ideal top 2 (rel 2, 1) is the same either way
     assert math.isclose(rows["q1"]["ndcg@2"], run_only["q1"], rel_tol=1e-6)
     t, rows = per_list("--ideal", "run")

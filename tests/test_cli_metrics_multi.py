@@ -168,16 +168,16 @@ def test_identical_runs_differ_by_zero_with_a_zero_width_interval(trec, capsys):
 
 def test_names_are_checked(trec, capsys):
     assert main(_args(trec, "a.txt", "b.txt", extra=["--name", "x"])) == 2
-    assert "names" in capsys.readouterr().err
+    assert "--names" in capsys.readouterr().err
     assert main(_args(trec, "a.txt", "b.txt", extra=["--name", "x", "--name", "x"])) == 2
     err = capsys.readouterr().err
     assert "names" in err and "'x'" in err
     (trec / "sub").mkdir()
     (trec / "sub" / "a.txt").write_text(RUN_B)
     assert main(_args(trec, "a.txt", "sub/a.txt")) == 2  # same file stem: name them
-    assert "names" in capsys.readouterr().err
+    assert "--names" in capsys.readouterr().err
     assert main(["metrics", "--table", str(trec / "a.txt"), "--name", "x"]) == 2
-    assert "names" in capsys.readouterr().err
+    assert "--names" in capsys.readouterr().err
 
 
 def test_runs_without_a_shared_query_are_an_error_naming_run(trec, capsys):
@@ -187,7 +187,7 @@ def test_runs_without_a_shared_query_are_an_error_naming_run(trec, capsys):
     args[args.index("--qrels") + 1] = str(trec / "qrels9.txt")
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert "`run`" in err and "no query in common" in err
+    assert "--run" in err and "no query in common" in err
     with pytest.raises(ValueError, match="no list id in common"):
         paired_differences(_alone(trec, "a.txt", 0), evaluate_lists([([1.0, 0.5], [1.0, 0.0])], ["ndcg"], list_ids=["z"],
                                                               bootstrap=0), pair_by="id")
@@ -205,7 +205,7 @@ def test_runs_ranking_other_groups_share_group_ids(trec, capsys):
 
 def test_per_list_csv_with_several_runs_is_an_error(trec, capsys):
     assert main(_args(trec, "a.txt", "b.txt", extra=["--format", "csv", "--per-list"])) == 2
-    assert "per_list" in capsys.readouterr().err
+    assert "--per_list" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------------------ the shared routines

@@ -111,7 +111,8 @@ class MeasureTester:
 
     def _call(self, s, r, g, mask, opts: Mapping[str, Any], **kw):
         data = {"scores": s, "relevance": r, "groups": g, "mask": mask}
-        args = {k: data[k] for k in self.m.data if k != "scores" and data[k] is not None}
+        # optional data the corpus does not hold (``ideal_relevance``) keep their default
+        args = {k: data[k] for k in self.m.data if k != "scores" and data.get(k) is not None}
         if "num_groups" in self.params and g is not None and not g.is_floating_point():
             args["num_groups"] = 2
         if "return_valid" in self.params:

@@ -13,10 +13,12 @@ Example: ``torchfair metrics --run run.txt --qrels qrels.txt --measures ndcg ndc
 """
 from __future__ import annotations
 
+import collections.abc
 import importlib
 import inspect
 import json
 import os
+import re
 import sys
 import typing
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -67,8 +69,8 @@ def _function(path: str) -> Callable:
 
 
 def _is_list(hint) -> bool:
-    args = typing.get_args(hint) or (hint,)
-    return any(typing.get_origin(a) in (list, tuple, Sequence, typing.Sequence) or a in (list, tuple)
+    args = typing.get_args(hint) if typing.get_origin(hint) is typing.Union else (hint,)
+    return any(typing.get_origin(a) in (list, tuple, collections.abc.Sequence) or a in (list, tuple)
                for a in args)
 
 
@@ -240,9 +242,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   file=sys.stderr)
             return 2
         return _run(command, cfg.clone().as_dict() if hasattr(cfg, "as_dict") else cfg)
-    except (ValueError, ImportError, OSError) as e:
-        print(f"torchfair {command}: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
-              file=sys.stderr)
+    except (ValueError, ImportError, OSError) as e:  # the library names a parameter `x`: the option is --x
+        msg = re.sub(r"`(\w+)`|\b(\w+)=True\b", lambda m: f"--{m.group(1) or m.group(2)}",
+                     (str(e) or type(e).__name__).splitlines()[0])
+        print(f"torchfair {command}: error: {msg}", file=sys.stderr)
         return 2
 
 

@@ -6,7 +6,10 @@ import re
 import pytest
 import torch
 
-from torchfair.cli import MISSING_GROUPS, NEGATIVE_GRADES, build_parser, main
+import typing
+
+from torchfair.cli import build_parser, main
+from torchfair.evaluation.files import evaluate_files
 from torchfair.evaluation import read_group_file, read_qrels, read_table, read_trec
 from torchfair.evaluation import io as tio
 from torchfair.metrics import exposure as ex
@@ -40,7 +43,9 @@ def trec_args(d, run="run.txt", qrels="qrels.txt", groups="groups.txt"):
 
 
 def test_cli_choices_match_the_reader():
-    assert MISSING_GROUPS == tio.MISSING_GROUPS and NEGATIVE_GRADES == tio.NEGATIVE_GRADES
+    hints = typing.get_type_hints(evaluate_files)
+    assert typing.get_args(hints["missing_groups"]) == tio.MISSING_GROUPS
+    assert typing.get_args(hints["negative_grades"]) == tio.NEGATIVE_GRADES
 
 
 # ------------------------------------------------------------------------------------------ missing groups
@@ -260,10 +265,8 @@ def test_list_measures_prints_full_descriptions(capsys):
         assert " ".join(p for p in parts if p) == want
 
 
-def test_parser_builds_without_evaluation():
-    # the parser (and --help) does not need torchfair.evaluation
-    p = build_parser()
-    assert p.parse_args(["metrics", "--missing-groups", "unknown"]).metrics.missing_groups == "unknown"
+def test_parser_reads_the_readers_options():
+    assert build_parser("metrics").parse_args(["--missing_groups", "unknown"]).missing_groups == "unknown"
 
 
 @pytest.mark.parametrize("kind", ["trec", "csv"])

@@ -15,7 +15,8 @@ from torchfair.evaluation.registry import get_measure
 from torchfair.metrics import dips
 
 CLASSES = [n for n in M.__all__ if n not in ("FairnessMetric", "metric_class")]
-DATA = {"scores", "relevance", "groups", "mask", "num_groups", "return_valid", "reduction", "validate_args"}
+DATA = {"scores", "relevance", "groups", "mask", "num_groups", "return_valid", "reduction", "validate_args",
+        "ideal_relevance"}
 
 
 def _measure_of(cls):

@@ -243,3 +243,30 @@ def test_parse_request_strips_spaces_around_names_and_cut_offs():
     assert (r.name, r.options["k"]) == ("ndcg", 5)
     with pytest.raises(ValueError, match="cut-off"):
         parse_request("ndcg@ten")
+
+
+def test_trec_eval_measure_names():
+    """trec_eval's printed names map to the measure, its cut-off and its conventions, labelled as trec_eval
+    prints them; torchfair's own names (``ndcg``, ``recall``) are not rewritten."""
+    want = {"ndcg_cut_5": ("ndcg", {"gain": "linear", "k": 5}), "P_10": ("precision", {"k": 10}),
+            "recall_100": ("recall", {"k": 100}), "recip_rank": ("mrr", {}), "map": ("average_precision", {}),
+            "map_cut_20": ("average_precision", {"k": 20}), "Rprec": ("r_precision", {}),
+            "ndcg": ("ndcg", {}), "recall": ("recall", {})}
+    for name, (measure, opts) in want.items():
+        r = parse_request(name)
+        assert (r.name, r.options, r.label) == (measure, opts, name)
+    r = parse_request("P_10:threshold=1,label=p10")
+    assert (r.name, r.options, r.label) == ("precision", {"k": 10, "threshold": 1}, "p10")
+    assert parse_request("map@5").options == {"k": 5} and parse_request("map@5").label == "map@5"
+    with pytest.raises(ValueError, match="cut-off"):
+        parse_request("P_10@5")
+    with pytest.raises(ValueError, match="cut-off"):
+        parse_request("P_0")
+    with pytest.raises(ValueError, match="P_x"):  # not a trec_eval name: an unknown measure
+        get_measure(parse_request("P_x").name)
+    # a registered name wins over the trec_eval reading
+    register("map", lambda scores, relevance, mask=None: scores.sum(-1))
+    try:
+        assert parse_request("map").name == "map"
+    finally:
+        unregister("map")

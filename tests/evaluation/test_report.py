@@ -1,5 +1,5 @@
-"""torchfair/evaluation/report.py: paired differences and the side-by-side report against plain loops, and the
-report's tables (markdown, long CSV)."""
+"""torchfair/evaluation/report.py: paired differences and the side-by-side report against plain loops, the
+report's tables (markdown, long CSV) and its files (JSON, markdown, CSV, the position plot)."""
 import csv
 import io
 import math
@@ -79,3 +79,68 @@ def test_markdown_and_long_csv_carry_every_run_and_difference():
     assert float(y_ndcg["mean"]) == pytest.approx(np.nanmean(t["y"]["ndcg"]))
     want, _ = _by_hand(t["x"], t["y"], range(3), range(3), "ndcg")
     assert float(y_ndcg["diff_mean"]) == pytest.approx(want) and y_ndcg["reference"] == "x"
+
+
+def _file_report():
+    t = {"plain": _table([1.0, -1.0, 2.0], ["a", "b", "c"]), "fair": _table([-1.0, 1.0, 3.0], ["a", "b", "c"])}
+    meta = {"checkpoint": "/runs/p.ckpt", "epoch": 3, "ranker": "mf", "fairness_loss": {"repr": "DIPSLoss()"},
+            "lam": 0.5, "rerank": None}
+    extra = {"plain": {"meta": meta, "group_names": ["M", "F"], "position_share": [[0.25, 0.75], [1.0, 0.0]],
+                       "mpc": {"defined": True, "group": 1, "estimate": 0.5, "ci_low": -0.25, "ci_high": 1.25,
+                               "n_pairs": 7}},
+             "fair": {"meta": {**meta, "rerank": "fair:p=0.5"}, "group_names": ["M", "F"],
+                      "position_share": [[0.5, 0.5], [0.5, 0.5]], "mpc": {"defined": False}}}
+    rep = compare(t, bootstrap=20, seed=3, extra=extra)
+    rep["split"] = "test"
+    return rep
+
+
+def test_write_report_writes_json_markdown_csv_and_the_plot(tmp_path):
+    import json
+
+    from torchfair.evaluation.report import jsonable, write_report
+
+    rep = _file_report()
+    paths = write_report(rep, tmp_path / "r", csv=True, unit="users", notes="Columns: ndcg.")
+    assert sorted(paths) == ["csv", "json", "md", "png"]
+    assert json.loads((tmp_path / "r" / "report.json").read_text()) == jsonable(rep)
+    assert (tmp_path / "r" / "report.csv").read_text() == long_csv(rep)
+    assert (tmp_path / "r" / "exposure_by_position.png").read_bytes()[:4] == b"\x89PNG"
+    md = (tmp_path / "r" / "report.md").read_text().splitlines()
+    assert md[0] == "# torchfair evaluate: test lists" and md[-1].startswith("- **fair**")
+    assert md[2] == ("Mean over users with 95% bootstrap intervals (20 replicates, seed 3); differences are paired "
+                     "(same users).  Columns: ndcg.")
+    assert markdown_table(rep) in "\n".join(md)
+    assert ("- **plain**: `/runs/p.ckpt` (epoch 3); ranker `mf`; fairness loss DIPSLoss() (lambda 0.5); 3 lists; "
+            "groups A = M, B = F.") in md
+    assert "  MPC(group 1) = +0.5000 [-0.2500, +1.2500] over 7 adjacent pairs (> 0: the group is under-ranked)." in md
+    assert "re-ranked by `fair:p=0.5`; 3 lists" in md[-1] and sum("MPC(" in ln for ln in md) == 1
+    # without position shares: no plot; a run without a checkpoint: its number of lists
+    plain = compare({"x": _table([1.0, 2.0], ["a", "b"])}, bootstrap=0)
+    paths = write_report(plain, tmp_path / "p", title="runs")
+    assert sorted(paths) == ["json", "md"] and not (tmp_path / "p" / "exposure_by_position.png").exists()
+    text = (tmp_path / "p" / "report.md").read_text()
+    assert text.startswith("# runs\n") and "- **x**: 2 lists." in text and text.endswith("\n")
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ValueError, match="`out`"):
+        write_report(plain, tmp_path / "f")
+    with pytest.raises(ValueError, match="`report`"):
+        write_report({"order": []}, tmp_path / "q")
+    assert not (tmp_path / "q").exists()  # a malformed report writes nothing
+
+
+def test_markdown_and_figure_primitives(tmp_path):
+    from torchfair.evaluation.report import plot_position_shares, pyplot, save_figure, write_markdown
+
+    assert write_markdown(tmp_path / "a.md", ["# t", "", "x"]) == str(tmp_path / "a.md")
+    assert (tmp_path / "a.md").read_text() == "# t\n\nx\n"
+    with pytest.raises(ValueError, match="`lines`"):
+        write_markdown(tmp_path / "b.md", "# t")
+    plt = pyplot()
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    save_figure(fig, tmp_path / "f.png")
+    assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG" and not plt.get_fignums()
+    rep = _file_report()
+    plot_position_shares(rep, tmp_path / "s.png")
+    assert (tmp_path / "s.png").stat().st_size > 1000

@@ -180,3 +180,57 @@ def test_a_chunk_of_similar_lists_is_measured_in_few_batches(monkeypatch):
     lengths = torch.randint(26000, 26745, (512,), generator=torch.Generator().manual_seed(0)).tolist()
     widths = {w for _, w in table._plan_batches(lengths, 1024, 2 ** 21)}
     assert len(widths) <= 2 and sum(len(b) for b, _ in table._plan_batches(lengths, 1024, 2 ** 21)) == 512
+
+
+def test_pad_lists_hand_example():
+    from torchfair.evaluation.table import pad_lists
+
+    lists = [(torch.tensor([0.5, 0.1]), torch.tensor([1.0, 0.0]), torch.tensor([1, 0])),
+             (torch.tensor([0.3], dtype=torch.float64), torch.tensor([2.0]), torch.tensor([1]))]
+    s, r, g, m = pad_lists(lists, width=3)
+    assert s.dtype == r.dtype == torch.float64  # one float64 list: the batch in float64
+    assert s.tolist() == [[0.5, pytest.approx(0.1), 0.0], [0.3, 0.0, 0.0]] and r.tolist() == [[1, 0, 0], [2, 0, 0]]
+    assert g.tolist() == [[1, 0, -1], [1, -1, -1]] and m.tolist() == [[True, True, False], [True, False, False]]
+    s, r, g, m = pad_lists([(torch.ones(2), None, torch.tensor([[0.2, 0.8], [1.0, 0.0]]))], soft=True, num_groups=2)
+    assert r is None and g.shape == (1, 2, 2) and s.dtype == torch.float32
+    for kw, name in (({"soft": True}, "num_groups"), ({"width": 1}, "width")):
+        with pytest.raises(ValueError, match=f"`{name}`"):
+            pad_lists(lists, **kw)
+    with pytest.raises(ValueError, match="`lists`"):
+        pad_lists([])
+
+
+class _Recorder:
+    """An accumulator that keeps what it is given."""
+
+    def __init__(self):
+        self.batches = []
+
+    def update(self, scores, relevance=None, groups=None, mask=None):
+        self.batches.append((scores.clone(), relevance.clone(), groups.clone(), mask.clone()))
+
+
+def test_accumulators_see_every_padded_batch_the_measures_see():
+    lists = make_lists(40, seed=3, max_len=30)
+    lists[5] = {**lists[5], "scores": torch.zeros(0), "relevance": torch.zeros(0),
+                "groups": torch.zeros(0, dtype=torch.long)}  # an empty list: in no batch
+    for run in ("eager", "stream"):
+        rec = _Recorder()
+        if run == "eager":
+            evaluate_lists(lists, ["dips"], num_groups=2, bootstrap=0, batch_size=7, accumulators=[rec])
+        else:
+            from torchfair.evaluation.table import evaluate_stream
+            evaluate_stream([lists[:17], lists[17:]], ["dips"], num_groups=2, bootstrap=0, batch_size=7,
+                            accumulators=(rec,))
+        seen = []
+        for s, r, g, m in rec.batches:
+            assert s.shape == r.shape == g.shape == m.shape and s.shape[0] <= 7
+            seen += [(s[b][m[b]].tolist(), r[b][m[b]].tolist(), g[b][m[b]].tolist()) for b in range(s.shape[0])]
+            assert (g[~m] == -1).all()
+        want = [(d["scores"].tolist(), d["relevance"].tolist(), d["groups"].tolist()) for d in lists
+                if len(d["scores"])]
+        assert sorted(seen) == sorted(want), run  # every non-empty list exactly once
+    with pytest.raises(ValueError, match="`accumulators`"):
+        evaluate_lists(lists, ["dips"], accumulators=[object()])
+    with pytest.raises(ValueError, match="`accumulators`"):
+        evaluate_lists(lists, ["dips"], accumulators=_Recorder())

@@ -4,7 +4,8 @@ import math
 import pytest
 import torch
 
-from torchfair.metrics.utility import dcg, err, ideal_dcg, ideal_ranking, mrr, ndcg, precision, rbp, recall
+from torchfair.metrics.utility import (average_precision, dcg, err, ideal_dcg, ideal_ranking, mrr, ndcg, precision,
+                                      r_precision, rbp, recall)
 from torchfair.orderings import Hard
 
 GEN = torch.Generator().manual_seed(0)
@@ -465,3 +466,180 @@ def test_err_under_average_ties_is_the_mean_over_tie_orders(k):
     got = err(s, r, max_grade=3, k=k, ordering=Hard("average"), mask=mask)
     one = err(s[1, :3], r[1, :3], max_grade=3, k=k, ordering=Hard("average"))
     assert got[1].item() == pytest.approx(one.item(), abs=1e-12)
+
+
+# ------------------------------------------------------------------------------------------ AP, R-precision, ideal
+def ref_ap(scores, rel, k=None, thr=0.0, n_rel=None):
+    """Average precision by its definition: precision at the rank of each relevant item in the top k, over R."""
+    r = _ranked(scores, rel)
+    R = sum(1 for x in r if x > thr) if n_rel is None else n_rel
+    hits, total = 0, 0.0
+    for pos, x in enumerate(r):
+        if x > thr:
+            hits += 1
+            if k is None or pos < k:
+                total += hits / (pos + 1)
+    return total / R if R else 0.0
+
+
+def ref_rprec(scores, rel, thr=0.0, n_rel=None):
+    r = _ranked(scores, rel)
+    R = sum(1 for x in r if x > thr) if n_rel is None else n_rel
+    return sum(1 for x in r[:R] if x > thr) / R if R else 0.0
+
+
+def _judged(rel, extra):
+    """``ideal_relevance`` ``[B, M]``: every list's own grades plus ``extra[b]`` judged grades it does not rank,
+    padded with 0, and the relevant counts (> 0) per list."""
+    rows = [[float(x) for x in rel[b]] + list(extra[b]) for b in range(rel.shape[0])]
+    M = max(len(x) for x in rows)
+    ideal = torch.tensor([x + [0.0] * (M - len(x)) for x in rows], dtype=torch.float64)
+    return ideal, rows
+
+
+@pytest.mark.parametrize("k", [None, 1, 3, 20])
+@pytest.mark.parametrize("thr", [0.0, 1.0])
+def test_average_precision_and_r_precision_match_loops(k, thr):
+    s, r = _batch()
+    ap, ok = average_precision(s, r, k=k, threshold=thr, return_valid=True)
+    for b in range(s.shape[0]):
+        assert ap[b].item() == pytest.approx(ref_ap(s[b], r[b], k, thr))
+        assert bool(ok[b]) == bool((r[b] > thr).any())
+    if k is None:
+        rp = r_precision(s, r, threshold=thr)
+        for b in range(s.shape[0]):
+            assert rp[b].item() == pytest.approx(ref_rprec(s[b], r[b], thr))
+    # every judged item of the query: the list's own plus unranked ones (grades 0..3, some relevant)
+    gen = torch.Generator().manual_seed(7)
+    extra = [[float(x) for x in torch.randint(0, 4, (int(torch.randint(0, 6, (1,), generator=gen)),),
+                                              generator=gen)] for _ in range(s.shape[0])]
+    ideal, rows = _judged(r, extra)
+    ap = average_precision(s, r, k=k, threshold=thr, ideal_relevance=ideal)
+    rp = r_precision(s, r, threshold=thr, ideal_relevance=ideal)
+    rc = recall(s, r, k=k, threshold=thr, ideal_relevance=ideal)
+    for b in range(s.shape[0]):
+        R = sum(1 for x in rows[b] if x > thr)
+        assert ap[b].item() == pytest.approx(ref_ap(s[b], r[b], k, thr, n_rel=R))
+        assert rp[b].item() == pytest.approx(ref_rprec(s[b], r[b], thr, n_rel=R))
+        hits = sum(1 for x in _ranked(s[b], r[b])[:k] if x > thr)
+        assert rc[b].item() == pytest.approx(hits / R if R else 0.0)
+
+
+def test_ndcg_ideal_from_every_judged_item_matches_a_loop():
+    s, r = _batch()
+    extra = [[3.0], [], [1.0, 2.0, 0.0], [0.0], [2.0, 2.0], [1.0]]
+    ideal, rows = _judged(r, extra)
+    for gain in ("exponential", "linear"):
+        g = (lambda x: 2 ** x - 1) if gain == "exponential" else (lambda x: x)
+        for k in (None, 2, 5):
+            got, ok = ndcg(s, r, k=k, gain=gain, ideal_relevance=ideal, return_valid=True)
+            for b in range(s.shape[0]):
+                best = sorted(rows[b], reverse=True)[:len(rows[b]) if k is None else k]
+                idcg = sum(g(x) / math.log2(p + 2) for p, x in enumerate(best))
+                assert got[b].item() == pytest.approx(ref_dcg(s[b], r[b], k, gain) / idcg if idcg else 0.0)
+                assert bool(ok[b]) == (idcg > 0)
+
+
+def test_trec_conventions_worked_by_hand():
+    """The run ranks d1 (grade 1), d2 (0), d3 (2); the qrels also judge d4 (grade 1) and d5 (0), unranked."""
+    s = torch.tensor([3.0, 2.0, 1.0], dtype=torch.float64)
+    r = torch.tensor([1.0, 0.0, 2.0], dtype=torch.float64)
+    judged = torch.tensor([1.0, 0.0, 2.0, 1.0, 0.0], dtype=torch.float64)
+    # NDCG, linear gain: DCG = 1 + 2/2 = 2; ideal 2, 1, 1 -> 2 + 1/log2(3) + 1/2
+    assert ndcg(s, r, gain="linear", ideal_relevance=judged).item() == pytest.approx(2 / (2.5 + 1 / math.log2(3)))
+    # without the unranked judgment the ideal is 2, 1 only
+    assert ndcg(s, r, gain="linear").item() == pytest.approx(2 / (2 + 1 / math.log2(3)))
+    # recall@3: 2 of the 3 relevant judged items (a 3-item list, yet not 1)
+    assert recall(s, r, k=3, ideal_relevance=judged).item() == pytest.approx(2 / 3)
+    assert recall(s, r, k=3).item() == 1.0
+    # AP: precision 1/1 at rank 1, 2/3 at rank 3; d4 never retrieved -> (1 + 2/3) / 3
+    assert average_precision(s, r, ideal_relevance=judged).item() == pytest.approx((1 + 2 / 3) / 3)
+    # R-precision: R = 3, top 3 holds 2 relevant
+    assert r_precision(s, r, ideal_relevance=judged).item() == pytest.approx(2 / 3)
+    # RR: no relevant item ranked, but one judged -> defined, 0 (trec_eval); without: undefined
+    none = torch.zeros(3, dtype=torch.float64)
+    v, ok = mrr(s, none, ideal_relevance=torch.tensor([0.0, 1.0]), return_valid=True)
+    assert v.item() == 0.0 and bool(ok)
+    v, ok = mrr(s, none, return_valid=True)
+    assert v.item() == 0.0 and not bool(ok)
+    # no relevant judged item at all: undefined everywhere (evaluate_lists(undefined="zero") counts it 0)
+    for fn in (ndcg, recall, average_precision, r_precision, mrr):
+        assert not bool(fn(s, none, ideal_relevance=torch.zeros(4), return_valid=True)[1]), fn.__name__
+
+
+@pytest.mark.parametrize("fn,kw", [(average_precision, {}), (average_precision, {"k": 2}), (r_precision, {})])
+def test_ap_and_r_precision_average_ties_are_the_mean_over_tie_orders(fn, kw):
+    import itertools
+    from torchfair.orderings import scores_from_ranking
+    s = torch.tensor([[1.0, 1.0, 1.0, 0.5, 0.5, 2.0]], dtype=torch.float64)
+    r = torch.tensor([[1.0, 0.0, 2.0, 1.0, 0.0, 0.0]], dtype=torch.float64)
+    ideal = torch.tensor([[1.0, 0.0, 2.0, 1.0, 0.0, 0.0, 1.0]], dtype=torch.float64)
+    for extra in ({}, {"ideal_relevance": ideal}):
+        vals = []
+        for perm in itertools.permutations(range(6)):
+            if all(s[0, perm[p]] >= s[0, perm[p + 1]] for p in range(5)):  # an order of the tied items
+                vals.append(fn(scores_from_ranking(torch.tensor([perm])).double(), r, **kw, **extra).item())
+        got = fn(s, r, ordering=Hard("average"), **kw, **extra).item()
+        assert len(vals) == 12 and got == pytest.approx(sum(vals) / len(vals), rel=1e-12)
+
+
+@pytest.mark.parametrize("fn,kw", [(average_precision, {}), (average_precision, {"k": 2}), (r_precision, {})])
+def test_ap_and_r_precision_are_expectations_over_rankings(fn, kw):
+    import itertools
+    from torchfair.orderings import PlackettLuce, Sampled, scores_from_ranking
+    from torchfair.orderings.plackett_luce import log_probability
+    s = torch.tensor([[0.3, -0.2, 1.1, 0.0]], dtype=torch.float64)
+    rel = torch.tensor([[1.0, 0.0, 3.0, 2.0]], dtype=torch.float64)
+    ideal = torch.tensor([[1.0, 0.0, 3.0, 2.0, 1.0]], dtype=torch.float64)
+    mask = torch.ones(1, 4, dtype=torch.bool)
+    want = 0.0
+    for perm in itertools.permutations(range(4)):
+        p = torch.tensor([perm])
+        prob = log_probability(s, p.unsqueeze(0), mask)[0].exp().item()
+        want += prob * fn(scores_from_ranking(p).double(), rel, ideal_relevance=ideal, **kw).item()
+    pl = PlackettLuce(exact=True, temperature=1.0, scale="none")
+    assert fn(s, rel, ordering=pl, ideal_relevance=ideal, **kw).item() == pytest.approx(want, rel=1e-10)
+    rk = torch.tensor([[[0, 1, 2, 3]], [[2, 3, 1, 0]], [[3, 0, 2, 1]]])
+    mix = fn(torch.zeros(1, 4, dtype=torch.float64), rel, ordering=Sampled(rk), **kw).item()
+    each = [fn(scores_from_ranking(rk[i]).double(), rel, **kw).item() for i in range(3)]
+    assert mix == pytest.approx(sum(each) / 3)
+
+
+def test_ap_and_r_precision_on_relaxed_orderings_have_gradients_and_are_exact_on_rankings():
+    from torchfair.orderings import NeuralSort, SoftRank
+    s = torch.tensor([[0.3, -0.2, 1.1, 0.0, 0.7]], dtype=torch.float64, requires_grad=True)
+    rel = torch.tensor([[1.0, 0.0, 0.0, 2.0, 0.0]], dtype=torch.float64)
+    for fn in (average_precision, r_precision):
+        for o in (SoftRank(0.05), NeuralSort(0.05)):
+            s.grad = None
+            fn(s, rel, ordering=o).sum().backward()
+            assert torch.isfinite(s.grad).all()
+        # very low temperature: the relaxed value tends to the exact one
+        hard = fn(s.detach(), rel).item()
+        assert fn(s.detach(), rel, ordering=NeuralSort(1e-4)).item() == pytest.approx(hard, abs=1e-6)
+
+
+def test_ideal_relevance_validation():
+    s = torch.tensor([[0.3, 0.2, 0.1]])
+    r = torch.tensor([[2.0, 0.0, 1.0]])
+    ok = torch.tensor([[2.0, 1.0, 1.0]])
+    for fn in (ndcg, recall, mrr, average_precision, r_precision):
+        fn(s, r, ideal_relevance=ok)
+        with pytest.raises(ValueError, match="`ideal_relevance`"):
+            fn(s, r, ideal_relevance=torch.tensor([2.0, 1.0]))  # [M] for a batch
+        with pytest.raises(ValueError, match="`ideal_relevance`"):
+            fn(s, r, ideal_relevance=torch.tensor([[2.0, -1.0, 1.0]]))
+        with pytest.raises(ValueError, match="`ideal_relevance`"):
+            fn(s, r, ideal_relevance=torch.tensor([[2.0, float("nan"), 1.0]]))
+        with pytest.raises(ValueError, match="`ideal_relevance`"):
+            fn(s, r, ideal_relevance=torch.tensor([[1.0, 1.0, 1.0]]))  # lacks the list's grade 2
+        with pytest.raises(ValueError, match="`ideal_relevance`"):
+            fn(s, r, ideal_relevance=[[2.0, 1.0]])
+        with pytest.raises(ValueError, match="`ideal_relevance`"):
+            fn(s[0], r[0], ideal_relevance=ok)  # [B, M] for a single list
+    for fn in (recall, mrr, average_precision, r_precision):
+        with pytest.raises(ValueError, match="`threshold`"):
+            fn(s, r, threshold=-0.5, ideal_relevance=ok)
+    # an empty judgment set (M = 0): nothing relevant, undefined
+    v, valid = recall(s, torch.zeros(1, 3), ideal_relevance=torch.zeros(1, 0), return_valid=True)
+    assert not valid.any() and v.item() == 0.0

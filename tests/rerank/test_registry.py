@@ -160,3 +160,37 @@ def test_targeted_measure_is_checked_when_the_spec_is_read(spec):
         get_reranker(spec)
     for ok in ("targeted:measure=pairwise_gap", "targeted:measure=awrf", "targeted"):
         get_reranker(ok)
+
+
+def test_rerank_lists_equals_the_reranker_on_each_list_alone():
+    """Ragged lists re-ranked in padded batches get the ranking of each list re-ranked alone, the other keys
+    unchanged.  (FA*IR's default ``k`` is the padded width, so a list's FA*IR ranking depends on the longest list
+    of its batch: checked on lists of one length; ε-greedy's draws depend on the batch's shape.)"""
+    from torchfair.rerank import rerank_lists
+
+    g = torch.Generator().manual_seed(0)
+    ragged, same = [], []
+    for b in range(23):
+        n = int(torch.randint(1, 15, (1,), generator=g))
+        for out, m in ((ragged, n), (same, 9)):
+            out.append({"list_id": b, "scores": torch.randn(m, generator=g), "relevance": torch.rand(m, generator=g),
+                        "groups": torch.randint(0, 2, (m,), generator=g)})
+    for spec, lists in (("none", ragged), ("detconstsort:distribution=0.5/0.5", ragged),
+                        ("fair:p=0.6,alpha=0.1", same), ("detconstsort:distribution=0.3/0.7", same)):
+        r = get_reranker(spec)
+        out = rerank_lists(lists, spec, num_groups=2, batch_size=5)
+        assert len(out) == len(lists)
+        moved = 0
+        for x, y in zip(lists, out):
+            alone = r(x["scores"][None], None, x["groups"][None], num_groups=2).ranking[0]
+            assert torch.equal(torch.argsort(y["scores"], descending=True, stable=True), alone), spec
+            assert y["list_id"] == x["list_id"] and y["relevance"] is x["relevance"] and y["groups"] is x["groups"]
+            moved += not torch.equal(alone, torch.argsort(x["scores"], descending=True, stable=True))
+        assert spec == "none" or moved > 0, spec  # the re-ranker did something
+    for bad, name in (({"num_groups": 0}, "num_groups"), ({"batch_size": 0}, "batch_size")):
+        with pytest.raises(ValueError, match=f"`{name}`"):
+            rerank_lists(ragged, "fair", **{"num_groups": 2, **bad})
+    with pytest.raises(ValueError, match="`lists`"):
+        rerank_lists([{"scores": torch.ones(2)}], "fair", num_groups=2)
+    with pytest.raises(ValueError, match="`spec`"):
+        rerank_lists(ragged, "nope", num_groups=2)

@@ -151,6 +151,48 @@ def test_hyperparameters_and_validation():
         MovieLensDataModule("synthetic").train_dataloader()
 
 
+#: every numeric argument of MovieLensDataModule: values its documented range accepts and refuses
+DATA_RANGES = {"n_test": ([1, 7], [0, -1]), "n_val": ([0, 3], [-1]), "test_fraction": ([0.01, 0.99], [0, 1, -0.1]),
+               "val_fraction": ([0, 0.5], [1, -0.1, 1.5]), "head_share": ([0.5, 0.001], [0, 1]),
+               "num_negatives": ([0, 5], [-1]), "batch_size": ([1, 9], [0]), "eval_batch_size": ([1], [0]),
+               "num_workers": ([0, 2], [-1]), "seed": ([0, 3], [-1]), "eval_users": ([1, 50], [0, -3]),
+               "eval_users_seed": ([0, 4], [-1])}
+
+
+def test_ranges_are_declared_in_the_signature_and_checked_for_python_callers():
+    """Each numeric argument is annotated with a jsonargparse range type (what `torchfair fit` checks while
+    parsing), which refuses exactly the values the constructor refuses for a Python caller (ValueError naming the
+    argument); plain numbers are accepted and kept as plain int / float."""
+    import inspect
+    import typing
+
+    from torchfair.training import MovieLensDataModule as cls
+
+    params = inspect.signature(cls).parameters
+    numeric = {k for k, p in params.items() if k.startswith("eval_users") or
+               isinstance(p.default, (int, float)) and not isinstance(p.default, bool)}
+    assert numeric == set(DATA_RANGES)
+    hints = typing.get_type_hints(cls.__init__)
+    for name, (good, bad) in DATA_RANGES.items():
+        hint = hints[name]
+        inner = [a for a in typing.get_args(hint) if a is not type(None)]
+        tp = inner[0] if name.startswith("eval_users") else hint
+        assert hasattr(tp, "_expression"), name
+        for v in good:
+            tp(v)
+            dm = cls("synthetic", **{name: v})
+            assert getattr(dm, name) == v and type(getattr(dm, name)) in (int, float), name
+        for v in bad:
+            with pytest.raises(ValueError):
+                tp(v)
+            with pytest.raises(ValueError, match=f"`{name}`"):
+                cls("synthetic", **{name: v})
+    # the check across arguments (no type can make it): only with split='random'
+    with pytest.raises(ValueError, match=r"`test_fraction \+ val_fraction` must be < 1 with split='random'"):
+        cls("synthetic", split="random", test_fraction=0.5, val_fraction=0.5)
+    cls("synthetic", split="temporal", test_fraction=0.5, val_fraction=0.5)
+
+
 def test_worker_processes_see_the_epoch():
     dm = make(num_workers=1)
     dm.set_epoch(2)

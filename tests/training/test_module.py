@@ -27,6 +27,90 @@ def test_module_validates_its_arguments():
             FairRankingModule(**kw)
 
 
+def _range(annotation):
+    """The jsonargparse range type of an annotation (inside Optional[...]), else None."""
+    import typing
+
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    tp = args[0] if typing.get_origin(annotation) is typing.Union and len(args) == 1 else annotation
+    return tp if hasattr(tp, "_expression") else None
+
+
+#: every numeric argument of FairRankingModule: values its documented range accepts and refuses
+MODULE_RANGES = {"lam": ([0, 0.0, 2.5], [-1e-9, -1]), "warmup_steps": ([0, 7], [-1]),
+                 "log_fairness_every": ([0, 3], [-1]), "lr": ([1e-9, 0.5], [0, -0.1]),
+                 "weight_decay": ([0, 0.1], [-0.1]), "fairness_every": ([1, 4], [0, -2])}
+
+
+def test_module_ranges_are_declared_in_the_signature_and_checked_for_python_callers():
+    """Each numeric argument is annotated with a jsonargparse range type (what `torchfair fit` checks while
+    parsing), which refuses exactly the values the constructor refuses for a Python caller (ValueError naming the
+    argument); plain Python numbers are accepted and stored as plain int / float."""
+    import inspect
+    import typing
+
+    params = inspect.signature(FairRankingModule).parameters
+    numeric = {k for k, p in params.items() if isinstance(p.default, (int, float)) and not isinstance(p.default, bool)}
+    assert numeric == set(MODULE_RANGES)
+    hints = typing.get_type_hints(FairRankingModule.__init__)
+    for name, (good, bad) in MODULE_RANGES.items():
+        tp = _range(hints[name])
+        assert tp is not None, name
+        for v in good:
+            tp(v)
+            model = FairRankingModule("mf", **{name: v})
+            assert model.hparams[name] == v and type(model.hparams[name]) is type(params[name].default), name
+        for v in bad:
+            with pytest.raises(ValueError):
+                tp(v)
+            with pytest.raises(ValueError, match=f"`{name}`"):
+                FairRankingModule("mf", **{name: v})
+
+
+def test_ranker_args_are_checked_against_the_ranker_signature_before_any_data():
+    """A named ranker is resolved and its ``ranker_args`` checked when the module is built (not when a fit sets
+    it up): unknown keys, and values outside the ranges the ranker's signature declares."""
+    from torchfair.training import MatrixFactorization, TwoTower
+
+    for cls, ranges in ((MatrixFactorization, {"num_users": ([1], [0]), "num_items": ([3], [0]), "dim": ([1], [0]),
+                                               "init_std": ([0.0], [-0.1])}),
+                        (TwoTower, {"num_users": ([1], [0]), "num_genres": ([0], [-1]), "num_decades": ([0], [-1]),
+                                    "dim": ([2], [0]), "hidden": ([1], [0]), "user_cardinalities": ([[1, 2]],
+                                                                                                   [[2, 0]])})):
+        name = {MatrixFactorization: "mf", TwoTower: "two_tower"}[cls]
+        for arg, (good, bad) in ranges.items():
+            for v in good:
+                FairRankingModule(name, {arg: v})
+            for v in bad:
+                with pytest.raises(ValueError, match=rf"`ranker_args\.{arg}(\[1\])?` must be .*{cls.__name__}"):
+                    FairRankingModule(name, {arg: v})
+                with pytest.raises(ValueError):  # the ranker itself refuses it too
+                    cls(**{"num_users": 2, "num_items": 3, arg: v})
+    with pytest.raises(ValueError, match=r"`ranker_args` \['dimm'\] are not arguments of MatrixFactorization"):
+        FairRankingModule("mf", {"dimm": 4})
+    with pytest.raises(ValueError, match="`ranker` must be one of"):
+        FairRankingModule("nope")
+    with pytest.raises(ValueError, match="cannot be imported"):
+        FairRankingModule("torchfair.training.rankers.Nope")
+    assert FairRankingModule("mf", {"dim": 3}, data_info={"num_users": 2, "num_items": 4}).ranker.user_factors \
+        .weight.shape == (2, 3)
+
+
+def test_module_measures_are_the_evaluation_engine_metrics():
+    """Validation and test measure through torchfair.evaluation's FairnessMetric (built from the registry's
+    requests), one per requested measure, plus the mean utility loss."""
+    from torchmetrics.aggregation import MeanMetric
+
+    from torchfair.evaluation import FairnessMetric
+
+    model = FairRankingModule("mf", measures=["ndcg@5", "dips:tie_weight=0,label=d0"],
+                              data_info={"num_users": 3, "num_items": 6, "num_groups": 2})
+    for metrics in (model.val_metrics, model.test_metrics):
+        assert sorted(metrics) == ["d0", "ndcg_5", "utility_loss"]
+        assert isinstance(metrics["utility_loss"], MeanMetric)
+        assert all(isinstance(metrics[k], FairnessMetric) for k in ("d0", "ndcg_5"))
+
+
 def test_module_trains_validates_and_reloads_from_the_checkpoint_alone(tmp_path):
     pl.seed_everything(0)
     dm = MovieLensDataModule("synthetic", n_test=3, n_val=2, num_negatives=5, batch_size=16)

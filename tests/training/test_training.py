@@ -176,11 +176,11 @@ def test_loggers_checkpoints_and_early_stopping_work_from_the_config(logger, tmp
 def test_evaluate_config_overrides_the_data_settings(tiny_checkpoints, tmp_path):
     """--config's data: section replaces the checkpoint's settings: another batching gives the same exact measures,
     fewer test ratings per user (n_test) gives other test lists."""
-    from torchfair.training.report import evaluate_checkpoints
+    from torchfair.training.evaluate import evaluate_checkpoints
     base = evaluate_checkpoints([str(tiny_checkpoints[0])], None, bootstrap=0)
     cfg = tmp_path / "c.yaml"
     cfg.write_text("data:\n  eval_batch_size: 7\n")
-    same = evaluate_checkpoints([str(tiny_checkpoints[0])], None, bootstrap=0, config=str(cfg))
+    same = evaluate_checkpoints([str(tiny_checkpoints[0])], None, bootstrap=0, fit_config=str(cfg))
     name = base["order"][0]
     for col, agg in base["models"][name]["measures"].items():
         assert math.isclose(agg["mean"], same["models"][name]["measures"][col]["mean"], rel_tol=1e-6,
@@ -188,7 +188,7 @@ def test_evaluate_config_overrides_the_data_settings(tiny_checkpoints, tmp_path)
                                 same["models"][name]["measures"][col]["mean"])), col
     assert same["models"][name]["meta"]["data"]["eval_batch_size"] == 7
     cfg.write_text("data:\n  n_test: 2\n")
-    other = evaluate_checkpoints([str(tiny_checkpoints[0])], None, bootstrap=0, config=str(cfg))
+    other = evaluate_checkpoints([str(tiny_checkpoints[0])], None, bootstrap=0, fit_config=str(cfg))
     assert other["models"][name]["meta"]["data"]["n_test"] == 2
     assert other["models"][name]["measures"]["ndcg@10"]["mean"] != base["models"][name]["measures"]["ndcg@10"]["mean"]
 
@@ -227,7 +227,8 @@ def test_evaluate_rerank_columns_are_the_measures_of_the_reranked_lists(tiny_che
     difference of the two."""
     from torchfair.metrics import ndcg
     from torchfair.rerank import get_reranker
-    from torchfair.training.report import evaluate_checkpoints, load_checkpoint, score_lists
+    from torchfair.training.checkpoint import load_checkpoint, score_lists
+    from torchfair.training.evaluate import evaluate_checkpoints
 
     specs = ["fair:p=0.5,alpha=0.1", "targeted:measure=dips,keep=1"]
     rep = evaluate_checkpoints([str(tiny_checkpoints[0])], None, names=["m"], bootstrap=20, rerank=specs)
@@ -255,7 +256,8 @@ def test_evaluate_popularity_run_ranks_by_training_counts(tiny_checkpoints, tmp_
     """--popularity: a run on the first checkpoint's lists ordered by training rating counts, paired with it; its
     NDCG@10 equals ndcg of the counts computed by hand from the training split."""
     from torchfair.metrics import ndcg
-    from torchfair.training.report import evaluate_checkpoints, load_checkpoint, score_lists
+    from torchfair.training.checkpoint import load_checkpoint, score_lists
+    from torchfair.training.evaluate import evaluate_checkpoints
 
     run = load_checkpoint(str(tiny_checkpoints[0]))
     dm = run.datamodule

@@ -5,20 +5,34 @@
   synchronised across processes;
 * :mod:`.table`: :func:`evaluate_lists` -> :class:`EvaluationTable` (per-list rows, means, bootstrap intervals; JSON, CSV,
   Markdown);
-* :mod:`.io`: TREC run / qrels / group files and CSV/Parquet tables.
+* :mod:`.io`: TREC run / qrels / group files and CSV/Parquet tables;
+* :mod:`.accumulators`: :class:`PositionShares`, :class:`PooledMPC`, statistics of whole runs that the engine
+  (``evaluate_lists(..., accumulators=[...])``) feeds batch by batch; :mod:`.report`: runs side by side and the
+  report files.
+
+trec_eval's numbers from Python (its ranking order, query set, ideal from every judged document, linear gain,
+undefined = 0; its measure names)::
+
+    from torchfair.evaluation import TREC_EVAL, TREC_READ, evaluate_lists, read_trec
+    data = read_trec("run.txt", "qrels.txt", **TREC_READ)
+    table = evaluate_lists(data.lists, ["map", "P_10", "ndcg_cut_10", "recall_100", "Rprec"], **TREC_EVAL)
+    print(table.mean["map"])
 """
-from .io import RankedLists, read_group_file, read_qrels, read_run, read_table, read_trec
+from .accumulators import PooledMPC, PositionShares
+from .io import TREC_READ, RankedLists, read_group_file, read_qrels, read_run, read_table, read_trec
 from .metric import (AWRF, ExposureShare, DCG, DIPS, DP, ERR, EUR, FAIR, IAA, IGI, MPC, MRR, NDCG, NDKL, RankBiasedPrecision, REE, RKL, RND, RRD, RUR,
+                     AveragePrecision, RPrecision,
                      DiscordantFraction, DisparateExposure, ExpectedExposure, ExposureMisallocation, ExpRR, FairnessMetric, KendallTau,
                      PairwiseAccuracy, Precision, PreF, RankParity, Recall, Skew, Top1ExposureGap, metric_class)
 from .registry import (MeasureRequest, MeasureSpec, available_measures, compute_columns, get_measure, parse_browsing,
                        parse_request, register, register_declared, unregister)
-from .table import EvaluationTable, bootstrap_interval, evaluate_lists
+from .table import TREC_EVAL, EvaluationTable, bootstrap_interval, evaluate_lists
 
 __all__ = ["register", "register_declared", "unregister", "get_measure", "available_measures", "compute_columns",
            "parse_request", "parse_browsing", "MeasureSpec", "MeasureRequest", "FairnessMetric", "metric_class",
            "evaluate_lists", "EvaluationTable", "bootstrap_interval", "RankedLists", "read_trec", "read_run", "read_qrels",
-           "read_group_file", "read_table",
+           "read_group_file", "read_table", "TREC_EVAL", "TREC_READ", "AveragePrecision", "RPrecision",
+           "PositionShares", "PooledMPC",
            "DIPS", "IGI", "REE", "PairwiseAccuracy", "RankParity", "KendallTau", "NDCG", "DCG", "Precision",
            "Recall", "MRR", "RankBiasedPrecision", "ERR", "ExposureShare", "AWRF", "IAA", "ExpectedExposure", "ExposureMisallocation", "ExpRR", "DP",
            "EUR", "RUR", "RND", "RRD", "RKL", "Skew", "NDKL", "PreF", "FAIR", "MPC", "Top1ExposureGap",

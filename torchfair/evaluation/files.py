@@ -163,6 +163,8 @@ def evaluate_files(run: Union[str, List[str], None] = None, qrels: Optional[str]
     if table is not None and (runs or qrels or groups):
         raise ValueError("give either `table` or `run`/`qrels`/`groups`, not both")
     if table is None and not runs:
+        if qrels or groups:
+            raise ValueError("`qrels` and `groups` need a `run` to score")
         raise ValueError("`run`: no input; give a run file with `qrels` (and `groups`), or a `table`")
     if table is not None and names is not None:
         raise ValueError("`names` names the run files; it does not apply to `table`")
@@ -174,18 +176,16 @@ def evaluate_files(run: Union[str, List[str], None] = None, qrels: Optional[str]
     specs = [get_measure(parse_request(m).name) for m in measures]  # a misspelt measure fails before reading
     names = _names(runs, names) if runs else [os.path.splitext(os.path.basename(table))[0]]
     lenient = dict(missing_groups=missing_groups, negative_grades=negative_grades)
-    trec_read = dict(ties="docno", queries="qrels") if trec else {}
+    if trec:
+        from .io import TREC_READ
+    read = {**lenient, "ideal": ideal, **(TREC_READ if trec else {})}
     datas = [read_table(table, **lenient)] if table is not None else \
-        [read_trec(r, qrels, groups, qrels_groups=qrels_groups, use_rank=use_rank, **trec_read, **lenient)
-         for r in runs]
+        [read_trec(r, qrels, groups, qrels_groups=qrels_groups, use_rank=use_rank, **read) for r in runs]
     res = FilesEvaluation(tables={})
     for n, d in zip(names, datas):
         pre = f"{n}: " if len(datas) > 1 else ""
         res.notes += [pre + x for x in d.notes]
         res.warnings += [pre + x for x in d.warnings]
-        if ideal == "run":
-            for lst in d.lists:
-                lst.pop("ideal_relevance", None)
         for spec in specs:
             if spec.needs_groups and not d.has_groups:
                 raise ValueError(f"measure {spec.name!r} needs group labels: give `groups`, a 5-column qrels, "

@@ -8,9 +8,14 @@ that a user may mean are accepted on request, with a warning (:attr:`RankedLists
 TREC input
 ----------
 * **run** (``trec_eval`` format): ``qid Q0 docid rank score tag``, whitespace separated.  Items are ordered by
-  ``score`` (descending); equal scores keep the order of the ``rank`` column (with ``ties="first"``, the default of
-  the measures), or are averaged over with ``ties="average"``.  ``use_rank=True`` ranks by the rank column instead.
-  A document listed twice for a query, a non-integer rank or a score that is not a finite number is an error.
+  ``score`` (descending).  ``read_trec(ties=...)`` says what happens to equal scores: ``"score"`` (default) keeps
+  the scores, the items of equal score in the order of the ``rank`` column, and leaves the ties to the measures
+  (broken by that order under their default ``Hard(ties="first")``, or averaged over with ``ties="average"``);
+  ``"docno"`` is **trec_eval's order** (score descending, then document id descending, as ``strcmp``): the items
+  come in that order and their ``scores`` are replaced by the strictly decreasing ``n, n - 1, ..., 1``, so every
+  measure sees exactly trec_eval's ranking, without ties; the run's scores are kept under ``"raw_scores"``.
+  ``use_rank=True`` ranks by the rank column instead (trec_eval ignores it).  A document listed twice for a query,
+  a non-integer rank or a score that is not a finite number is an error.
 * **qrels**: ``qid 0 docid rel`` (4 columns), or ``qid 0 docid rel group`` (5 columns, the group label as last
   column).  With ``qrels_groups="iter"`` the second column holds the group ids instead of the unused iteration
   field, separated by ``|`` (what expeval's reader splits on) or ``,`` (what its help text shows) when a document
@@ -43,12 +48,23 @@ If every known label is an integer they are used as ids; otherwise the distinct 
 
 Other rules: without qrels the lists have no relevance (``None``, as a table without a relevance column); a
 run item absent from the qrels has relevance 0 (unjudged = non-relevant, as ``trec_eval``; a note
-counts them); qrels entries absent from the run are not in the lists (the measures score the run's ranking;
-``torchfair metrics`` still builds NDCG's ideal ranking from them, trec_eval's convention, unless
-``--ideal run``); a query of the
-run without any qrels entry is kept with relevance 0 everywhere (a note names it), but a run none of whose queries
-is in the qrels is an error (mismatched files).  A qrels line repeating a judgment with another group label adds
-that group to the document (several groups, as several lines of a group file do).
+counts them); qrels entries absent from the run are not ranked, but (``ideal="qrels"``, the default) every list
+carries ``"ideal_relevance"``, the grades of *every* judged document of its query (1-D float64, in qrels order,
+negative grades as ``negative_grades`` says), which :func:`~torchfair.evaluation.evaluate_lists` passes to the
+measures: NDCG's ideal ranking, the number of relevant documents of recall, AP and R-precision, and RR's
+definedness then come from all judged documents, trec_eval's convention (``ideal="run"``: no such key, the
+measures see the run's documents only).  A query of the run without any qrels entry is kept with relevance 0
+everywhere (a note names it) under ``queries="run"`` (default), and left out under ``queries="qrels"`` (trec_eval's
+query set: the run's queries that are in the qrels); a run none of whose queries is in the qrels is an error
+(mismatched files).  A qrels line repeating a judgment with another group label adds that group to the document
+(several groups, as several lines of a group file do).
+
+trec_eval's numbers (Voorhees & Harman, TREC, 2005; checked per query against pytrec_eval)::
+
+    from torchfair.evaluation import TREC_EVAL, TREC_READ, evaluate_lists, read_trec
+    data = read_trec("run.txt", "qrels.txt", **TREC_READ)   # ties="docno", queries="qrels", negative grades 0
+    table = evaluate_lists(data.lists, ["map", "P_10", "ndcg_cut_10", "recip_rank"], **TREC_EVAL)
+    print(table)   # means over trec_eval's queries, a query without relevant document counting 0
 
 Table input
 -----------
@@ -70,7 +86,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import torch
 
 __all__ = ["RankedLists", "read_trec", "read_run", "read_qrels", "read_group_file", "read_table",
-           "MISSING_GROUPS", "NEGATIVE_GRADES", "UNKNOWN_LABEL"]
+           "MISSING_GROUPS", "NEGATIVE_GRADES", "UNKNOWN_LABEL", "TIES", "QUERIES", "IDEAL", "TREC_READ"]
 
 #: choices of ``missing_groups``: a document without a group label is an error, or of unknown group (warning)
 MISSING_GROUPS = ("error", "unknown")
@@ -78,14 +94,26 @@ MISSING_GROUPS = ("error", "unknown")
 NEGATIVE_GRADES = ("error", "zero")
 #: the group label meaning "unknown group" in every input
 UNKNOWN_LABEL = "-1"
+#: choices of ``read_trec(ties=...)``: scores kept, equal ones in rank-column order (``"score"``), or trec_eval's
+#: order, score then document id descending, with strictly decreasing scores (``"docno"``)
+TIES = ("score", "docno")
+#: choices of ``read_trec(queries=...)``: every query of the run, or only those in the qrels (trec_eval's)
+QUERIES = ("run", "qrels")
+#: choices of ``read_trec(ideal=...)``: lists carry ``ideal_relevance`` from the qrels, or not
+IDEAL = ("qrels", "run")
+#: the :func:`read_trec` options of trec_eval's conventions (with :data:`torchfair.evaluation.TREC_EVAL` for the
+#: measures): its ranking order, its query set, negative grades read as 0 (trec_eval: gain 0, not relevant)
+TREC_READ = {"ties": "docno", "queries": "qrels", "negative_grades": "zero", "ideal": "qrels"}
 _SHARE_TOL = 1e-6
 
 
 @dataclass
 class RankedLists:
     """Lists ready for :func:`~torchfair.evaluation.table.evaluate_lists`: dicts with ``list_id``, ``item_ids``,
-    ``scores``, ``relevance`` and (when known) ``groups``; ``group_names[g]`` names group id g.  ``notes`` are
-    remarks on ordinary input (unjudged items); ``warnings`` report input read leniently on request."""
+    ``scores``, ``relevance``, (when known) ``groups``, and from :func:`read_trec` with qrels ``ideal_relevance``
+    (every judged grade of the query) and, with ``ties="docno"``, ``raw_scores``; ``group_names[g]`` names group
+    id g.  ``notes`` are remarks on ordinary input (unjudged items); ``warnings`` report input read leniently on
+    request."""
 
     lists: List[dict]
     group_names: Optional[List[str]] = None
@@ -379,14 +407,36 @@ def read_group_file(path) -> Tuple[Dict[str, List[str]], Dict[Tuple[str, str], L
 
 
 def read_trec(run, qrels=None, groups=None, *, qrels_groups: str = "auto", use_rank: bool = False,
-              missing_groups: str = "error", negative_grades: str = "error") -> RankedLists:
+              missing_groups: str = "error", negative_grades: str = "error", ties: str = "score",
+              queries: str = "run", ideal: str = "qrels") -> RankedLists:
     """Read a TREC run with its qrels and optional group file (see the module doc for the formats and checks).
 
     ``missing_groups``: ``"error"`` (default: a ranked document without a group label, while the input has group
     labels, is an error naming its run line) or ``"unknown"`` (read as group ``-1``, with a warning).
-    ``negative_grades``: ``"error"`` (default) or ``"zero"`` (read as 0, with a warning)."""
+    ``negative_grades``: ``"error"`` (default) or ``"zero"`` (read as 0, with a warning).
+    ``ties``: ``"score"`` (default: scores kept, equal ones in rank-column order, ties left to the measures'
+    ``ordering``) or ``"docno"`` (**trec_eval's order**: score descending, then document id descending; scores
+    replaced by ``n, ..., 1`` so that no measure sees a tie, the run's kept as ``"raw_scores"``).
+    ``queries``: ``"run"`` (default: every query of the run, one without qrels entry with relevance 0) or
+    ``"qrels"`` (trec_eval's query set without ``-c``: the run's queries that have a qrels entry; needs qrels).
+    ``ideal``: ``"qrels"`` (default, with qrels: every list carries ``"ideal_relevance"``, the grades of all judged
+    documents of its query, trec_eval's ideal ranking and relevant counts) or ``"run"`` (no ``ideal_relevance``).
+
+    The defaults keep the run's own scores and every query (nothing dropped or rewritten silently, and
+    ``Hard(ties="average")`` stays available); :data:`TREC_READ` is trec_eval's choice of each.
+
+    Example::
+
+        data = read_trec("run.txt", "qrels.txt", **TREC_READ)   # as trec_eval reads them
+        data.lists[0]["ideal_relevance"]                         # every judged grade of the first query
+    """
     _check_choice(missing_groups, "missing_groups", MISSING_GROUPS)
     _check_choice(negative_grades, "negative_grades", NEGATIVE_GRADES)
+    _check_choice(ties, "ties", TIES)
+    _check_choice(queries, "queries", QUERIES)
+    _check_choice(ideal, "ideal", IDEAL)
+    if queries == "qrels" and qrels is None:
+        raise ValueError("`queries`='qrels' keeps the run's queries that are in the qrels: it needs `qrels`")
     ranking = _read_run(run, use_rank)
     clamped: List[str] = []
     notes: List[str] = []
@@ -411,9 +461,15 @@ def read_trec(run, qrels=None, groups=None, *, qrels_groups: str = "auto", use_r
         source = None
     items: Dict[str, List[_Item]] = {}
     unjudged = 0
+    dropped = []
     for qid, lst in ranking.items():
-        # descending score, then the rank column (stable)
-        lst = sorted(lst, key=lambda x: (-x[2], x[1]))
+        if queries == "qrels" and qid not in rels:
+            dropped.append(qid)
+            continue
+        if ties == "docno":  # trec_eval: score descending, then docno descending (strcmp); no two keys are equal
+            lst = sorted(lst, key=lambda x: (x[2], x[0]), reverse=True)
+        else:  # descending score, then the rank column (stable)
+            lst = sorted(lst, key=lambda x: (-x[2], x[1]))
         q = rels.get(qid, {})
         if qrels is not None and qid not in rels:
             notes.append(f"query {qid} has no qrels entry: all its items have relevance 0")
@@ -427,11 +483,20 @@ def read_trec(run, qrels=None, groups=None, *, qrels_groups: str = "auto", use_r
                 g = qgrp.get((qid, doc))
             row.append((doc, score, q.get(doc, 0.0), g, where))
         items[qid] = row
+    if dropped:
+        notes.append(f"{len(dropped)} run queries have no qrels entry and are left out (queries='qrels'; first: "
+                     f"{dropped[0]!r})")
     if qrels is not None and unjudged:
         notes.append(f"{unjudged} run items are not in the qrels: relevance 0")
     if clamped:
         warnings.append(f"{len(clamped)} negative relevance grades read as 0 (first at {clamped[0]})")
     lists = _build(items, notes, warnings, group_source=source, missing_groups=missing_groups)
+    for d in lists.lists:
+        if ties == "docno":  # trec_eval's order, strict: every measure sees exactly it
+            d["raw_scores"] = d["scores"]
+            d["scores"] = torch.arange(len(d["item_ids"]), 0, -1, dtype=torch.float64)
+        if qrels is not None and ideal == "qrels":
+            d["ideal_relevance"] = torch.tensor(list(rels.get(d["list_id"], {}).values()), dtype=torch.float64)
     if qrels is None:  # no judgments: no relevance (as a table without a relevance column)
         for d in lists.lists:
             d["relevance"] = None

@@ -29,7 +29,7 @@ from torchmetrics import Metric
 from .registry import _DATA_ARGS, MeasureRequest, get_measure, parse_request
 
 __all__ = ["FairnessMetric", "DIPS", "IGI", "REE", "PairwiseAccuracy", "RankParity", "KendallTau", "metric_class",
-           "NDCG", "DCG", "Precision", "Recall", "MRR", "RankBiasedPrecision", "ERR", "ExposureShare", "AWRF", "IAA", "ExpectedExposure",
+           "NDCG", "DCG", "Precision", "Recall", "MRR", "AveragePrecision", "RPrecision", "RankBiasedPrecision", "ERR", "ExposureShare", "AWRF", "IAA", "ExpectedExposure",
            "ExposureMisallocation", "ExpRR", "DP", "EUR", "RUR", "RND", "RRD", "RKL", "Skew", "NDKL", "PreF",
            "FAIR", "MPC", "Top1ExposureGap", "DisparateExposure", "DiscordantFraction"]
 
@@ -201,6 +201,8 @@ DCG = metric_class("dcg", "DCG")
 Precision = metric_class("precision", "Precision")
 Recall = metric_class("recall", "Recall")
 MRR = metric_class("mrr", "MRR")
+AveragePrecision = metric_class("average_precision", "AveragePrecision")
+RPrecision = metric_class("r_precision", "RPrecision")
 RankBiasedPrecision = metric_class("rbp", "RankBiasedPrecision")  # not RBP: that is the browsing model
 ERR = metric_class("err", "ERR")
 ExposureShare = metric_class("exposure_share", "ExposureShare")

@@ -33,14 +33,17 @@ library conventions plugs in.  ``columns=`` overrides the column builder (a call
 Options
 -------
 Per-measure options (``browsing``, ``tie_weight``, ``k``, ``ordering``, ...) are given per request
-(:func:`parse_request` understands ``"ndcg@10"`` and ``"dips:browsing=uniform,tie_weight=0"``) or as global
-options that are passed only to the measures that accept them.  ``browsing`` strings may carry a parameter:
+(:func:`parse_request` understands ``"ndcg@10"`` and ``"dips:browsing=uniform,tie_weight=0"``, and trec_eval's
+names ``"ndcg_cut_10"``, ``"P_10"``, ``"recall_100"``, ``"map"``, ``"recip_rank"``, ``"Rprec"``) or as global
+options that are passed only to the measures that accept them.  ``ideal_relevance`` (the grades of every judged
+item of each list's query) is data, not an option: :func:`compute_columns` passes it to the measures that take it.  ``browsing`` strings may carry a parameter:
 ``"rbp:0.8"``, ``"geometric:0.3"``, ``"cascade:0.9"``, ``"topk:10"`` (uniform cut at 10), the one spec language
 of :func:`torchfair.browsing.get_browsing`.
 """
 from __future__ import annotations
 
 import inspect
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -194,10 +197,48 @@ class MeasureRequest:
             self.label = self.name + (f"@{self.options['k']}" if "k" in self.options else "")
 
 
+#: trec_eval's measure names (its ``-m`` output names) -> (measure, per-request options); ``_K`` names take a cut-off
+_TREC_CUT = {"ndcg_cut": ("ndcg", {"gain": "linear"}), "P": ("precision", {}), "recall": ("recall", {}),
+             "map_cut": ("average_precision", {})}
+_TREC_PLAIN = {"recip_rank": ("mrr", {}), "map": ("average_precision", {}), "Rprec": ("r_precision", {})}
+_TREC_RE = re.compile(r"^(ndcg_cut|P|recall|map_cut)_(\d+)$")
+
+
+def _trec_request(name: str) -> Optional[Tuple[str, Dict[str, Any]]]:
+    """``(measure, options)`` of a trec_eval measure name that is not a registered name, else ``None``."""
+    if name in _REGISTRY:
+        return None
+    if name in _TREC_PLAIN:
+        m, o = _TREC_PLAIN[name]
+        return m, dict(o)
+    hit = _TREC_RE.match(name)
+    if hit is None:
+        return None
+    m, o = _TREC_CUT[hit.group(1)]
+    k = int(hit.group(2))
+    if k < 1:
+        raise ValueError(f"the cut-off of trec_eval measure {name!r} must be >= 1")
+    return m, {**o, "k": k}
+
+
 def parse_request(req: Union[str, Tuple[str, Mapping[str, Any]], MeasureRequest]) -> MeasureRequest:
     """``"ndcg@10"`` -> ``ndcg`` with ``k=10``; ``"dips:browsing=uniform,tie_weight=0"`` -> options;
     ``"dips:tie_weight=0,label=dips0"`` names the columns ``dips0_*`` (needed to ask twice for one measure);
-    ``("dips", {"tie_weight": 0})`` and :class:`MeasureRequest` are accepted as they are."""
+    ``("dips", {"tie_weight": 0})`` and :class:`MeasureRequest` are accepted as they are.
+
+    trec_eval's measure names (Voorhees & Harman, TREC, 2005) are accepted where they are not registered names,
+    labelled as trec_eval prints them: ``ndcg_cut_K`` (``ndcg`` with ``k=K``, ``gain="linear"``), ``P_K``
+    (``precision@K``), ``recall_K``, ``map`` and ``map_cut_K`` (``average_precision``), ``recip_rank`` (``mrr``),
+    ``Rprec`` (``r_precision``); options after ``:`` still apply (``"P_10:threshold=1"``).  ``ndcg`` is
+    torchfair's own name: it is trec_eval's ``ndcg`` under ``gain="linear"`` (:data:`~torchfair.evaluation.TREC_EVAL`).
+    They give trec_eval's values on lists carrying ``ideal_relevance`` (:func:`~torchfair.evaluation.read_trec`)
+    with ``undefined="zero"``: see :data:`~torchfair.evaluation.TREC_EVAL`.
+
+    Example::
+
+        >>> parse_request("ndcg_cut_10")
+        MeasureRequest(name='ndcg', options={'gain': 'linear', 'k': 10}, label='ndcg_cut_10')
+    """
     if isinstance(req, MeasureRequest):
         return req
     if isinstance(req, tuple):
@@ -226,6 +267,12 @@ def parse_request(req: Union[str, Tuple[str, Mapping[str, Any]], MeasureRequest]
         except ValueError:
             raise ValueError(f"cannot parse the cut-off {k.strip()!r} of measure {req!r}: use name@k, e.g. "
                              f"ndcg@10") from None
+    trec = _trec_request(s.strip())
+    if trec is not None:
+        if "k" in opts and "k" in trec[1]:
+            raise ValueError(f"measure {req!r}: the trec_eval name {s.strip()!r} already holds a cut-off")
+        auto = s.strip() + (f"@{opts['k']}" if "k" in opts else "")
+        return MeasureRequest(trec[0], {**trec[1], **opts}, label=label or auto)
     r = MeasureRequest(s.strip(), opts)
     if label is not None:
         r.label = label
@@ -303,13 +350,20 @@ class MeasureSpec:
                  mask: Optional[Tensor] = None, *, label: Optional[str] = None, **options) -> Columns:
         return self.compute(scores, relevance, groups, mask, label=label, **options)
 
+    @property
+    def accepts_ideal(self) -> bool:
+        """Whether the measure takes ``ideal_relevance`` (the grades of every judged item of the query)."""
+        return "ideal_relevance" in self._params
+
     def compute(self, scores: Tensor, relevance: Optional[Tensor] = None, groups: Optional[Tensor] = None,
                 mask: Optional[Tensor] = None, *, label: Optional[str] = None, num_groups: Optional[int] = None,
-                **options) -> Columns:
+                ideal_relevance: Optional[Tensor] = None, **options) -> Columns:
         """Run the measure on a padded batch ``[B, N]`` and return its columns (``{name: (value [B], valid [B])}``).
 
         ``options`` are the measure's keyword arguments (``browsing``, ``tie_weight``, ``k``...); an option
-        the function does not accept raises ``ValueError``.
+        the function does not accept raises ``ValueError``.  ``ideal_relevance`` (``[B, M]``, padded with 0: the
+        grades of every judged item of each list's query) reaches the measures that take it
+        (:attr:`accepts_ideal`: NDCG, recall, MRR, AP, R-precision) and is ignored by the others.
         """
         label = label or self.name
         opts = {**self.defaults, **normalise_options(options)}
@@ -321,6 +375,9 @@ class MeasureSpec:
                                        or (groups.is_floating_point() and groups.dim() == 2)):
                 groups = groups.unsqueeze(0)
             mask = None if mask is None else mask.unsqueeze(0)
+            ideal_relevance = None if ideal_relevance is None else ideal_relevance.unsqueeze(0)
+        if ideal_relevance is not None and self.accepts_ideal:
+            kw["ideal_relevance"] = ideal_relevance
         if "relevance" in self._params:
             if relevance is None and self.needs_relevance:
                 raise ValueError(f"measure {self.name!r} needs relevance")
@@ -365,7 +422,8 @@ class MeasureSpec:
         return list(cols)
 
 
-_DATA_ARGS = {"scores", "relevance", "groups", "mask", "num_groups", "return_valid", "reduction", "validate_args"}
+_DATA_ARGS = {"scores", "relevance", "groups", "mask", "num_groups", "return_valid", "reduction", "validate_args",
+              "ideal_relevance"}
 
 
 def register(name: str, fn: Callable[..., Any], *, defaults: Optional[Mapping[str, Any]] = None,
@@ -414,9 +472,11 @@ def get_measure(name: str) -> MeasureSpec:
 
 def compute_columns(scores: Tensor, relevance: Optional[Tensor], groups: Optional[Tensor], mask: Optional[Tensor],
                     measures: Sequence[Union[str, MeasureRequest, Tuple[str, Mapping[str, Any]]]], *,
-                    num_groups: Optional[int] = None, **global_options) -> Columns:
+                    num_groups: Optional[int] = None, ideal_relevance: Optional[Tensor] = None,
+                    **global_options) -> Columns:
     """All columns of several measures on one padded batch. ``global_options`` go to the measures accepting them;
-    per-request options win."""
+    per-request options win.  ``ideal_relevance`` ``[B, M]`` (the grades of every judged item of each list's
+    query, padded with 0) goes to the measures that take it (:attr:`MeasureSpec.accepts_ideal`)."""
     out: Columns = {}
     global_options = normalise_options(global_options)
     shared: Dict[Tuple[str, str], OrderedBatch] = {}
@@ -426,7 +486,8 @@ def compute_columns(scores: Tensor, relevance: Optional[Tensor], groups: Optiona
         glob = {k: v for k, v in global_options.items() if k not in spec.ignore_global}
         opts = _shared_hard({**spec.options_for(glob), **r.options}, spec, scores, mask, shared)
         cols = spec.compute(scores, relevance, groups if spec.uses_groups else None, mask, label=r.label,
-                            num_groups=num_groups if spec.uses_groups else None, **opts)
+                            num_groups=num_groups if spec.uses_groups else None,
+                            ideal_relevance=ideal_relevance if spec.accepts_ideal else None, **opts)
         for k in cols:
             if k in out:
                 raise ValueError(f"column {k!r} produced twice; give the requests distinct labels")

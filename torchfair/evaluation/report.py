@@ -20,12 +20,18 @@ Example::
 
 Output: :func:`markdown_table` (through :func:`markdown_rows`, the package's one markdown-table routine, which the
 sweep report and :class:`~torchfair.evaluation.table.EvaluationTable` use too), :func:`jsonable` and
-:func:`long_csv` (one row per run and measure).
+:func:`long_csv` (one row per run and measure).  The files: :func:`write_report` writes ``report.json``,
+``report.md`` (:func:`report_markdown`), optionally ``report.csv`` (:func:`long_csv`) and, when the runs carry
+``position_share`` (:class:`~torchfair.evaluation.accumulators.PositionShares`), ``exposure_by_position.png``
+(:func:`plot_position_shares`); :func:`pyplot`, :func:`save_figure` and :func:`write_markdown` are the plotting
+and markdown primitives the sweep report (:mod:`torchfair.sweeps.report`) writes through too.
 """
 from __future__ import annotations
 
+import json
 import math
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+import os
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -33,7 +39,8 @@ from ._format import fmt, jsonable, markdown_rows
 from .table import EvaluationTable, bootstrap_interval
 
 __all__ = ["compare", "paired_differences", "markdown_table", "long_csv", "LONG_CSV_HEADER", "markdown_rows",
-           "jsonable", "fmt"]
+           "jsonable", "fmt", "report_markdown", "write_report", "write_json", "write_markdown",
+           "plot_position_shares", "pyplot", "save_figure", "REPORT_FILES"]
 
 
 _PAIR_BY = ("order", "id")
@@ -173,3 +180,134 @@ def long_csv(report: Mapping[str, Any]) -> str:
                        ([num(e["mean"]), num(e["ci_low"]), num(e["ci_high"]), num(e["n_valid"]),
                          num(d.get("n_lists"))] if e is not None else [""] * 5))
     return buf.getvalue()
+
+
+# --------------------------------------------------------------------------------------------- files
+#: the files of :func:`write_report`, by kind
+REPORT_FILES = {"json": "report.json", "md": "report.md", "csv": "report.csv", "png": "exposure_by_position.png"}
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def write_json(obj: Any, path: PathLike) -> str:
+    """``obj`` through :func:`jsonable` into ``path`` (indented); returns the path."""
+    with open(path, "w") as f:
+        json.dump(jsonable(obj), f, indent=2)
+    return str(path)
+
+
+def write_markdown(path: PathLike, lines: Sequence[str]) -> str:
+    """The markdown ``lines`` joined into ``path`` (with a final newline); returns the path."""
+    if isinstance(lines, str):
+        raise ValueError("`lines` must be a sequence of lines, not one string")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return str(path)
+
+
+def pyplot():
+    """``matplotlib.pyplot`` on the Agg backend (files only, no display), as every report figure is drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, path: PathLike, dpi: int = 120) -> str:
+    """Lay out, save and close a figure of :func:`pyplot`; returns the path."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    pyplot().close(fig)
+    return str(path)
+
+
+def _groups_text(names: Sequence[str]) -> str:
+    return ", ".join(f"{chr(65 + g)} = {gn}" for g, gn in enumerate(names)) if len(names) <= 26 \
+        else f"{len(names)} groups"
+
+
+def report_markdown(report: Mapping[str, Any], *, title: Optional[str] = None, notes: str = "",
+                    unit: str = "lists") -> str:
+    """The report as markdown: ``# title``, one paragraph (bootstrap settings, then ``notes``), the
+    :func:`markdown_table`, then a line per run: its checkpoint and training (``meta`` of ``torchfair evaluate``)
+    or its number of lists, its groups, and its pooled MPC when defined (``mpc``:
+    :class:`~torchfair.evaluation.accumulators.PooledMPC`).  ``unit``: what a list is (``users``).  Default title:
+    ``torchfair evaluate: <split> lists`` for a report with a ``split``, else ``torchfair report``."""
+    for key in ("order", "models", "confidence", "bootstrap", "seed"):
+        if key not in report:
+            raise ValueError(f"`report` lacks {key!r}: give a report of compare()")
+    if title is None:
+        title = f"torchfair evaluate: {report['split']} lists" if "split" in report else "torchfair report"
+    md = [f"# {title}", "",
+          f"Mean over {unit} with {int(report['confidence'] * 100)}% bootstrap intervals ({report['bootstrap']} "
+          f"replicates, seed {report['seed']}); differences are paired (same {unit})."
+          + (f"  {notes}" if notes else ""), "", markdown_table(report), ""]
+    for n in report["order"]:
+        m = report["models"][n]
+        meta = m.get("meta") or {}
+        groups = f"groups {_groups_text(m['group_names'])}." if m.get("group_names") is not None else ""
+        if "checkpoint" in meta:
+            fl = meta.get("fairness_loss") or {}
+            md.append(f"- **{n}**: `{meta['checkpoint']}` (epoch {meta.get('epoch')}); ranker `{meta.get('ranker')}`; "
+                      f"fairness loss {fl.get('repr', 'none')} (lambda {meta.get('lam')}); "
+                      f"{'re-ranked by `' + meta['rerank'] + '`; ' if meta.get('rerank') else ''}{m['n_lists']} "
+                      f"lists; {groups}".rstrip())
+        else:
+            md.append(f"- **{n}**: {m['n_lists']} lists{'; ' + groups if groups else '.'}")
+        mp = m.get("mpc") or {}
+        if mp.get("defined"):
+            md.append(f"  MPC(group {mp['group']}) = {mp['estimate']:+.4f} [{mp['ci_low']:+.4f}, "
+                      f"{mp['ci_high']:+.4f}] over {mp['n_pairs']} adjacent pairs (> 0: the group is under-ranked).")
+    return "\n".join(md)
+
+
+def plot_position_shares(report: Mapping[str, Any], path: PathLike, max_groups: int = 6) -> str:
+    """``exposure_by_position.png``: for (up to ``max_groups``) groups, one panel with a line per run, the share of
+    lists whose item at each position belongs to the group (each run's ``position_share [top, G]``)."""
+    plt = pyplot()
+    names = list(report["order"])
+    gnames = report["models"][names[0]]["group_names"]
+    show = range(min(len(gnames), max_groups))
+    fig, axes = plt.subplots(1, len(show), figsize=(4.2 * len(show), 3.4), squeeze=False)
+    for ax, g in zip(axes[0], show):
+        for n in names:
+            share = np.asarray(report["models"][n]["position_share"])
+            ax.plot(np.arange(1, share.shape[0] + 1), share[:, g], label=n)
+        ax.set_title(f"group {gnames[g]}")
+        ax.set_xlabel("position (1 = top)")
+        ax.set_ylabel("share of users")
+        ax.set_ylim(0, 1)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"Group of the item at each position ({report.get('split', 'evaluated')} lists)")
+    return save_figure(fig, path)
+
+
+def write_report(report: Mapping[str, Any], out: PathLike, *, title: Optional[str] = None, notes: str = "",
+                 unit: str = "lists", csv: bool = False, plot: Optional[bool] = None) -> Dict[str, str]:
+    """Write the report's files into the directory ``out`` (created): ``report.json`` (:func:`jsonable`),
+    ``report.md`` (:func:`report_markdown` with ``title``, ``notes``, ``unit``), with ``csv=True`` ``report.csv``
+    (:func:`long_csv`) and ``exposure_by_position.png`` (:func:`plot_position_shares`; ``plot=None``: when every run
+    has a ``position_share``).  Returns ``{kind: path}`` (kinds of :data:`REPORT_FILES`).
+
+    Example::
+
+        write_report(compare({"a": table_a, "b": table_b}), "reports/", csv=True)
+    """
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"`out`: {out} is an existing file; give a directory for the report files")
+    text = report_markdown(report, title=title, notes=notes, unit=unit)  # a malformed report fails before writing
+    if plot is None:
+        plot = all("position_share" in report["models"][n] for n in report["order"])
+    os.makedirs(out, exist_ok=True)
+    path = {k: os.path.join(out, f) for k, f in REPORT_FILES.items()}
+    written = {"json": write_json(report, path["json"]), "md": write_markdown(path["md"], [text])}
+    if csv:
+        with open(path["csv"], "w", newline="") as f:
+            f.write(long_csv(report))
+        written["csv"] = path["csv"]
+    if plot:
+        written["png"] = plot_position_shares(report, path["png"])
+    return written

@@ -20,6 +20,16 @@ and made the streamed evaluation of every ML-20M user 1.6x slower).  Streamed pe
 to rounding in the working precision (float32 for float32 scores: a batched product's summation order can depend on
 how many lists share the batch; tests/evaluation/test_table.py), and are bit-identical when the chunks hold the
 same batches; means and intervals are computed from the per-list values by the same code.
+
+trec_eval's conventions are options (:data:`TREC_EVAL`, with ``read_trec(..., **TREC_READ)``): each list read from
+a qrels file carries ``ideal_relevance`` (every judged grade of its query: NDCG's ideal, recall's / AP's
+denominators), items come in trec_eval's order (score descending, then docno descending), NDCG's gain is linear
+and a query without relevant judged item counts 0 (``undefined="zero"``)::
+
+    from torchfair.evaluation import TREC_EVAL, TREC_READ, evaluate_lists, read_trec
+    data = read_trec("run.txt", "qrels.txt", **TREC_READ)
+    table = evaluate_lists(data.lists, ["map", "P_10", "ndcg_cut_10", "recall_100"], **TREC_EVAL)
+    print(table)   # the means trec_eval prints (its -q per-query values: table.values)
 """
 from __future__ import annotations
 
@@ -39,7 +49,7 @@ from ._format import jsonable, markdown_rows
 from .registry import MeasureRequest, compute_columns, get_measure, normalise_options, parse_request
 
 __all__ = ["EvaluationTable", "evaluate_lists", "as_lists", "bootstrap_interval", "AGGREGATE_ROWS",
-           "StreamingEvaluation", "evaluate_stream"]
+           "StreamingEvaluation", "evaluate_stream", "pad_lists", "TREC_EVAL", "UNDEFINED"]
 
 #: the ``kind`` of the aggregate rows, in output order
 AGGREGATE_ROWS = ("mean", "ci_low", "ci_high", "n_valid")
@@ -302,7 +312,37 @@ def _infer_num_groups(data) -> Optional[int]:
     return max(mx + 1, 1)
 
 
-def _pad(chunk, dtype_groups_soft: bool, G: Optional[int], device, width: Optional[int] = None):
+def pad_lists(lists: Sequence[Tuple[Tensor, Optional[Tensor], Optional[Tensor]]], soft: bool = False,
+              num_groups: Optional[int] = None, device: Union[str, torch.device, None] = None,
+              width: Optional[int] = None) -> Tuple[Tensor, Optional[Tensor], Optional[Tensor], Tensor]:
+    """One padded batch ``(scores [B, N], relevance [B, N] | None, groups, mask [B, N])`` of ragged lists, as
+    every evaluation batch is built (:func:`evaluate_lists`, :class:`StreamingEvaluation`).
+
+    ``lists``: ``(scores [n], relevance [n] | None, groups | None)`` tuples, as :func:`as_lists` returns them.
+    ``N`` is ``width`` (default: the longest list, at least 1); list ``b`` fills row ``b`` from the left and
+    ``mask`` marks its ``n`` real entries.  Scores and relevance are float64 when any list's scores are, float32
+    otherwise; padded entries hold 0.  ``groups``: integer ids ``[B, N]`` (padding ``-1``) or, with ``soft=True``,
+    membership ``[B, N, num_groups]`` (padding 0); ``None`` when a list has no groups (likewise relevance).
+    Moved to ``device`` (default: where they are, the CPU).
+
+    Example::
+
+        >>> s, r, g, m = pad_lists([(torch.tensor([0.5, 0.1]), torch.tensor([1.0, 0.0]), torch.tensor([1, 0])),
+        ...                         (torch.tensor([0.3]), torch.tensor([2.0]), torch.tensor([1]))])
+        >>> g, m
+        (tensor([[ 1,  0],
+                [ 1, -1]]), tensor([[ True,  True],
+                [ True, False]]))
+    """
+    chunk = lists
+    if not isinstance(chunk, (list, tuple)) or not chunk:
+        raise ValueError("`lists` must be a non-empty sequence of (scores, relevance, groups) tuples")
+    if soft and num_groups is None:
+        raise ValueError("`num_groups` is required with `soft=True` (the membership width)")
+    if width is not None and (isinstance(width, bool) or not isinstance(width, (int, np.integer))
+                              or width < max(s.shape[0] for s, _, _ in chunk)):
+        raise ValueError(f"`width` must be an int at least the longest list's length; got {width!r}")
+    dtype_groups_soft, G = soft, num_groups
     B = len(chunk)
     N = max(max(s.shape[0] for s, _, _ in chunk), 1) if width is None else int(width)
     fdt = torch.float64 if any(s.dtype == torch.float64 for s, _, _ in chunk) else torch.float32
@@ -323,6 +363,8 @@ def _pad(chunk, dtype_groups_soft: bool, G: Optional[int], device, width: Option
             rel[b, :n] = r
         if grp is not None:
             grp[b, :n] = g.to(grp.dtype)
+    if device is None:
+        return scores, rel, grp, mask
     mv = lambda t: None if t is None else t.to(device)  # noqa: E731
     return mv(scores), mv(rel), mv(grp), mv(mask)
 
@@ -368,7 +410,7 @@ def evaluate_lists(lists: Union[Sequence[ListLike], Mapping[str, Any]],
              bootstrap: int = 1000, seed: int = 0, confidence: float = 0.95, num_groups: Optional[int] = None,
              list_ids: Optional[Sequence[Any]] = None, batch_size: int = 256, max_batch_elements: int = 2 ** 18,
              device: Union[str, torch.device, None] = None, group_names: Optional[Sequence[str]] = None,
-             **options: Any) -> EvaluationTable:
+             accumulators: Sequence[Any] = (), undefined: str = "skip", **options: Any) -> EvaluationTable:
     """Evaluate ``measures`` on every list and aggregate (see the module doc).
 
     Args:
@@ -381,12 +423,30 @@ def evaluate_lists(lists: Union[Sequence[ListLike], Mapping[str, Any]],
             entries; lists are sorted by length first.
         device: where to compute (default CPU).
         group_names: names of the group ids, recorded in ``meta`` (column letters A, B, ... are ids 0, 1, ...).
+        accumulators: objects with ``update(scores=, relevance=, groups=, mask=)`` (torchmetrics Metrics, e.g.
+            :class:`~torchfair.evaluation.accumulators.PositionShares`, on ``device``): every padded batch the
+            measures see (:func:`pad_lists`; empty lists are in none) is passed to each; call their ``compute()``
+            afterwards.
+        undefined: ``"skip"`` (default): a list where a measure is undefined (NDCG without a relevant item...) is
+            left out of that column's mean and ``n_valid``; ``"zero"``: in the columns of utility measures it counts
+            as 0 (trec_eval's convention: every query counts; ``n_valid`` is then every non-empty list), its
+            per-list value is 0, and ``meta["zeroed"]`` counts such lists per column (``meta["undefined"]`` records
+            the choice).  Fairness columns are never zeroed (0 is a value there: parity).
         **options: global measure options (``browsing``, ``tie_weight``, ``k``, ``ordering``/``ties``...), passed
             to the measures that accept them; per-measure options win.
+
+    A list dict may carry ``"ideal_relevance"`` (1-D: the grades of every judged item of its query, e.g. from
+    :func:`~torchfair.evaluation.read_trec`; for a padded batch dict ``[B, M]`` padded with 0): it is padded per
+    batch and passed to the measures that take it (NDCG's ideal, the relevant count of recall, AP and
+    R-precision, RR's definedness).  trec_eval's numbers: ``evaluate_lists(read_trec(run, qrels, **TREC_READ).lists,
+    ["map", "P_10", "ndcg_cut_10"], **TREC_EVAL)`` (:data:`TREC_EVAL`).
     """
+    accumulators = _check_accumulators(accumulators)
+    undefined = _check_undefined(undefined)
     ids, data = as_lists(lists, list_ids)
     if not data:
         raise ValueError("`lists` is empty")
+    ideals = _ideals(lists)
     reqs = [parse_request(m) for m in measures]
     if not reqs:
         raise ValueError("`measures` is empty")
@@ -406,7 +466,8 @@ def evaluate_lists(lists: Union[Sequence[ListLike], Mapping[str, Any]],
     columns: Optional[List[str]] = None
     results: Dict[int, np.ndarray] = {}
     for chunk_idx, width in _plan_batches([d[0].shape[0] for d in data], batch_size, max_batch_elements):
-        cols, arr = _batch_values([data[i] for i in chunk_idx], reqs, soft, G, dev, options, width)
+        cols, arr = _batch_values([data[i] for i in chunk_idx], reqs, soft, G, dev, options, width, accumulators,
+                                  ideals=None if ideals is None else [ideals[i] for i in chunk_idx])
         if columns is None:
             columns = cols
         elif cols != columns:  # pragma: no cover - guarded by the fixed num_groups
@@ -417,7 +478,18 @@ def evaluate_lists(lists: Union[Sequence[ListLike], Mapping[str, Any]],
         columns = _empty_columns(reqs, G, options)
     C = len(columns)
     values = np.stack([results.get(i, np.full(C, np.nan)) for i in range(len(data))]).reshape(len(data), C)
-    return _table(columns, ids, values, reqs, options, G, bootstrap, seed, confidence, group_names)
+    return _table(columns, ids, values, reqs, options, G, bootstrap, seed, confidence, group_names, undefined)
+
+
+def _check_accumulators(accumulators) -> Tuple[Any, ...]:
+    """``accumulators`` as a tuple, each with a callable ``update`` (ValueError naming the argument otherwise)."""
+    if isinstance(accumulators, (str, bytes)) or not isinstance(accumulators, (list, tuple)):
+        raise ValueError(f"`accumulators` must be a list or tuple of objects with an `update` method (e.g. "
+                         f"torchmetrics Metrics); got {type(accumulators).__name__}")
+    for a in accumulators:
+        if not callable(getattr(a, "update", None)):
+            raise ValueError(f"`accumulators`: {a!r} has no `update` method")
+    return tuple(accumulators)
 
 
 def padded_width(n: int) -> int:
@@ -453,13 +525,79 @@ def _plan_batches(lengths: Sequence[int], batch_size: int, max_batch_elements: i
 
 
 def _batch_values(chunk, reqs, soft: bool, G: Optional[int], dev, options: Mapping[str, Any],
-                  width: Optional[int] = None) -> Tuple[List[str], np.ndarray]:
-    """``(columns, [b, C] float64 values with NaN = invalid)`` of one padded batch (``width``: pad to it)."""
-    s, r, g, m = _pad(chunk, soft, G, dev, width)
-    cols = compute_columns(s, r, g, m, reqs, num_groups=G, **options)
+                  width: Optional[int] = None, accumulators: Sequence[Any] = (),
+                  ideals: Optional[Sequence[Tensor]] = None) -> Tuple[List[str], np.ndarray]:
+    """``(columns, [b, C] float64 values with NaN = invalid)`` of one padded batch (``width``: pad to it); the
+    batch is also passed to every accumulator's ``update``.  ``ideals``: each list's ``ideal_relevance`` (padded
+    with 0 to ``[b, M]``, passed to the measures that take it)."""
+    s, r, g, m = pad_lists(chunk, soft, G, dev, width)
+    for acc in accumulators:
+        acc.update(scores=s, relevance=r, groups=g, mask=m)
+    extra = {} if ideals is None else {"ideal_relevance": _pad_ideals(ideals, s.dtype, s.device)}
+    cols = compute_columns(s, r, g, m, reqs, num_groups=G, **extra, **options)
     v = torch.stack([c[0].detach().to(torch.float64).cpu() for c in cols.values()], -1)
     ok = torch.stack([c[1].cpu() for c in cols.values()], -1)
     return list(cols), torch.where(ok, v, torch.full_like(v, float("nan"))).numpy()
+
+
+def _ideals(lists: Union[Sequence[ListLike], Mapping[str, Any]]) -> Optional[List[Tensor]]:
+    """Each list's ``ideal_relevance`` (1-D: the grades of every judged item of its query, e.g. from
+    :func:`~torchfair.evaluation.read_trec`), in the order of :func:`as_lists`; ``None`` when no list has one."""
+    if isinstance(lists, Mapping):
+        x = lists.get("ideal_relevance")
+        if x is None:
+            return None
+        x = torch.as_tensor(np.asarray(x) if not isinstance(x, Tensor) else x)
+        if torch.as_tensor(lists["scores"]).dim() == 1:
+            rows = [x]
+        elif x.dim() == 2:
+            rows = list(x)
+        else:
+            raise ValueError(f"`ideal_relevance` of a padded batch must be [B, M] (padded with 0); got "
+                             f"{tuple(x.shape)}")
+    else:
+        rows = [item.get("ideal_relevance") if isinstance(item, Mapping) else None for item in lists]
+    if all(r is None for r in rows):
+        return None
+    out = []
+    for i, r in enumerate(rows):
+        if r is None:
+            raise ValueError(f"`ideal_relevance` is given for some lists and not for others (not for list {i})")
+        t = _vec(r, "ideal_relevance", True)
+        if t.dim() != 1:
+            raise ValueError(f"list {i}: `ideal_relevance` must be 1-D (the grades of every judged item of its "
+                             f"query); got shape {tuple(t.shape)}")
+        out.append(t)
+    return out
+
+
+def _pad_ideals(ideals: Sequence[Tensor], dtype: torch.dtype, device) -> Tensor:
+    """``[b, M]`` the lists' ``ideal_relevance`` padded with 0 (``M``: the longest, at least 1)."""
+    M = max(max((int(t.shape[0]) for t in ideals), default=0), 1)
+    out = torch.zeros(len(ideals), M, dtype=dtype)
+    for i, t in enumerate(ideals):
+        out[i, :t.shape[0]] = t.to(dtype)
+    return out.to(device)
+
+
+#: choices of ``undefined`` (:func:`evaluate_lists`): an undefined value is left out of its column's mean
+#: (``"skip"``), or counts as 0 in the columns of utility measures (``"zero"``, trec_eval's convention)
+UNDEFINED = ("skip", "zero")
+
+
+#: the :func:`evaluate_lists` / :class:`StreamingEvaluation` options under which the measures give trec_eval's
+#: numbers (Voorhees & Harman, TREC, 2005; trec_eval 9.0.7, checked against pytrec_eval per query in
+#: tests/evaluation/test_trec.py) on lists read by ``read_trec(run, qrels, **TREC_READ)``: linear gains for NDCG,
+#: relevant = grade > 0 (trec_eval's relevance level 1 on its integer grades), a query without relevant judged item
+#: counts 0.  With trec_eval's names (``"map"``, ``"P_10"``, ``"ndcg_cut_10"``, ``"recall_100"``, ``"recip_rank"``,
+#: ``"Rprec"``, ``"ndcg"``; :func:`~torchfair.evaluation.registry.parse_request`).
+TREC_EVAL: Dict[str, Any] = {"gain": "linear", "threshold": 0.0, "undefined": "zero"}
+
+
+def _check_undefined(undefined) -> str:
+    if undefined not in UNDEFINED:
+        raise ValueError(f"`undefined` must be one of {', '.join(repr(u) for u in UNDEFINED)}; got {undefined!r}")
+    return undefined
 
 
 def _empty_columns(reqs, G: Optional[int], options: Mapping[str, Any]) -> List[str]:
@@ -474,8 +612,19 @@ def _empty_columns(reqs, G: Optional[int], options: Mapping[str, Any]) -> List[s
 
 def _table(columns: List[str], ids: List[Any], values: np.ndarray, reqs, options: Mapping[str, Any],
            G: Optional[int], bootstrap: int, seed: int, confidence: float,
-           group_names: Optional[Sequence[str]]) -> EvaluationTable:
-    """Means over the valid lists, bootstrap intervals and meta of per-list ``values [L, C]``."""
+           group_names: Optional[Sequence[str]], undefined: str = "skip") -> EvaluationTable:
+    """Means over the valid lists, bootstrap intervals and meta of per-list ``values [L, C]``.  With
+    ``undefined="zero"`` the undefined values of the utility measures' columns become 0 first (counted in
+    ``meta["zeroed"]``)."""
+    zeroed: Dict[str, int] = {}
+    if undefined == "zero":
+        utility = {r.label for r in reqs if get_measure(r.name).kind == "utility"}
+        values = values.copy()
+        for j, c in enumerate(columns):
+            if c in utility:
+                nan = np.isnan(values[:, j])
+                zeroed[c] = int(nan.sum())
+                values[nan, j] = 0.0
     valid = ~np.isnan(values)
     n_valid = valid.sum(0)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -484,7 +633,9 @@ def _table(columns: List[str], ids: List[Any], values: np.ndarray, reqs, options
     meta = {"measures": [{"name": r.name, "label": r.label, "options": r.options, "kind": get_measure(r.name).kind,
                           "higher_is_better": get_measure(r.name).higher_is_better} for r in reqs],
             "options": dict(options), "num_groups": G, "bootstrap": bootstrap, "seed": seed,
-            "confidence": confidence, "n_lists": len(values)}
+            "confidence": confidence, "n_lists": len(values), "undefined": undefined}
+    if undefined == "zero":
+        meta["zeroed"] = zeroed
     if group_names is not None:
         meta["group_names"] = list(group_names)
     return EvaluationTable(columns, ids, values, dict(zip(columns, means.tolist())), dict(zip(columns, lo.tolist())),
@@ -500,7 +651,8 @@ class StreamingEvaluation:
     Args: those of :func:`evaluate_lists`, plus ``lengths`` (optional): the number of items of every list, in the
     order the lists will arrive, checked as they arrive (and by :meth:`result`: every list added).  Every list is
     padded to :func:`padded_width` of its own length, as :func:`evaluate_lists` pads it, so every per-list value
-    equals the eager path's up to rounding in the working precision, whatever the chunks (module doc).  Lists with
+    equals the eager path's up to rounding in the working precision, whatever the chunks (module doc);
+    ``accumulators`` get every padded batch of every chunk, as :func:`evaluate_lists` passes them.  Lists with
     groups need ``num_groups`` (it cannot be
     inferred from the lists before they have all been seen).  All lists should have the same score dtype (float32
     or float64), as a batch is padded in float64 when any of its lists is.
@@ -521,7 +673,11 @@ class StreamingEvaluation:
                  lengths: Optional[Sequence[int]] = None, bootstrap: int = 1000, seed: int = 0,
                  confidence: float = 0.95, num_groups: Optional[int] = None, batch_size: int = 256,
                  max_batch_elements: int = 2 ** 18, device: Union[str, torch.device, None] = None,
-                 group_names: Optional[Sequence[str]] = None, **options: Any):
+                 group_names: Optional[Sequence[str]] = None, accumulators: Sequence[Any] = (),
+                 undefined: str = "skip", **options: Any):
+        self.accumulators = _check_accumulators(accumulators)
+        self.undefined = _check_undefined(undefined)
+        self._has_ideal: Optional[bool] = None
         self.reqs = [parse_request(m) for m in measures]
         if not self.reqs:
             raise ValueError("`measures` is empty")
@@ -557,6 +713,10 @@ class StreamingEvaluation:
             raise ValueError("`groups` is given for some lists and not for others")
         if any(r is None for _, r, _ in data) and any(r is not None for _, r, _ in data):
             raise ValueError("`relevance` is given for some lists and not for others")
+        ideals = _ideals(lists)
+        if self._has_ideal is not None and (ideals is not None) != self._has_ideal:
+            raise ValueError("`ideal_relevance` is given for some chunks and not for others")
+        self._has_ideal = ideals is not None
         has = (data[0][1] is not None, data[0][2] is not None)
         if self._has is not None and has != self._has:
             raise ValueError("`groups` / `relevance` are given for some chunks and not for others")
@@ -582,7 +742,8 @@ class StreamingEvaluation:
         out: Optional[np.ndarray] = None
         for idx, w in batches:
             cols, arr = _batch_values([data[i] for i in idx], self.reqs, soft, self.num_groups, self.device,
-                                      self.options, w)
+                                      self.options, w, self.accumulators,
+                                      ideals=None if ideals is None else [ideals[i] for i in idx])
             if self.columns is None:
                 self.columns = cols
             elif cols != self.columns:
@@ -620,7 +781,7 @@ class StreamingEvaluation:
             raise ValueError(f"{self.n_lists} lists were added; `lengths` gives {len(self.lengths)}")
         values = self.values()
         table = _table(list(self.columns), list(self._ids), values, self.reqs, self.options, self.num_groups,
-                       self.bootstrap, self.seed, self.confidence, self.group_names)
+                       self.bootstrap, self.seed, self.confidence, self.group_names, self.undefined)
         table.meta["streamed"] = {"chunks": self.n_chunks, "padded_as_eager": True}
         return table
 
@@ -629,7 +790,7 @@ def evaluate_stream(chunks, measures: Sequence[Union[str, MeasureRequest, Tuple[
                     **kwargs: Any) -> EvaluationTable:
     """:class:`StreamingEvaluation` over an iterable of chunks (each a list input of :func:`evaluate_lists`, or a
     ``(lists, list_ids)`` pair); keyword arguments as :class:`StreamingEvaluation` (give ``lengths`` for values
-    bit-identical to :func:`evaluate_lists` on all the lists)."""
+    bit-identical to :func:`evaluate_lists` on all the lists; ``accumulators`` see every padded batch)."""
     stream = StreamingEvaluation(measures, **kwargs)
     for chunk in chunks:
         if isinstance(chunk, tuple) and len(chunk) == 2 and not isinstance(chunk[0], Tensor):

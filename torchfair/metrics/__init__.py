@@ -4,7 +4,7 @@ With the default ``ordering=Hard()`` a measure is the exact evaluator; pass a re
 differentiable value.  Families: :mod:`.pairwise` (DIPS, IGI, REE, pairwise accuracy, rank parity, Kendall's tau),
 :mod:`.exposure` (misallocation, expected exposure, IAA, AWRF, DP/EUR/RUR, expRR), :mod:`.prefix` (rND, rRD, rKL,
 PreF, skew, NDKL, FAIR), :mod:`.calibration` (matched pair calibration), :mod:`.monotonicity` (the monotonicity
-test), :mod:`.utility` (NDCG, DCG, precision, recall, MRR, RBP, ERR).
+test), :mod:`.utility` (NDCG, DCG, precision, recall, MRR, AP, R-precision, RBP, ERR).
 """
 from .calibration import MatchedPairs, MPCResult, matched_pair_calibration, matched_pairs, mpc_cluster_variance
 from .exposure import (ExpectedExposure, awrf, exposure_share, dp, eur, exp_rr, expected_exposure, exposure_misallocation, iaa,
@@ -14,7 +14,7 @@ from .pairwise import (RankParity, accuracy_gaps, dips, discordant_fraction, igi
                        kendall_tau, pairwise_accuracy, pairwise_gap, rank_parity, ree)
 from .prefix import (FairTest, fair, fair_adjusted_alpha, fair_mtable, fair_test, ndkl, pref, prefix_mass, rkl, rnd,
                      rrd, skew)
-from .utility import dcg, err, ideal_dcg, ideal_ranking, mrr, ndcg, precision, rbp, recall
+from .utility import average_precision, dcg, err, ideal_dcg, ideal_ranking, mrr, ndcg, precision, r_precision, rbp, recall
 from .disparity import disparate_exposure, top1_exposure_gap
 from .declarations import MEASURES, Measure, get_declaration
 
@@ -33,7 +33,8 @@ __all__ = [
     "matched_pair_calibration", "matched_pairs", "mpc_cluster_variance", "MPCResult", "MatchedPairs",
     "monotonicity_test", "MonotonicityTest", "isotonic_regression",
     # utility
-    "dcg", "ndcg", "precision", "recall", "mrr", "rbp", "err", "ideal_dcg", "ideal_ranking",
+    "dcg", "ndcg", "precision", "recall", "mrr", "average_precision", "r_precision", "rbp", "err", "ideal_dcg",
+    "ideal_ranking",
     # the baselines' disparities
     "top1_exposure_gap", "disparate_exposure",
     # declarations

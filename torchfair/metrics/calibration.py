@@ -39,9 +39,10 @@ from .._validation import check_choice, check_group_id, check_number, prepare
 from ..browsing import BrowsingModel, get_browsing
 from ..orderings.base import OrderingLike
 from ..orderings import Hard, HardOrderedBatch, row_blocks
-from ._common import check_bool, check_ordering, order
+from .common import check_bool, check_ordering, order
 
-__all__ = ["MatchedPairs", "MPCResult", "matched_pairs", "matched_pair_calibration", "mpc_cluster_variance"]
+__all__ = ["MatchedPairs", "MPCResult", "matched_pairs", "matched_pair_calibration", "mpc_cluster_variance",
+           "adjacent_candidates"]
 
 CI_METHODS = ("cluster", "query", "bootstrap", "none")
 
@@ -121,20 +122,45 @@ def _check_options(eps, closest, quantile, adjacent, position_weight):
     check_choice(position_weight, "position_weight", ("top", "swap"))
 
 
-def _adjacent_candidates(s: Tensor, m: Tensor, in_g: Tensor, other: Tensor, order: Optional[Tensor] = None):
-    """Candidate pairs of adjacent items under the hard order (ties by index), in O(B N log N): consecutive
-    positions (a above b) give ``(i=b, j=a)`` when b is in g and a is not, and ``(i=a, j=b)`` when a is in g, b is
-    not and their scores tie (``s(j) >= s(i)`` either way).  Returned in (query, i, j) order, as the pairwise
-    scan of :func:`matched_pairs` returns them.  ``order``: that order (item at each position, padded items last,
-    e.g. ``Hard()(s, m).order``) where it is already computed."""
+def adjacent_candidates(scores: Tensor, mask: Tensor, in_group: Tensor, other: Tensor,
+                        order: Optional[Tensor] = None):
+    """Candidate matched pairs of *adjacent* items under the hard order (Korevaar et al., arXiv 2023, §4.1.3,
+    App. B.4; ties broken by index, as ``Hard()``), in O(B N log N): for consecutive positions (a directly above
+    b) the pair ``(i=b, j=a)`` when b is in the group and a is not, and ``(i=a, j=b)`` when a is in the group, b
+    is not and their scores tie -- so ``s(j) >= s(i)`` either way.
+
+    Args: ``scores [B, N]`` (floating), ``mask``, ``in_group``, ``other`` ``[B, N]`` bool (real items; items of
+    group g; items of a known group other than g -- padded and unknown items in neither); ``order`` ``[B, N]``
+    (the item at each position, padded items last) where it is already computed, default ``Hard()(scores,
+    mask).order``.  Returns flat ``(query, i, j, gap)`` tensors in (query, i, j) order with ``gap = s(j) - s(i)``
+    -- the adjacent candidates :func:`matched_pairs` (``adjacent=True``) selects from before its threshold.
+
+    Example::
+
+        >>> s, m = torch.tensor([[3.0, 2.0, 1.0]]), torch.ones(1, 3, dtype=torch.bool)
+        >>> g = torch.tensor([[0, 1, 0]])
+        >>> adjacent_candidates(s, m, g == 1, (g == 0) & m)   # item 1 (group 1) right below item 0
+        (tensor([0]), tensor([1]), tensor([0]), tensor([1.]))
+    """
+    if not isinstance(scores, Tensor) or scores.dim() != 2 or not scores.is_floating_point():
+        raise ValueError(f"`scores` must be a floating tensor [B, N]; got "
+                         f"{tuple(scores.shape) if isinstance(scores, Tensor) else type(scores).__name__}")
+    for name, x in (("mask", mask), ("in_group", in_group), ("other", other)):
+        if not isinstance(x, Tensor) or x.dtype != torch.bool or x.shape != scores.shape:
+            raise ValueError(f"`{name}` must be a bool tensor of the shape of `scores` {tuple(scores.shape)}; got "
+                             f"{(x.dtype, tuple(x.shape)) if isinstance(x, Tensor) else type(x).__name__}")
+    if order is not None and (not isinstance(order, Tensor) or order.shape != scores.shape
+                              or order.is_floating_point()):
+        raise ValueError(f"`order` must be an integer tensor of the shape of `scores` {tuple(scores.shape)}")
+    s, m = scores, mask
     B, N = s.shape
     if order is None:
-        key = torch.where(m, s, torch.full_like(s, float("-inf")))
-        order = torch.sort(key, dim=-1, descending=True, stable=True).indices
+        order = Hard()(s, m).order
     a, b = order[:, :-1], order[:, 1:]
     both = m.gather(-1, a) & m.gather(-1, b)
     sa, sb = s.gather(-1, a), s.gather(-1, b)
-    ga, gb, oa, ob = in_g.gather(-1, a), in_g.gather(-1, b), other.gather(-1, a), other.gather(-1, b)
+    ga, gb = in_group.gather(-1, a), in_group.gather(-1, b)
+    oa, ob = other.gather(-1, a), other.gather(-1, b)
     down = both & gb & oa                      # g item directly below a non-g item
     tie = both & ga & ob & (sb >= sa)          # g item above a tied non-g item
     qd, kd = down.nonzero(as_tuple=True)
@@ -206,7 +232,7 @@ def matched_pairs(scores: Tensor, relevance: Tensor, groups: Tensor, *, group: i
     qs, ii, jj, gaps = [], [], [], []
     hard_first = isinstance(ob, HardOrderedBatch) and ob.ties == "first"  # e.g. a shared Hard()(s, m)
     if adjacent and (ordering is None or (isinstance(ordering, Hard) and ordering.ties == "first") or hard_first):
-        q, i, j, gap = _adjacent_candidates(s, m, in_g, other, ob.order if hard_first else None)
+        q, i, j, gap = adjacent_candidates(s, m, in_g, other, ob.order if hard_first else None)
         qs, ii, jj, gaps = [q], [i], [j], [gap]
         if eps is not None:
             keep = gap <= eps

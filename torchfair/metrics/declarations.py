@@ -42,8 +42,9 @@ KINDS = ("fairness", "utility")
 #: per-list value: ``list`` ``[B]``, ``group`` ``[B, G]``, ``pair`` ``[B, G, G]``, ``record`` a NamedTuple
 OUTPUTS = ("list", "group", "pair", "record")
 NEEDS = ("relevance", "groups", "browsing")
-#: the data tensors a measure may take (every other argument is an option)
-DATA = ("scores", "relevance", "groups", "mask")
+#: the data tensors a measure may take (every other argument is an option); ``ideal_relevance`` ``[B, M]``: the
+#: grades of every judged item of each list's query (NDCG's ideal, the relevant count of recall / AP / R-precision)
+DATA = ("scores", "relevance", "groups", "mask", "ideal_relevance")
 INF = math.inf
 
 
@@ -210,6 +211,7 @@ _GROUP_ABSENT = "an entry is undefined when a group it involves is absent from t
 # data tensors
 _SRGM = ("scores", "relevance", "groups", "mask")
 _SRM = ("scores", "relevance", "mask")
+_SRMI = ("scores", "relevance", "mask", "ideal_relevance")  # and the grades of every judged item
 _SGM = ("scores", "groups", "mask")
 # ranges
 _UNIT = (0.0, 1.0)
@@ -346,10 +348,10 @@ _DECLARED: List[Measure] = [
        value_range=_UNIT, data=_SGM, soft_groups=False, options={"protected": (0,), "target": (0.3,)}),
     # ------------------------------------------------------------------ utility
     _m("ndcg", utility.ndcg, "utility", True, ("relevance",), "list",
-       "undefined when the list has no relevant item (ideal DCG is 0)",
+       "undefined when the list (or, with ideal_relevance, the judged items) has no relevant item (ideal DCG is 0)",
        "Normalised discounted cumulative gain (exponential or linear gain, optional cut-off k)",
-       "Jarvelin & Kekalainen, TOIS 2002", loss="one_minus",
-       value_range=_UNIT, data=_SRM, expectation=True, options={"k": _K, "gain": ("linear",)}),
+       "Jarvelin & Kekalainen, TOIS 2002; trec_eval ndcg / ndcg_cut (Voorhees & Harman, TREC, 2005)",
+       loss="one_minus", value_range=_UNIT, data=_SRMI, expectation=True, options={"k": _K, "gain": ("linear",)}),
     _m("dcg", utility.dcg, "utility", True, ("relevance",), "list",
        "defined for every list with a real item",
        "Discounted cumulative gain (unnormalised)",
@@ -362,15 +364,26 @@ _DECLARED: List[Measure] = [
        value_range=_UNIT, data=_SRM, expectation=True,
        options={"k": _K, "threshold": (0.5,), "adaptive_k": (True,)}),
     _m("recall", utility.recall, "utility", True, ("relevance",), "list",
-       "undefined when the list has no relevant item",
-       "Recall at k: share of the relevant items that are in the top k",
-       "Manning et al., Introduction to IR, 2008", loss="one_minus",
-       value_range=_UNIT, data=_SRM, expectation=True, options={"k": _K, "threshold": (0.5,)}),
+       "undefined when the list (or, with ideal_relevance, the judged items) has no relevant item",
+       "Recall at k: share of the relevant (judged) items that are in the top k",
+       "Manning et al., Introduction to IR, 2008; trec_eval recall_k (Voorhees & Harman, TREC, 2005)",
+       loss="one_minus", value_range=_UNIT, data=_SRMI, expectation=True, options={"k": _K, "threshold": (0.5,)}),
     _m("mrr", utility.mrr, "utility", True, ("relevance",), "list",
-       "defined for every list with a real item (0 without a relevant item)",
+       "undefined when the list (or, with ideal_relevance, the judged items) has no relevant item",
        "Reciprocal rank of the first relevant item (expected over a stochastic ordering)",
-       "Voorhees, TREC-8 QA track, 1999", loss="one_minus",
-       value_range=_UNIT, data=_SRM, expectation=True, options={"k": _K, "threshold": (0.5,)}),
+       "Voorhees, TREC-8 QA track, 1999; trec_eval recip_rank", loss="one_minus",
+       value_range=_UNIT, data=_SRMI, expectation=True, options={"k": _K, "threshold": (0.5,)}),
+    _m("average_precision", utility.average_precision, "utility", True, ("relevance",), "list",
+       "undefined when the list (or, with ideal_relevance, the judged items) has no relevant item",
+       "Average precision: mean precision at the ranks of the relevant (judged) items; its mean is MAP",
+       "Manning et al., Introduction to IR, 2008, ch. 8.4; trec_eval map (Voorhees & Harman, TREC, 2005)",
+       loss="one_minus", value_range=_UNIT, data=_SRMI, expectation=True,
+       options={"k": _K, "threshold": (0.5,)}),
+    _m("r_precision", utility.r_precision, "utility", True, ("relevance",), "list",
+       "undefined when the list (or, with ideal_relevance, the judged items) has no relevant item",
+       "R-precision: precision at R, the number of relevant (judged) items",
+       "Manning et al., Introduction to IR, 2008, ch. 8.4; trec_eval Rprec (Voorhees & Harman, TREC, 2005)",
+       value_range=_UNIT, data=_SRMI, expectation=True, options={"threshold": (0.5,)}),
     _m("rbp", utility.rbp, "utility", True, ("relevance",), "list",
        "defined for every list with a real item",
        "Rank-biased precision with persistence p",

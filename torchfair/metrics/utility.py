@@ -1,4 +1,5 @@
-"""Utility (ranking quality) measures: DCG, NDCG, precision, recall, MRR, RBP, ERR; the ideal ranking and ideal DCG.
+"""Utility (ranking quality) measures: DCG, NDCG, precision, recall, MRR, AP, R-precision, RBP, ERR; the ideal
+ranking and ideal DCG.
 
 Like every measure of the package they are written once against an ordering (:mod:`torchfair.orderings`): an
 item's contribution is its gain times its exposure ``E[F(pos_i)]`` under a browsing model, so the default
@@ -15,6 +16,20 @@ ordering : an :class:`~torchfair.orderings.Ordering` (default ``Hard()``, ties b
     ``Hard(ties="average")`` for the tie-averaged values of McSherry & Najork) or a precomputed ``OrderedBatch``.
 reduction : ``"none"`` (per list, default), ``"mean"`` or ``"sum"`` over the lists where the value is defined.
 return_valid : also return the boolean validity mask.
+ideal_relevance : (NDCG, recall, MRR, AP, R-precision) ``[B, M]`` or ``[M]`` float, padded with 0: the grades of
+    *every* judged item of each list's query, also those the list does not rank (``M`` may differ from ``N``).
+    NDCG's ideal ranking, the number of relevant items (recall, AP, R-precision) and whether RR is defined then
+    come from all judged items (trec_eval's conventions); ``None`` (default): from the list's own items.
+    :func:`torchfair.evaluation.read_trec` gives it from a qrels file, and
+    :func:`~torchfair.evaluation.evaluate_lists` passes it on.  It must hold the list's own grades.
+
+trec_eval (Voorhees & Harman, TREC: Experiment and Evaluation in IR, 2005): ``ndcg`` / ``ndcg_cut_k`` is
+``ndcg(..., gain="linear", ideal_relevance=...)``, ``P_k`` ``precision(k=k)`` (divisor ``k``), ``recall_k``,
+``recip_rank``, ``map`` and ``Rprec`` are :func:`recall`, :func:`mrr`, :func:`average_precision` and
+:func:`r_precision` with ``ideal_relevance``; relevant is ``r > threshold``, trec_eval's ``r >= 1`` for integer
+grades at the default ``threshold=0``; items in trec_eval's order (``read_trec(ties="docno")``); a query without
+relevant item counts 0 (``evaluate_lists(undefined="zero")``).  :data:`torchfair.evaluation.TREC_EVAL` gathers
+these options.
 
 Returns: ``value`` of shape ``[B]`` (``[]`` for a single ``[N]`` list or a reduced batch); with
 ``return_valid=True`` the pair ``(value, valid)`` of that shape.
@@ -45,7 +60,7 @@ flagged ``False`` in the validity mask; ``reduction="mean"`` excludes them.  Not
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -55,11 +70,12 @@ from ..browsing import Cascade, Logarithmic, RBP, ReciprocalRank, Uniform, Brows
 from ..orderings.base import OrderingLike
 from ..orderings import OrderedBatch
 from ..orderings.hard import HardOrderedBatch
-from ._common import (check_bool, check_k, clamp_rounding, cut_browsing, expectation_over_rankings, finish,
-                      ideal_sort, order, safe_div)
+from .common import (check_bool, check_k, clamp_rounding, cut_browsing, expectation_over_rankings, finish,
+                      ideal_sort, order, precise_dtype, safe_div)
 from .exposure import _ideal
 
-__all__ = ["dcg", "ndcg", "precision", "recall", "mrr", "rbp", "err", "ideal_dcg", "ideal_ranking"]
+__all__ = ["dcg", "ndcg", "precision", "recall", "mrr", "average_precision", "r_precision", "rbp", "err", "ideal_dcg",
+           "ideal_ranking"]
 
 GainLike = Union[str, Callable[[Tensor], Tensor]]
 
@@ -72,9 +88,14 @@ def _cut(base: BrowsingModel, k: Optional[int]) -> BrowsingModel:
     return cut_browsing(base, base, k)
 
 
-def _gains(b: Batch, gain: GainLike, validate: bool):
-    """Gains ``[B, N]`` divided by ``2**c`` and ``c [B]`` (``c > 0`` only for exponential gains of grades > 64)."""
-    rel = b.relevance
+def _gains(b: Batch, gain: GainLike, validate: bool, rmax: Optional[Tensor] = None):
+    """Gains ``[B, N]`` divided by ``2**c`` and ``c [B]`` (``c > 0`` only for exponential gains of grades > 64).
+    ``rmax [B]``: the largest grade that sets ``c`` (default: the list's own)."""
+    return _gain_values(b.relevance, b.mask, gain, validate, rmax)
+
+
+def _gain_values(rel: Tensor, mask: Tensor, gain: GainLike, validate: bool, rmax: Optional[Tensor] = None):
+    """:func:`_gains` on ``relevance [B, N]`` and ``mask [B, N]``."""
     c = torch.zeros(rel.shape[0], dtype=rel.dtype, device=rel.device)
     if callable(gain):
         g = gain(rel)
@@ -82,10 +103,11 @@ def _gains(b: Batch, gain: GainLike, validate: bool):
             raise ValueError(f"`gain` callable must return a tensor of the relevance's shape {tuple(rel.shape)}")
         g = g.to(rel.dtype)
         if validate:
-            require(lambda: ((torch.isfinite(g) & (g >= 0)) | ~b.mask).all(),
+            require(lambda: ((torch.isfinite(g) & (g >= 0)) | ~mask).all(),
                     "`gain` callable must return finite, non-negative gains", g.device)
     elif gain == "exponential":
-        rmax = torch.where(b.mask, rel, torch.zeros_like(rel)).amax(-1)
+        if rmax is None:
+            rmax = torch.where(mask, rel, torch.zeros_like(rel)).amax(-1)
         c = (rmax - GAIN_EXPONENT_HEADROOM).clamp(min=0).detach()
         # 2**r - 1 = 2**c (2**(r - c) - 2**(-c)); exactly 2**r - 1 when c = 0, and expm1(r ln 2) below r = 1,
         # where 2**r - 1 cancels (a relevance of 1e-30 would get gain 0)
@@ -98,7 +120,7 @@ def _gains(b: Batch, gain: GainLike, validate: bool):
         g = rel
     else:
         raise ValueError(f"`gain` must be 'exponential' (2**r - 1), 'linear' (r) or a callable; got {gain!r}")
-    return torch.where(b.mask, g, torch.zeros_like(g)), c
+    return torch.where(mask, g, torch.zeros_like(g)), c
 
 
 def _nonempty(b: Batch) -> Tensor:
@@ -107,6 +129,67 @@ def _nonempty(b: Batch) -> Tensor:
 
 def _check_threshold(threshold) -> float:
     return check_number(threshold, "threshold")
+
+
+def _ideal_batch(ideal_relevance: Optional[Tensor], b: Batch, validate: bool) -> Optional[Tensor]:
+    """``ideal_relevance`` (``[B, M]``, or ``[M]`` for a single ``[N]`` list; padded with 0) as ``[B, max(M, 1)]``
+    in the batch's dtype and device; ``None`` stays ``None``.  With ``validate``: finite, non-negative, and holding
+    the list's own grades (:func:`_check_covers`)."""
+    if ideal_relevance is None:
+        return None
+    if not isinstance(ideal_relevance, Tensor):
+        raise ValueError(f"`ideal_relevance` must be a torch.Tensor ([B, M] grades of every judged item, padded "
+                         f"with 0) or None; got {type(ideal_relevance).__name__}")
+    if ideal_relevance.is_complex():
+        raise ValueError(f"`ideal_relevance` must be a real tensor; got {ideal_relevance.dtype}")
+    x = ideal_relevance
+    B = b.scores.shape[0]
+    if b.squeeze:
+        if x.dim() != 1:
+            raise ValueError(f"`ideal_relevance` of a single list ([N] scores) must have shape [M]; got "
+                             f"{tuple(x.shape)}")
+        x = x.unsqueeze(0)
+    elif x.dim() != 2 or x.shape[0] != B:
+        raise ValueError(f"`ideal_relevance` must have shape [B, M] = [{B}, M] (the grades of every judged item of "
+                         f"each list, padded with 0); got {tuple(x.shape)}")
+    x = x.to(device=b.scores.device, dtype=b.scores.dtype)
+    if x.shape[1] == 0:  # nothing judged: one zero grade per list
+        x = x.new_zeros(B, 1)
+    if validate:
+        require(lambda: torch.isfinite(x).all(), "`ideal_relevance` must be finite (no NaN or inf)", x.device)
+        require(lambda: (x >= 0).all(), "`ideal_relevance` must be non-negative (padded with 0)", x.device)
+        _check_covers(b, x)
+    return x
+
+
+def _check_covers(b: Batch, ideal: Tensor) -> None:
+    """``ideal`` must hold the grades of the list's own items: its grades sorted in decreasing order dominate the
+    list's, position by position (then every ideal DCG and every count of relevant items of the list is at most
+    the ideal's, so no NDCG, recall or AP exceeds 1)."""
+    rel = b.relevance
+    own = torch.where(b.mask, rel, torch.zeros_like(rel))
+    N, M = own.shape[1], ideal.shape[1]
+    K = min(N, M)  # the list's K largest grades against the ideal's; beyond M the list's grades must be 0
+
+    def ok() -> Tensor:
+        top = own.topk(K, -1).values  # sorted, descending
+        ide = ideal.sort(-1, descending=True).values[:, :K]
+        return (top <= ide).all() & ((own > 0).sum(-1) <= M).all()
+
+    require(ok, "`ideal_relevance` must hold the grades of every judged item of the list, the list's own items "
+            "included: a list holds grades that `ideal_relevance` lacks", rel.device)
+
+
+def _ideal_threshold(threshold: float, ideal: Optional[Tensor]) -> None:
+    if ideal is not None and threshold < 0:
+        raise ValueError(f"`threshold` must be >= 0 with `ideal_relevance` (padded with 0, and a padding entry "
+                         f"must not count as relevant); got {threshold}")
+
+
+def _n_relevant(rel: Tensor, ideal: Optional[Tensor], threshold: float) -> Tensor:
+    """``[B]`` the number of relevant judged items: of ``ideal`` when given, else of the list (``rel``: its
+    binary relevance, masked)."""
+    return rel.sum(-1) if ideal is None else (ideal > threshold).to(rel.dtype).sum(-1)
 
 
 def _scale_back(x: Tensor, c: Tensor):
@@ -231,15 +314,23 @@ def dcg(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, gain: Gai
 
 
 def ndcg(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, gain: GainLike = "exponential",
-         mask: Optional[Tensor] = None, ordering: OrderingLike = None, reduction: str = "none",
-         return_valid: bool = False, validate_args: bool = True):
+         ideal_relevance: Optional[Tensor] = None, mask: Optional[Tensor] = None, ordering: OrderingLike = None,
+         reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
     r"""Normalised DCG at ``k``: :func:`dcg` divided by the DCG@k of the ideal ranking (:func:`ideal_dcg`).
 
     .. math:: \mathrm{NDCG@}k = \frac{\mathrm{DCG@}k(\sigma)}{\mathrm{DCG@}k(\sigma^*)}, \qquad
               \sigma^* = \mathrm{argsort}(-r)
 
+    The ideal ranking sorts the list's own items, or, with ``ideal_relevance`` (``[B, M]``, or ``[M]`` for a single
+    list: the grades of *every* judged item of the query, also those the list does not rank, padded with 0; ``M``
+    may differ from ``N``), all the judged items: trec_eval's ``ndcg`` / ``ndcg_cut_k`` (Voorhees & Harman, TREC,
+    2005; with ``gain="linear"``), which :func:`torchfair.evaluation.read_trec` gives from a qrels file.  A grade-0
+    entry of ``ideal_relevance`` adds nothing to the ideal DCG (it is padding), and ``ideal_relevance`` must hold the
+    list's own grades (``ValueError`` otherwise), so NDCG stays in ``[0, 1]``.
+
     In ``[0, 1]``.  A list with no relevant item (ideal DCG 0) has no defined NDCG: it is returned as 0 and
-    flagged ``False`` in ``valid``, so ``reduction="mean"`` averages over the lists that have a relevant item.
+    flagged ``False`` in ``valid``, so ``reduction="mean"`` averages over the lists that have a relevant item
+    (trec_eval counts it as 0: ``undefined="zero"`` of :func:`~torchfair.evaluation.evaluate_lists`).
     **Other libraries differ here**: sklearn's ``ndcg_score`` and torchmetrics' ``retrieval_normalized_dcg`` also
     return 0 for such a list but *include* it in their mean (torchmetrics' ``RetrievalNormalizedDCG`` module
     has an ``empty_target_action`` option instead).  Both use linear gains (``gain="linear"`` here) and average
@@ -251,13 +342,26 @@ def ndcg(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, gain: Ga
 
         >>> ndcg(torch.tensor([3., 2., 1.]), torch.tensor([1., 0., 1.]))   # 1.5 / (1 + 1/log2(3))
         tensor(0.9197)
+        >>> # a third judged relevant item the list does not hold: 1.5 / (1 + 1/log2(3) + 1/2)
+        >>> ndcg(torch.tensor([3., 2., 1.]), torch.tensor([1., 0., 1.]), ideal_relevance=torch.tensor([1., 1., 1.]))
+        tensor(0.7039)
     """
     k = check_k(k)
     check_reduction(reduction)
     b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
-    g, _ = _gains(b, gain, validate_args)
+    ideal = _ideal_batch(ideal_relevance, b, validate_args)
+    if ideal is None:
+        g, _ = _gains(b, gain, validate_args)
+        idcg = _ideal_dcg(g, b.mask, k)
+    else:  # one scale 2**c for the list's and the ideal's exponential gains (it cancels in the ratio)
+        imask = ideal > 0
+        rmax = torch.maximum(torch.where(b.mask, b.relevance, torch.zeros_like(b.relevance)).amax(-1),
+                             ideal.amax(-1))
+        g, _ = _gains(b, gain, validate_args, rmax)
+        gi, _ = _gain_values(ideal, imask, gain, validate_args, rmax)
+        idcg = _ideal_dcg(gi, imask, k)
     ob = order(b, ordering)
-    value, valid = safe_div(_dcg(b, ob, k, g), _ideal_dcg(g, b.mask, k))
+    value, valid = safe_div(_dcg(b, ob, k, g), idcg)
     value = clamp_rounding(value, 0.0, 1.0)
     return finish(b, value, valid & _nonempty(b), reduction, return_valid)
 
@@ -300,25 +404,37 @@ def precision(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, thr
 
 
 def recall(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, threshold: float = 0.0,
-           mask: Optional[Tensor] = None, ordering: OrderingLike = None, reduction: str = "none",
-           return_valid: bool = False, validate_args: bool = True):
+           ideal_relevance: Optional[Tensor] = None, mask: Optional[Tensor] = None, ordering: OrderingLike = None,
+           reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
     r"""Recall at ``k``: the fraction of the relevant items (``r > threshold``) ranked in the top ``k``.
 
-    .. math:: R@k = \frac{\sum_i 1(r_i > \theta)\, 1(\mathrm{pos}_i < k)}{\sum_i 1(r_i > \theta)}
+    .. math:: R@k = \frac{\sum_i 1(r_i > \theta)\, 1(\mathrm{pos}_i < k)}{|\{j \text{ judged}: r_j > \theta\}|}
 
-    Shape ``[B]`` (``[]``), in ``[0, 1]``; undefined (0, invalid) for a list with no relevant item.
+    The denominator counts the list's relevant items, or, with ``ideal_relevance`` (``[B, M]`` / ``[M]``, the grades
+    of every judged item of the query padded with 0, as in :func:`ndcg`), all the relevant judged items, also
+    those the list does not rank: trec_eval's ``recall_k`` (Voorhees & Harman, TREC, 2005), where recall@100 of a
+    100-item list is below 1 when relevant items were missed.  Relevant is ``r > threshold``: for the integer grades
+    of a qrels file, ``threshold=0`` is trec_eval's ``r >= 1`` (its relevance level 1).  Shape ``[B]`` (``[]``), in
+    ``[0, 1]``; undefined (0, invalid) without a relevant (judged) item.
 
     Example::
 
         >>> recall(torch.tensor([3., 2., 1.]), torch.tensor([1., 0., 1.]), k=2)
         tensor(0.5000)
+        >>> recall(torch.tensor([3., 2., 1.]), torch.tensor([1., 0., 1.]), k=2,
+        ...        ideal_relevance=torch.tensor([1., 1., 2., 0.]))   # 1 of the 3 relevant judged items
+        tensor(0.3333)
     """
     k = check_k(k)
     threshold = _check_threshold(threshold)
     check_reduction(reduction)
     b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
+    ideal = _ideal_batch(ideal_relevance, b, validate_args)
+    _ideal_threshold(threshold, ideal)
     ob = order(b, ordering)
     hits, n_rel = _relevant_in_top(b, ob, k, threshold)
+    if ideal is not None:
+        n_rel = (ideal > threshold).to(hits.dtype).sum(-1)
     value, valid = safe_div(hits, n_rel)
     return finish(b, clamp_rounding(value, 0.0, 1.0), valid, reduction, return_valid)
 
@@ -367,8 +483,8 @@ def _reciprocal_rank(ob: OrderedBatch, rel: Tensor, k: Optional[int]) -> Tensor:
 
 
 def mrr(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, threshold: float = 0.0,
-        mask: Optional[Tensor] = None, ordering: OrderingLike = None, reduction: str = "none",
-        return_valid: bool = False, validate_args: bool = True):
+        ideal_relevance: Optional[Tensor] = None, mask: Optional[Tensor] = None, ordering: OrderingLike = None,
+        reduction: str = "none", return_valid: bool = False, validate_args: bool = True):
     r"""Reciprocal rank of the first relevant item (``r > threshold``); its batch mean is MRR (Voorhees, TREC-8
     QA track 1999).
 
@@ -382,23 +498,181 @@ def mrr(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, threshold
     ``max_i E[1 / (pos_i + 1)]`` of a relevant item (through the ordering's exposure under
     :class:`~torchfair.browsing.ReciprocalRank`), a differentiable surrogate that is exact on hard rankings.  ``k``
     cuts the list: a first relevant item at position ``>= k`` counts 0.  Shape ``[B]`` (``[]``), in ``[0, 1]``;
-    undefined (0, invalid) for a list with no relevant item.
+    undefined (0, invalid) for a list with no relevant item.  With ``ideal_relevance`` (``[B, M]`` / ``[M]``, the
+    grades of every judged item of the query padded with 0, as in :func:`ndcg`) it is defined whenever a judged
+    item is relevant, and 0 when the list ranks none of them: trec_eval's ``recip_rank`` (Voorhees & Harman, TREC,
+    2005).
 
     Example::
 
         >>> mrr(torch.tensor([3., 2., 1.]), torch.tensor([0., 1., 1.]))
         tensor(0.5000)
+        >>> mrr(torch.tensor([3., 2.]), torch.tensor([0., 0.]), ideal_relevance=torch.tensor([1.]),
+        ...     return_valid=True)   # the relevant judged item is not in the list
+        (tensor(0.), tensor(True))
     """
     k = check_k(k)
     threshold = _check_threshold(threshold)
     check_reduction(reduction)
     b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
+    ideal = _ideal_batch(ideal_relevance, b, validate_args)
+    _ideal_threshold(threshold, ideal)
     ob = order(b, ordering)
     rel = ((b.relevance > threshold) & b.mask).to(b.scores.dtype)
-    valid = rel.sum(-1) > 0
+    valid = _n_relevant(rel, ideal, threshold) > 0
     value = expectation_over_rankings(ob, lambda inner, S: _reciprocal_rank(inner, rel.repeat(S, 1), k))
     value = clamp_rounding(value, 0.0, 1.0)
     return finish(b, value, valid, reduction, return_valid)
+
+
+# ----------------------------------------------------------------------------------------------------- AP / R-precision
+def _hard_item_blocks(ob: HardOrderedBatch, dt: torch.dtype) -> Tuple[Tensor, Tensor]:
+    """``(a, t)`` ``[B, N]``: the first position and the size of each item's tie block (``Hard(ties="first")``:
+    its position and 1)."""
+    a = ob.block_start.gather(-1, ob.block).long()
+    t = ob.block_size.gather(-1, ob.block).to(dt)
+    return a, t
+
+
+def _hard_precision_sum(ob: HardOrderedBatch, rel: Tensor, k: Optional[int]) -> Tensor:
+    """Exact ``E[sum_{i relevant, pos_i < k} (1 + #relevant above i) / (pos_i + 1)]`` ``[B]`` on a hard ordering,
+    ties first or averaged over the orders of every tie block (McSherry & Najork, ECIR 2008).
+
+    An item of a block starting at ``a`` of size ``t`` holds each of its positions ``a + p`` with probability
+    ``1/t``; a tied relevant partner is above it with probability ``p / (t - 1)`` there.  With
+    ``w(q) = 1(q < k) / (q + 1)``: ``E[w] = H1 = sum_p w(a + p) / t`` and ``E[w 1(partner above)] = H2 =
+    sum_p p w(a + p) / (t (t - 1))``; an item adds ``(1 + relevant in earlier blocks) H1 + (relevant tied
+    partners) H2``.  Prefix sums in float64 (harmonic sums over long lists lose float32 digits)."""
+    B, N = rel.shape
+    pdt = precise_dtype(rel.device, rel.dtype)
+    q = torch.arange(N, device=rel.device, dtype=pdt)
+    w = 1.0 / (q + 1.0)
+    if k is not None:
+        w = w * (q < k).to(pdt)
+    zero = torch.zeros(1, device=rel.device, dtype=pdt)
+    S1 = torch.cat([zero, torch.cumsum(w, 0)])
+    S2 = torch.cat([zero, torch.cumsum(q * w, 0)])
+    a, t = _hard_item_blocks(ob, pdt)
+    e = a + t.long()
+    s1 = S1[e] - S1[a]
+    s2 = S2[e] - S2[a]
+    h1 = s1 / t.clamp(min=1)
+    h2 = (s2 - a.to(pdt) * s1) / (t * (t - 1)).clamp(min=1)
+    r = rel.to(pdt)
+    C = torch.cat([torch.zeros(B, 1, device=rel.device, dtype=pdt), torch.cumsum(r.gather(-1, ob.order), -1)], -1)
+    before = C.gather(-1, a)
+    tied = C.gather(-1, e) - before - r  # relevant partners in the item's block
+    return (r * ((before + 1.0) * h1 + tied * h2)).sum(-1).to(rel.dtype)
+
+
+def _precision_sum(ob: OrderedBatch, rel: Tensor, k: Optional[int]) -> Tensor:
+    """``E[sum_{i relevant, pos_i < k} (1 + #relevant above i) / (pos_i + 1)]`` ``[B]`` on one (non-mixture)
+    ordered batch: exact for hard orderings (:func:`_hard_precision_sum`); otherwise from the ordering's position
+    matrix ``P[l, i] = P(pos_i = l)``, taking the relevant mass above position ``l`` as independent of item i's
+    position, ``sum_i r_i sum_l w(l) P[l, i] (1 + sum_{j != i} r_j sum_{q < l} P[q, j])``: exact on rankings, a
+    differentiable surrogate on relaxed and doubly stochastic orderings (which give no pair probabilities)."""
+    if isinstance(ob, HardOrderedBatch):
+        return _hard_precision_sum(ob, rel, k)
+    P = ob.position_matrix()  # [B, position, item]
+    r = rel.to(P.dtype)
+    N = r.shape[-1]
+    q = torch.arange(N, device=r.device, dtype=P.dtype)
+    w = 1.0 / (q + 1.0)
+    if k is not None:
+        w = w * (q < k).to(P.dtype)
+    above_all = torch.cumsum(P, 1) - P  # [B, l, j]: P(pos_j < l)
+    mass = torch.einsum("blj,bj->bl", above_all, r)  # relevant mass above position l
+    own = torch.einsum("bli,bli,l,bi->b", P, above_all, w, r)  # item i's own mass above its position (j = i)
+    return (torch.einsum("bli,l,bl,bi->b", P, w, 1.0 + mass, r) - own).to(rel.dtype)
+
+
+def _hits_within(ob: OrderedBatch, rel: Tensor, R: Tensor) -> Tensor:
+    """``E[#relevant items at positions < R_b]`` ``[B]`` on one (non-mixture) ordered batch (exact for hard
+    orderings, ties averaged over each block; otherwise from the ordering's position matrix)."""
+    if isinstance(ob, HardOrderedBatch):
+        a, t = _hard_item_blocks(ob, rel.dtype)
+        inside = (R[:, None] - a.to(rel.dtype)).clamp(min=0)
+        return (rel * torch.minimum(inside, t) / t.clamp(min=1)).sum(-1)
+    P = ob.position_matrix()  # [B, position, item]
+    N = rel.shape[-1]
+    cut = (torch.arange(N, device=rel.device, dtype=rel.dtype)[None, :] < R[:, None]).to(P.dtype)
+    return torch.einsum("bk,bki,bi->b", cut, P, rel.to(P.dtype)).to(rel.dtype)
+
+
+def average_precision(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, threshold: float = 0.0,
+                      ideal_relevance: Optional[Tensor] = None, mask: Optional[Tensor] = None,
+                      ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
+                      validate_args: bool = True):
+    r"""Average precision: the mean, over the relevant judged items, of the precision at the rank of each one
+    ranked in the top ``k`` (0 for one not ranked); its batch mean is MAP (Manning, Raghavan & Schütze,
+    Introduction to IR, 2008, ch. 8.4; trec_eval's ``map`` / ``map_cut_k``, Voorhees & Harman, TREC, 2005).
+
+    .. math:: \mathrm{AP@}k = rac{1}{R} \sum_{i:\, r_i > 	heta,\ \mathrm{pos}_i < k}
+              rac{|\{j: r_j > 	heta,\ \mathrm{pos}_j \le \mathrm{pos}_i\}|}{\mathrm{pos}_i + 1}
+
+    ``R`` is the number of relevant items of the list, or, with ``ideal_relevance`` (``[B, M]`` / ``[M]``: the grades
+    of every judged item of the query padded with 0, as in :func:`ndcg`), of all judged items, also those the
+    list does not rank (trec_eval's denominator).  Relevant is ``r > threshold`` (``threshold=0`` is trec_eval's
+    ``r >= 1`` on integer grades).  Exact for hard orderings, also ``Hard(ties="average")`` (the mean over the
+    orders of every tie block), and the expectation over the rankings of a mixture ordering (``Sampled``,
+    ``PlackettLuce``); on other orderings a differentiable surrogate from the ordering's position matrix, exact on
+    hard rankings.  Shape ``[B]`` (``[]``), in ``[0, 1]``; undefined (0, invalid)
+    without a relevant (judged) item.
+
+    Example::
+
+        >>> s, r = torch.tensor([4., 3., 2., 1.]), torch.tensor([1., 0., 1., 0.])
+        >>> average_precision(s, r)   # (1/1 + 2/3) / 2
+        tensor(0.8333)
+        >>> average_precision(s, r, ideal_relevance=torch.tensor([1., 1., 1.]))   # a third relevant item unranked
+        tensor(0.5556)
+    """
+    k = check_k(k)
+    threshold = _check_threshold(threshold)
+    check_reduction(reduction)
+    b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
+    ideal = _ideal_batch(ideal_relevance, b, validate_args)
+    _ideal_threshold(threshold, ideal)
+    ob = order(b, ordering)
+    rel = ((b.relevance > threshold) & b.mask).to(b.scores.dtype)
+    total = expectation_over_rankings(ob, lambda inner, S: _precision_sum(inner, rel.repeat(S, 1), k))
+    value, valid = safe_div(total, _n_relevant(rel, ideal, threshold))
+    return finish(b, clamp_rounding(value, 0.0, 1.0), valid & _nonempty(b), reduction, return_valid)
+
+
+def r_precision(scores: Tensor, relevance: Tensor, *, threshold: float = 0.0,
+                ideal_relevance: Optional[Tensor] = None, mask: Optional[Tensor] = None,
+                ordering: OrderingLike = None, reduction: str = "none", return_valid: bool = False,
+                validate_args: bool = True):
+    r"""R-precision: the precision at ``R``, the number of relevant judged items (Manning, Raghavan & Schütze,
+    Introduction to IR, 2008, ch. 8.4; trec_eval's ``Rprec``, Voorhees & Harman, TREC, 2005).
+
+    .. math:: \mathrm{R	ext{-}prec} = rac{1}{R} \sum_i 1(r_i > 	heta)\, 1(\mathrm{pos}_i < R)
+
+    ``R`` counts the relevant items of the list, or, with ``ideal_relevance`` (``[B, M]`` / ``[M]``, the grades of
+    every judged item of the query padded with 0, as in :func:`ndcg`), all relevant judged items; the divisor is
+    ``R`` even for a list shorter than ``R`` (trec_eval).  Relevant is ``r > threshold``.  Exact for hard orderings
+    (``Hard(ties="average")``: the mean over tie orders), the expectation over a mixture's rankings, and the
+    position-matrix expectation on other orderings.  Without ``ideal_relevance`` it equals recall@R.  Shape ``[B]``
+    (``[]``), in ``[0, 1]``; undefined (0, invalid) without a relevant (judged) item.
+
+    Example::
+
+        >>> s, r = torch.tensor([4., 3., 2., 1.]), torch.tensor([1., 0., 1., 0.])
+        >>> r_precision(s, r, ideal_relevance=torch.tensor([1., 1., 1.]))   # R = 3: 2 relevant in the top 3
+        tensor(0.6667)
+    """
+    threshold = _check_threshold(threshold)
+    check_reduction(reduction)
+    b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
+    ideal = _ideal_batch(ideal_relevance, b, validate_args)
+    _ideal_threshold(threshold, ideal)
+    ob = order(b, ordering)
+    rel = ((b.relevance > threshold) & b.mask).to(b.scores.dtype)
+    R = _n_relevant(rel, ideal, threshold)
+    hits = expectation_over_rankings(ob, lambda inner, S: _hits_within(inner, rel.repeat(S, 1), R.repeat(S)))
+    value, valid = safe_div(hits, R)
+    return finish(b, clamp_rounding(value, 0.0, 1.0), valid & _nonempty(b), reduction, return_valid)
 
 
 # ----------------------------------------------------------------------------------------------------- RBP / ERR

@@ -9,14 +9,16 @@ returns a :class:`Reranking` (the ranking, scores reproducing it for any measure
 * :func:`targeted_rerank`: lowers any declared exact fairness measure under a utility constraint and optional
   guards on other fairness measures (:class:`Guard`, :func:`parse_guards`; torchfair's own);
 * :func:`get_reranker` / :data:`RERANKERS`: the spec language (``"fair:p=0.5"``, ``"targeted:measure=dips,keep=10"``)
-  shared by ``torchfair evaluate --rerank``, the training loop and the sweeps.
+  shared by ``torchfair evaluate --rerank``, the training loop and the sweeps; :func:`rerank_lists` re-ranks
+  ragged lists (dicts of 1-D tensors, as the evaluation engine takes them).
 """
 from ._common import Reranking
 from .detconstsort import det_const_sort
 from .epsilon_greedy import epsilon_greedy
 from .fair import fa_ir
-from .registry import RERANKERS, Reranker, get_reranker, list_rerankers, parse_spec
+from .registry import RERANKERS, Reranker, get_reranker, list_rerankers, parse_spec, rerank_lists
 from .targeted import Guard, estimate_relevance, parse_guards, targeted_rerank
 
 __all__ = ["Reranking", "fa_ir", "det_const_sort", "epsilon_greedy", "targeted_rerank", "estimate_relevance",
-           "Guard", "parse_guards", "Reranker", "get_reranker", "parse_spec", "list_rerankers", "RERANKERS"]
+           "Guard", "parse_guards", "Reranker", "get_reranker", "parse_spec", "list_rerankers", "RERANKERS",
+           "rerank_lists"]

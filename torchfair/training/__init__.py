@@ -1,16 +1,21 @@
-"""Training: rankers, the LightningModule, the LightningDataModule over MovieLens, the ``torchfair fit`` CLI and
-checkpoint evaluation.  Imports pytorch-lightning; ``import torchfair`` does not import this package."""
+"""Training: rankers, the LightningModule, the LightningDataModule over MovieLens, the ``torchfair fit`` CLI,
+checkpoints back as rankers (:mod:`.checkpoint`) and their evaluation (:mod:`.evaluate`, ``torchfair evaluate``).
+Imports pytorch-lightning; ``import torchfair`` does not import this package."""
 from __future__ import annotations
 
 import importlib
 from typing import Any, List
 
 __all__ = ["FairRankingModule", "DEFAULT_MEASURES", "MatrixFactorization", "TwoTower", "Popularity", "RANKERS", "build_ranker",
-           "MovieLensDataModule", "FairLightningCLI"]
+           "MovieLensDataModule", "FairLightningCLI", "evaluate_checkpoints", "check_out", "REPORT_BROWSING",
+           "STREAM_ENTRIES", "USERS_FILE", "LoadedRun", "load_checkpoint", "score_lists", "iter_score_lists"]
 
 _WHERE = {"FairRankingModule": "module", "DEFAULT_MEASURES": "module", "MatrixFactorization": "rankers",
           "TwoTower": "rankers", "Popularity": "rankers", "RANKERS": "rankers", "build_ranker": "rankers",
-          "MovieLensDataModule": "datamodule", "FairLightningCLI": "cli"}
+          "MovieLensDataModule": "datamodule", "FairLightningCLI": "cli",
+          **{n: "evaluate" for n in ("evaluate_checkpoints", "check_out", "REPORT_BROWSING", "STREAM_ENTRIES",
+                                     "USERS_FILE")},
+          **{n: "checkpoint" for n in ("LoadedRun", "load_checkpoint", "score_lists", "iter_score_lists")}}
 
 
 def __getattr__(name: str) -> Any:

@@ -34,6 +34,7 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 import numpy as np
 import pytorch_lightning as pl
 import torch
+from jsonargparse.typing import NonNegativeInt, OpenUnitInterval, PositiveInt, restricted_number_type
 from torch.utils.data import DataLoader, DistributedSampler, Sampler
 
 from .._validation import check_int
@@ -41,6 +42,10 @@ from ..data import movielens as _ml
 from ..data import recsys as _rs
 
 __all__ = ["MovieLensDataModule", "sample_users", "user_ids_sha256"]
+
+#: a number in ``[0, 1)`` (``val_fraction``), as a jsonargparse range type: ``torchfair fit`` refuses others
+_UnitIntervalClosedOpen = restricted_number_type("UnitIntervalClosedOpen", float, [(">=", 0), ("<", 1)],
+                                                 docstring="a number in [0, 1)")
 
 #: in-process cache of loaded and encoded data: key -> (MovieLens, Encoded)
 _LOADED: Dict[Tuple, Tuple[Any, Any]] = {}
@@ -118,6 +123,13 @@ class _EvalShard(DistributedSampler):
         return len(range(self.rank, len(self.dataset), self.num_replicas))
 
 
+def _materialise(ds) -> _rs.RankingLists:
+    """The lists a dataset of ``(user, items, relevance)`` serves, in order."""
+    rows = [ds[k] for k in range(len(ds))]
+    return _rs.RankingLists(users=np.array([r[0] for r in rows], dtype=np.int64), items=[r[1] for r in rows],
+                            relevance=[r[2] for r in rows])
+
+
 def _check_open_unit(value, name: str, allow_zero: bool = False) -> float:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or not ((0 <= value < 1) if allow_zero else (0 < value < 1)):
@@ -128,7 +140,9 @@ def _check_open_unit(value, name: str, allow_zero: bool = False) -> float:
 class MovieLensDataModule(pl.LightningDataModule):
     """MovieLens ranking lists for training and evaluating rankers with fairness measures (module doc).
 
-    Args (all plain values, so that LightningCLI can configure it from YAML; saved as hyperparameters):
+    Args (all plain values, so that LightningCLI can configure it from YAML; saved as hyperparameters; the numeric
+    ones declare their ranges in the signature, jsonargparse's ``PositiveInt``..., so that ``torchfair fit`` refuses
+    a value out of range while parsing, and are checked here for Python callers):
         variant: ``"ml-100k"``, ``"ml-1m"``, ``"ml-latest-small"``, ``"ml-20m"``, ``"ml-25m"`` or
             ``"synthetic"`` (60 users, 80 items, 3 genres, from ``seed``; no files, no network).
         root: a directory holding the variant's files (else the cache / download).
@@ -156,11 +170,13 @@ class MovieLensDataModule(pl.LightningDataModule):
     """
 
     def __init__(self, variant: str = "ml-100k", root: Optional[str] = None, split: str = "leave_last_n",
-                 n_test: int = 10, n_val: int = 5, test_fraction: float = 0.2, val_fraction: float = 0.1,
-                 groups: str = "popularity", head_share: float = 0.5, genre: Optional[str] = None,
-                 num_negatives: int = 100, batch_size: int = 64, eval_batch_size: int = 64, num_workers: int = 0,
-                 seed: int = 0, download: bool = True, bucket_by_length: bool = True,
-                 eval_users: Optional[int] = None, eval_users_seed: Optional[int] = None):
+                 n_test: PositiveInt = 10, n_val: NonNegativeInt = 5, test_fraction: OpenUnitInterval = 0.2,
+                 val_fraction: _UnitIntervalClosedOpen = 0.1, groups: str = "popularity",
+                 head_share: OpenUnitInterval = 0.5, genre: Optional[str] = None,
+                 num_negatives: NonNegativeInt = 100, batch_size: PositiveInt = 64,
+                 eval_batch_size: PositiveInt = 64, num_workers: NonNegativeInt = 0, seed: NonNegativeInt = 0,
+                 download: bool = True, bucket_by_length: bool = True, eval_users: Optional[PositiveInt] = None,
+                 eval_users_seed: Optional[NonNegativeInt] = None):
         super().__init__()
         variants = _ml.VARIANTS + ("synthetic",)
         if not isinstance(variant, str) or variant not in variants:
@@ -176,26 +192,29 @@ class MovieLensDataModule(pl.LightningDataModule):
             raise ValueError(f"`genre` must name a genre when groups='genre'; got {genre!r}")
         if groups != "genre" and genre is not None:
             raise ValueError(f"`genre` is only used with groups='genre'; got genre={genre!r} with groups={groups!r}")
-        check_int(n_test, "n_test", 1)
-        check_int(n_val, "n_val", 0)
-        _check_open_unit(test_fraction, "test_fraction")
-        _check_open_unit(val_fraction, "val_fraction", allow_zero=True)
+        # the ranges are also declared in the signature (jsonargparse types), so that `torchfair fit` refuses a bad
+        # value while parsing; plain numbers from Python are checked here (and stored as plain int / float)
+        n_test = check_int(n_test, "n_test", 1)
+        n_val = check_int(n_val, "n_val", 0)
+        test_fraction = _check_open_unit(test_fraction, "test_fraction")
+        val_fraction = _check_open_unit(val_fraction, "val_fraction", allow_zero=True)
         if split == "random" and test_fraction + val_fraction >= 1:
-            raise ValueError(f"`test_fraction + val_fraction` must be < 1; got {test_fraction + val_fraction}")
-        _check_open_unit(head_share, "head_share")
-        check_int(num_negatives, "num_negatives", 0)
-        check_int(batch_size, "batch_size", 1)
-        check_int(eval_batch_size, "eval_batch_size", 1)
-        check_int(num_workers, "num_workers", 0)
-        check_int(seed, "seed", 0)
+            raise ValueError(f"`test_fraction + val_fraction` must be < 1 with split='random'; got "
+                             f"{test_fraction} + {val_fraction}")
+        head_share = _check_open_unit(head_share, "head_share")
+        num_negatives = check_int(num_negatives, "num_negatives", 0)
+        batch_size = check_int(batch_size, "batch_size", 1)
+        eval_batch_size = check_int(eval_batch_size, "eval_batch_size", 1)
+        num_workers = check_int(num_workers, "num_workers", 0)
+        seed = check_int(seed, "seed", 0)
         if not isinstance(download, bool):
             raise ValueError(f"`download` must be a bool; got {download!r}")
         if not isinstance(bucket_by_length, bool):
             raise ValueError(f"`bucket_by_length` must be a bool; got {bucket_by_length!r}")
         if eval_users is not None:
-            check_int(eval_users, "eval_users", 1)
+            eval_users = check_int(eval_users, "eval_users", 1)
         if eval_users_seed is not None:
-            check_int(eval_users_seed, "eval_users_seed", 0)
+            eval_users_seed = check_int(eval_users_seed, "eval_users_seed", 0)
         # the sample options are saved only when set, so the hyperparameters of a run without them stay as they were
         self.save_hyperparameters(ignore=[k for k, v in (("eval_users", eval_users),
                                                          ("eval_users_seed", eval_users_seed)) if v is None])
@@ -299,7 +318,7 @@ class MovieLensDataModule(pl.LightningDataModule):
 
     # ------------------------------------------------------------------------------------------- loaders
     #: collate ``item_genres`` / ``item_decade`` into the batches (False: leave them out, for rankers of ids only;
-    #: :func:`~torchfair.training.report.iter_score_lists` sets it from the ranker's ``uses_item_features``)
+    #: :func:`~torchfair.training.checkpoint.iter_score_lists` sets it from the ranker's ``uses_item_features``)
     item_features: bool = True
 
     def _collate(self):
@@ -334,12 +353,12 @@ class MovieLensDataModule(pl.LightningDataModule):
     def val_lists(self) -> _rs.RankingLists:
         """The validation lists (as the val loader serves them)."""
         self._require()
-        return _rs._materialise(self.val_dataset)
+        return _materialise(self.val_dataset)
 
     def test_lists(self) -> _rs.RankingLists:
         """The test lists (as the test loader serves them)."""
         self._require()
-        return _rs._materialise(self.test_dataset)
+        return _materialise(self.test_dataset)
 
     def eval_user_ids(self, split: str = "test") -> np.ndarray:
         """Raw ids (``userId``) of the users whose ``split`` (``"val"`` or ``"test"``) lists are served, in order."""

@@ -29,17 +29,17 @@ Example::
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, List, Literal, Mapping, Optional, Union
 
 import pytorch_lightning as pl
 import torch
+from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 from torch import Tensor, nn
 
 from .._validation import check_choice, check_number
-from ..evaluation.metric import FairnessMetric
-from ..evaluation.registry import get_measure, parse_request
+from ..evaluation import FairnessMetric, get_measure, parse_request
 from ..losses import FairnessRegularizer, ListNetLoss
-from .rankers import build_ranker
+from .rankers import _check_ranker_args, build_ranker
 
 __all__ = ["FairRankingModule", "DEFAULT_MEASURES", "describe_loss"]
 
@@ -79,12 +79,16 @@ class FairRankingModule(pl.LightningModule):
     Args:
         ranker: ``"mf"``, ``"two_tower"``, a dotted class path (built from the data's ``info`` and
             ``ranker_args``, see :func:`~torchfair.training.rankers.build_ranker`) or an ``nn.Module``.
-        ranker_args: constructor arguments of the ranker (``{"dim": 32}``).
+        ranker_args: constructor arguments of the ranker (``{"dim": 32}``), checked here against a named ranker's
+            signature (unknown keys, values out of the declared ranges) before any data is loaded.
         utility_loss: a loss called as ``loss(scores, relevance, groups, mask)``; default
             :class:`~torchfair.losses.ListNetLoss`.
         fairness_loss: ``None`` (utility only) or a fairness loss, e.g. ``DIPSLoss(ordering=SoftRank(0.1))``.
         lam, schedule, warmup_steps, log_fairness_every: the weight and its schedule
             (:class:`~torchfair.losses.FairnessRegularizer`; ``warmup_steps`` counts optimiser steps).
+            The numeric arguments declare their ranges in the signature (jsonargparse's ``NonNegativeFloat``,
+            ``PositiveInt``...: ``torchfair fit`` refuses a value out of range while parsing); plain Python
+            numbers are accepted and checked here (``ValueError`` naming the argument).
         fairness_every: ``k > 1`` trains the fairness term on every ``k``-th step only, weighted ``k * lam``
             (lazy regularisation, :class:`~torchfair.losses.FairnessRegularizer`'s ``every``): ``1/k`` of its
             cost; default 1 (every step).
@@ -104,21 +108,27 @@ class FairRankingModule(pl.LightningModule):
 
     def __init__(self, ranker: Union[str, nn.Module] = "mf", ranker_args: Optional[Dict[str, Any]] = None,
                  utility_loss: Optional[nn.Module] = None, fairness_loss: Optional[nn.Module] = None,
-                 lam: float = 0.0, schedule: str = "constant", warmup_steps: int = 0, log_fairness_every: int = 0,
-                 measures: Optional[List[str]] = None, lr: float = 0.01, weight_decay: float = 0.0,
-                 data_info: Optional[Dict[str, Any]] = None, init_from: Optional[str] = None,
-                 rerank: Optional[str] = None, fairness_every: int = 1):
+                 lam: NonNegativeFloat = 0.0, schedule: Literal["constant", "linear"] = "constant",
+                 warmup_steps: NonNegativeInt = 0, log_fairness_every: NonNegativeInt = 0,
+                 measures: Optional[List[str]] = None, lr: PositiveFloat = 0.01,
+                 weight_decay: NonNegativeFloat = 0.0, data_info: Optional[Dict[str, Any]] = None,
+                 init_from: Optional[str] = None, rerank: Optional[str] = None, fairness_every: PositiveInt = 1):
         super().__init__()
         from ..rerank import get_reranker
 
         self.reranker = None if rerank is None else get_reranker(rerank)  # ValueError naming a bad spec
-        check_choice(schedule, "schedule", _SCHEDULES)
-        check_number(lam, "lam", low=0)
-        check_number(fairness_every, "fairness_every", low=1, integer=True)
-        check_number(lr, "lr", low=0, low_open=True)
-        check_number(weight_decay, "weight_decay", low=0)
+        # the ranges are also declared in the signature (jsonargparse types), so that `torchfair fit` refuses a bad
+        # value while parsing; plain numbers from Python are checked here (and stored as plain int / float)
+        schedule = str(check_choice(schedule, "schedule", _SCHEDULES))
+        lam = check_number(lam, "lam", low=0)
+        warmup_steps = int(check_number(warmup_steps, "warmup_steps", low=0, integer=True))
+        log_fairness_every = int(check_number(log_fairness_every, "log_fairness_every", low=0, integer=True))
+        fairness_every = int(check_number(fairness_every, "fairness_every", low=1, integer=True))
+        lr = check_number(lr, "lr", low=0, low_open=True)
+        weight_decay = check_number(weight_decay, "weight_decay", low=0)
         if ranker_args is not None and not isinstance(ranker_args, Mapping):
             raise ValueError(f"`ranker_args` must be a dict; got {type(ranker_args).__name__}")
+        _check_ranker_args(ranker, ranker_args)  # a named ranker exists and takes these arguments, in range
         if init_from is not None and (not isinstance(init_from, str) or not init_from):
             raise ValueError(f"`init_from` must be a checkpoint path; got {init_from!r}")
         if data_info is not None and not isinstance(data_info, Mapping):

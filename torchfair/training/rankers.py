@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
+import typing
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 import torch
+from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveInt
 from torch import Tensor, nn
 
 from .._validation import check_number
@@ -59,7 +62,8 @@ class MatrixFactorization(nn.Module):
     #: whether ``forward`` reads ``item_genres`` / ``item_decade`` (the data module may leave them out otherwise)
     uses_item_features = False
 
-    def __init__(self, num_users: int, num_items: int, dim: int = 32, init_std: float = 0.1):
+    def __init__(self, num_users: PositiveInt, num_items: PositiveInt, dim: PositiveInt = 32,
+                 init_std: NonNegativeFloat = 0.1):
         super().__init__()
         num_users = check_number(num_users, "num_users", low=1, integer=True)
         num_items = check_number(num_items, "num_items", low=1, integer=True)
@@ -117,8 +121,9 @@ class TwoTower(nn.Module):
     #: whether ``forward`` reads ``item_genres`` / ``item_decade`` (the data module may leave them out otherwise)
     uses_item_features = True
 
-    def __init__(self, num_users: int, num_items: int, user_cardinalities: Sequence[int] = (), num_genres: int = 0,
-                 num_decades: int = 0, dim: int = 32, hidden: int = 64, use_ids: bool = True):
+    def __init__(self, num_users: PositiveInt, num_items: PositiveInt, user_cardinalities: Sequence[PositiveInt] = (),
+                 num_genres: NonNegativeInt = 0, num_decades: NonNegativeInt = 0, dim: PositiveInt = 32,
+                 hidden: PositiveInt = 64, use_ids: bool = True):
         super().__init__()
         num_users = check_number(num_users, "num_users", low=1, integer=True)
         num_items = check_number(num_items, "num_items", low=1, integer=True)
@@ -226,6 +231,72 @@ def _resolve(spec: str) -> Any:
         return getattr(importlib.import_module(mod), name)
     except (ImportError, AttributeError) as e:
         raise ValueError(f"`ranker` {spec!r} cannot be imported: {e}") from None
+
+
+_OPERATOR = re.compile(r"\bv\s*(<=|>=|==|!=|<|>)\s*")
+
+
+def _range_text(tp: type) -> str:
+    """``"an int > 0"`` for jsonargparse's ``PositiveInt`` (any ``restricted_number_type``)."""
+    kind = "an int" if getattr(tp, "_type", float) is int else "a number"
+    return f"{kind} {_OPERATOR.sub(lambda m: m.group(1) + ' ', str(tp._expression))}"
+
+
+def _range_problem(hint: Any, value: Any) -> Optional[Sequence[Any]]:
+    """``(where, requirement, bad value)`` when ``value`` breaks a range type (jsonargparse's ``restricted_number_type``:
+    ``PositiveInt``...) of the annotation ``hint``, also inside ``Optional[...]`` and ``Sequence[...]``; ``None``
+    when it does not, or when ``hint`` declares no range."""
+    origin = typing.get_origin(hint)
+    if origin is Union:
+        inner = [a for a in typing.get_args(hint) if a is not type(None)]
+        if value is None and len(inner) < len(typing.get_args(hint)):
+            return None
+        return _range_problem(inner[0], value) if len(inner) == 1 else None
+    if origin in (list, tuple, Sequence, typing.get_origin(Sequence[int])) and typing.get_args(hint):
+        if not isinstance(value, (list, tuple)):
+            return None
+        for i, v in enumerate(value):
+            bad = _range_problem(typing.get_args(hint)[0], v)
+            if bad is not None:
+                return f"[{i}]{bad[0]}", bad[1], bad[2]
+        return None
+    if isinstance(hint, type) and hasattr(hint, "_expression") and hasattr(hint, "_type"):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if ok:
+            try:
+                hint(value)
+            except (ValueError, TypeError, OverflowError):
+                ok = False
+        return None if ok else ("", _range_text(hint), value)
+    return None
+
+
+def _check_ranker_args(spec: Union[str, nn.Module], args: Optional[Mapping[str, Any]]) -> None:
+    """Check ``args`` against the constructor of the ranker ``spec`` names, before any data is loaded: the class
+    exists, takes every key, and each value is in the range its annotation declares (``dim: PositiveInt``).
+    ``ValueError`` naming ``ranker`` or ``ranker_args.<key>`` otherwise; a module ``spec`` is not checked."""
+    if isinstance(spec, nn.Module) or not isinstance(spec, str):
+        return
+    cls = _resolve(spec)
+    if not args:
+        return
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a class without a readable signature
+        return
+    if not any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        unknown = sorted(k for k in args if k not in params)
+        if unknown:
+            takes = [k for k, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+            raise ValueError(f"`ranker_args` {unknown} are not arguments of {cls.__name__} (it takes {takes})")
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # noqa: BLE001 - unresolvable annotations: leave the checks to the constructor
+        return
+    for key, value in args.items():
+        bad = _range_problem(hints.get(key), value)
+        if bad is not None:
+            raise ValueError(f"`ranker_args.{key}{bad[0]}` must be {bad[1]} ({cls.__name__}); got {bad[2]!r}")
 
 
 def build_ranker(spec: Union[str, nn.Module], info: Optional[Mapping[str, Any]] = None,

@@ -1,7 +1,8 @@
-"""Scale options of ``torchfair evaluate`` (evaluate_checkpoints): the streamed evaluation gives the eager path's
-numbers (means, bootstrap intervals, paired differences, position shares bit for bit; MPC up to rounding), and a
-user sample is recorded in the report, written as an ids file and reproducible from its seed; the data module's
-``eval_users`` sample for validation."""
+"""torchfair.training.evaluate (``torchfair evaluate``): the report's numbers against the engine and plain loops
+on the checkpoint's own scored lists (measures, position shares, MPC), the streamed evaluation gives the one-pass
+numbers (means, bootstrap intervals, paired differences, position shares bit for bit; MPC up to rounding), the
+files, and a user sample recorded in the report, written as an ids file and reproducible from its seed; the data
+module's ``eval_users`` sample it relies on."""
 import hashlib
 import json
 import math
@@ -15,9 +16,14 @@ import torch
 pytest.importorskip("pytorch_lightning")
 
 from torchfair.cli import main as cli_main  # noqa: E402
+from torchfair.evaluation import evaluate_lists  # noqa: E402
+from torchfair.evaluation.report import jsonable  # noqa: E402
+from torchfair.evaluation.table import pad_lists  # noqa: E402
+from torchfair.metrics import matched_pair_calibration  # noqa: E402
 from torchfair.training import MovieLensDataModule  # noqa: E402
+from torchfair.training.checkpoint import load_checkpoint, score_lists  # noqa: E402
 from torchfair.training.datamodule import sample_users, user_ids_sha256  # noqa: E402
-from torchfair.training.report import evaluate_checkpoints  # noqa: E402
+from torchfair.training.evaluate import REPORT_BROWSING, evaluate_checkpoints  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SYNTH = ["--data.variant", "synthetic", "--data.n_test", "3", "--data.n_val", "2", "--data.num_negatives", "5",
@@ -54,6 +60,45 @@ def _numbers(rep):
     return out
 
 
+def test_report_numbers_are_those_of_the_scored_lists(ckpt, tmp_path):
+    """Measures: evaluate_lists on the checkpoint's lists; position shares: a plain loop (stable sort, the group at
+    each position counted); MPC: matched_pair_calibration (adjacent pairs, every gap, cluster interval) on all the
+    lists in one batch; the files hold the report."""
+    top = 12
+    rep = evaluate_checkpoints([ckpt], str(tmp_path / "rep"), names=["m"], bootstrap=30, seed=2, top=top)
+    run = load_checkpoint(ckpt)
+    lists = score_lists(run.model, run.datamodule, "test")
+    G = int(run.meta["data_info"]["num_groups"])
+    table = evaluate_lists(lists, run.meta["measures"] + [f"exposure_share:browsing={REPORT_BROWSING}"],
+                           num_groups=G, bootstrap=30, seed=2)
+    m = rep["models"]["m"]
+    assert m["n_lists"] == len(lists) == 60 and list(m["measures"]) == table.columns
+    for c in table.columns:
+        for k in ("mean", "ci_low", "ci_high"):
+            assert math.isclose(m["measures"][c][k], getattr(table, k)[c], rel_tol=1e-6, abs_tol=1e-9), (c, k)
+    tot, cnt = np.zeros((top, G)), np.zeros(top)
+    for li in lists:
+        for k, i in enumerate(torch.argsort(li["scores"], descending=True, stable=True)[:top].tolist()):
+            tot[k, int(li["groups"][i])] += 1
+            cnt[k] += 1
+    assert m["position_share"] == (tot / cnt[:, None]).tolist()
+    s, r, g, mask = pad_lists([(li["scores"], li["relevance"], li["groups"]) for li in lists], False, G)
+    want = matched_pair_calibration(s.double(), r.double(), g, group=1, adjacent=True, quantile=1.0, mask=mask,
+                                    num_groups=G, ci="cluster")
+    assert m["mpc"]["defined"] and m["mpc"]["n_pairs"] == int(want.n_pairs) > 0
+    for k, v in (("estimate", want.estimate), ("ci_low", want.ci_low), ("ci_high", want.ci_high)):
+        assert math.isclose(m["mpc"][k], float(v), rel_tol=1e-9, abs_tol=1e-12), k
+    out = tmp_path / "rep"
+    assert sorted(p.name for p in out.iterdir()) == ["exposure_by_position.png", "report.json", "report.md"]
+    assert json.loads((out / "report.json").read_text()) == jsonable(rep)
+    md = (out / "report.md").read_text()
+    assert md.startswith("# torchfair evaluate: test lists\n") and f"under {REPORT_BROWSING}" in md
+    assert f"  MPC(group 1) = {m['mpc']['estimate']:+.4f}" in md
+    other = evaluate_checkpoints([ckpt], None, names=["m"], bootstrap=0, mpc_group=None, measures="ndcg@5,dips")
+    assert other["models"]["m"]["mpc"] == {"defined": False}
+    assert list(other["models"]["m"]["measures"])[:1] == ["ndcg@5"] and "dips_gap" in other["models"]["m"]["measures"]
+
+
 def test_streamed_evaluation_equals_the_eager_one(ckpt):
     kw = dict(names=["a", "b"], bootstrap=200, seed=5, rerank=["fair:p=0.5,alpha=0.1"], popularity=True)
     eager = evaluate_checkpoints([ckpt, ckpt], None, stream=False, **kw)
@@ -76,28 +121,6 @@ def test_streamed_evaluation_equals_the_eager_one(ckpt):
     assert eager["users"]["sample"] is None and eager["users"]["n_lists"] == eager["users"]["of"] == 60
 
 
-def test_ids_only_rankers_are_scored_without_item_feature_tensors(ckpt):
-    """MF reads ids only: its full-catalogue batches are collated without the [B, N, genres] tensors, the same
-    scores come out, and the data module's setting is restored afterwards."""
-    from torchfair.training.report import iter_score_lists, load_checkpoint
-
-    run = load_checkpoint(ckpt)
-    seen = []
-    forward = run.model.forward
-    run.model.forward = lambda batch: seen.append(sorted(batch)) or forward(batch)
-    lists = [li for chunk in iter_score_lists(run.model, run.datamodule, "test", chunk_users=None) for li in chunk]
-    assert seen and all("item_genres" not in k and "item_decade" not in k for k in seen)
-    assert run.datamodule.item_features is True
-    run.model.forward = forward
-    want = []
-    with torch.no_grad():
-        for batch in run.datamodule.test_dataloader():  # every feature collated
-            assert "item_genres" in batch
-            s = run.model(batch)
-            want += [s[b][batch["mask"][b]] for b in range(s.shape[0])]
-    assert len(want) == len(lists) and all(torch.equal(a, li["scores"]) for a, li in zip(want, lists))
-
-
 def test_user_sample_is_recorded_written_and_reproducible(ckpt, tmp_path):
     out = tmp_path / "rep"
     rep = evaluate_checkpoints([ckpt], str(out), names=["m"], bootstrap=20, users=17, users_seed=3)
@@ -115,17 +138,17 @@ def test_user_sample_is_recorded_written_and_reproducible(ckpt, tmp_path):
     assert other["users"]["sha256"] != u["sha256"]
     # no sample: every user (here streamed)
     full = evaluate_checkpoints([ckpt], None, names=["m"], bootstrap=0, stream=True, chunk_users=5)
-    assert full["users"]["n_lists"] == 60 and full["users"]["sample"] is None
-    # the CLI: --users / --users-seed / --stream
-    out2 = tmp_path / "cli"
-    assert cli_main(["evaluate", "--ckpt", ckpt, "--out", str(out2), "--bootstrap", "20", "--name", "m",
-                     "--users", "17", "--users-seed", "3", "--stream", "yes", "--chunk-users", "4"]) == 0
-    rep2 = json.loads((out2 / "report.json").read_text())
-    assert rep2["users"]["sha256"] == u["sha256"] and rep2["users"]["streamed"] == [True]
-    assert rep2["models"]["m"]["measures"]["ndcg@10"] == json.loads((out / "report.json").read_text())[
-        "models"]["m"]["measures"]["ndcg@10"]
-    with pytest.raises(ValueError, match="users"):
-        evaluate_checkpoints([ckpt], None, users=0)
+    assert full["users"]["n_lists"] == 60 and full["users"]["sample"] is None and full["users"]["chunk_users"] == 5
+
+
+@pytest.mark.parametrize("kw, name", [({"bootstrap": -1}, "bootstrap"), ({"users": 0}, "users"), ({"chunk_users": 0}, "chunk_users"),
+                                      ({"top": 0}, "top"), ({"mpc_group": -1}, "mpc_group"),
+                                      ({"stream": "yes"}, "stream"), ({"split": "train"}, "split"),
+                                      ({"rerank": ["nope"]}, "spec"), ({"names": ["a", "b"]}, "names"),
+                                      ({"popularity": 1}, "popularity")])
+def test_bad_arguments_fail_before_any_work(kw, name, tmp_path):
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        evaluate_checkpoints([str(tmp_path / "missing.ckpt")], None, **kw)  # the file is never opened
 
 
 def test_sample_users_seeded_sorted_and_all_by_default():
@@ -157,27 +180,3 @@ def test_datamodule_eval_users_samples_validation_and_test():
     assert np.array_equal(full.test_dataset.lengths(), [len(full.test_dataset[i][1]) for i in range(60)])
     with pytest.raises(ValueError, match="eval_users"):
         MovieLensDataModule("synthetic", eval_users=0)
-
-
-def test_top_order_is_the_stable_sorts_prefix():
-    """The position plot's top items without a full sort: the stable descending sort's first `top`, ties and
-    infinities included."""
-    import torch
-
-    from torchfair.training.report import _top_order
-
-    g = torch.Generator().manual_seed(0)
-    for trial in range(200):
-        n, k = int(torch.randint(1, 2000, (1,), generator=g)), int(torch.randint(1, 60, (1,), generator=g))
-        s = torch.randn(n, generator=g)
-        if trial % 3 == 0:
-            s = torch.round(s * 2) / 2  # many ties
-        if trial % 7 == 0:
-            s[torch.randint(0, n, (3,), generator=g)] = float("-inf")
-        if trial % 11 == 0:
-            s[torch.randint(0, n, (2,), generator=g)] = float("inf")
-        if trial % 13 == 0:
-            s = torch.zeros(n)
-        if trial % 17 == 0:
-            s[0] = float("nan")
-        assert torch.equal(_top_order(s, k), torch.argsort(s, descending=True, stable=True)[:k]), trial

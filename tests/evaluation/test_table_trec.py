@@ -1,0 +1,174 @@
+"""evaluate_lists / StreamingEvaluation under trec_eval's conventions: against trec_eval itself (pytrec_eval, a
+dev dependency) query by query on a synthetic collection written to files, and hand-worked examples of
+``undefined="zero"`` and of ``ideal_relevance`` reaching the measures."""
+import math
+import random
+
+import numpy as np
+import pytest
+import pytrec_eval
+import torch
+
+from torchfair.evaluation import TREC_EVAL, TREC_READ, evaluate_lists, read_trec
+from torchfair.evaluation.table import StreamingEvaluation, evaluate_stream
+
+#: trec_eval's measures compared, by the names trec_eval prints (and torchfair accepts)
+NAMES = ["ndcg", "ndcg_cut_5", "ndcg_cut_10", "P_5", "P_10", "recall_10", "recall_100", "recip_rank", "map", "Rprec"]
+TREC_MEASURES = {"ndcg", "ndcg_cut", "P", "recall", "recip_rank", "map", "Rprec"}
+
+
+def synthetic_collection(seed: int, n_queries: int = 200):
+    """``(run, qrels)`` dicts as pytrec_eval takes them: scores on a coarse grid (many ties, ids chosen so that
+    docno order differs from insertion and rank order), graded qrels 0..3 with a few junk grades -1, judged
+    documents missing from the run, unjudged documents in the run, queries whose judgments are all non-relevant,
+    run queries without qrels and qrels queries without run."""
+    rng = random.Random(seed)
+    run, qrels = {}, {}
+    for q in range(n_queries):
+        qid = f"q{q}"
+        n = rng.randint(1, 150)
+        docs = [f"d{rng.randrange(1000)}-{i}" for i in range(n)]
+        run[qid] = {d: rng.randint(0, 12) / 4 for d in docs}
+        if rng.random() < 0.05:  # in the run only
+            continue
+        judged = rng.sample(docs, rng.randint(0, n)) + [f"miss{q}-{j}" for j in range(rng.randint(0, 15))]
+        none_relevant = rng.random() < 0.1
+        qrels[qid] = {d: 0 if none_relevant else rng.choice([0, 0, 0, 1, 1, 2, 3, -1]) for d in judged} \
+            or {f"only{q}": 0}
+    qrels["not-in-run"] = {"a": 2, "b": 1}
+    return run, qrels
+
+
+def write_trec(run, qrels, folder):
+    """The dicts as a TREC run (ranked by score, rank column 1..n) and a qrels file."""
+    with open(folder / "run.txt", "w") as f:
+        for q, docs in run.items():
+            for i, (d, s) in enumerate(sorted(docs.items(), key=lambda x: -x[1])):
+                f.write(f"{q} Q0 {d} {i + 1} {s!r} tag\n")
+    with open(folder / "qrels.txt", "w") as f:
+        for q, docs in qrels.items():
+            for d, r in docs.items():
+                f.write(f"{q} 0 {d} {r}\n")
+    return folder / "run.txt", folder / "qrels.txt"
+
+
+@pytest.fixture(scope="module")
+def collection(tmp_path_factory):
+    run, qrels = synthetic_collection(seed=0)
+    files = write_trec(run, qrels, tmp_path_factory.mktemp("trec"))
+    ref = pytrec_eval.RelevanceEvaluator(qrels, TREC_MEASURES).evaluate(run)
+    return files, ref
+
+
+def test_the_collection_holds_every_case(collection):
+    (run_path, qrels_path), ref = collection
+    data = read_trec(run_path, qrels_path, negative_grades="zero")
+    ids = {d["list_id"] for d in data.lists}
+    assert len(ids) == 200 and len(ref) < 200  # run queries without qrels
+    no_rel = [q for q in ref if ref[q]["map"] == 0 and ref[q]["recip_rank"] == 0]
+    assert no_rel  # queries without a relevant retrieved (or judged) document
+    assert any(len(set(d["scores"].tolist())) < len(d["scores"]) for d in data.lists)  # ties
+
+
+def test_per_query_values_equal_trec_evals(collection):
+    (run_path, qrels_path), ref = collection
+    data = read_trec(run_path, qrels_path, **TREC_READ)
+    table = evaluate_lists(data.lists, NAMES, bootstrap=0, **TREC_EVAL)
+    assert set(table.list_ids) == set(ref)  # trec_eval's query set
+    for name in NAMES:
+        col = table[name]
+        assert not np.isnan(col).any()
+        diff = max(abs(col[i] - ref[q][name]) for i, q in enumerate(table.list_ids))
+        assert diff <= 1e-9, (name, diff)
+        assert table.mean[name] == pytest.approx(np.mean([ref[q][name] for q in ref]), abs=1e-12)
+        assert table.n_valid[name] == len(ref)
+    assert table.meta["undefined"] == "zero" and sum(table.meta["zeroed"].values()) > 0
+
+
+def test_the_comparison_sees_each_convention(collection):
+    """Dropping any one convention changes some query's value: the agreement is not an accident."""
+    (run_path, qrels_path), ref = collection
+
+    def worst(name, read, options):
+        data = read_trec(run_path, qrels_path, **{**TREC_READ, **read})
+        t = evaluate_lists(data.lists, [name], bootstrap=0, **{**TREC_EVAL, **options})
+        return max(abs(v - ref[q][name]) if q in ref else 1.0 for v, q in zip(np.nan_to_num(t[name], nan=-1),
+                                                                               t.list_ids))
+
+    assert worst("recip_rank", {"ties": "score"}, {}) > 1e-3  # ties in rank-column order
+    assert worst("recall_100", {"ideal": "run"}, {}) > 1e-3  # recall over the run's documents only
+    assert worst("ndcg", {}, {"gain": "exponential"}) > 1e-3
+    assert worst("map", {}, {"undefined": "skip"}) > 1e-3  # NaN where trec_eval has 0
+    assert worst("P_10", {"queries": "run"}, {}) > 1e-3  # queries trec_eval leaves out
+
+
+def test_streamed_equals_eager_under_trec_conventions(collection):
+    (run_path, qrels_path), _ = collection
+    lists = read_trec(run_path, qrels_path, **TREC_READ).lists
+    eager = evaluate_lists(lists, NAMES, bootstrap=20, **TREC_EVAL)
+    streamed = evaluate_stream((lists[a:a + 37] for a in range(0, len(lists), 37)), NAMES, bootstrap=20,
+                               lengths=[len(d["scores"]) for d in lists], **TREC_EVAL)
+    np.testing.assert_allclose(streamed.values, eager.values, rtol=0, atol=1e-12)
+    assert streamed.mean == pytest.approx(eager.mean) and streamed.n_valid == eager.n_valid
+    assert streamed.meta["zeroed"] == eager.meta["zeroed"]
+
+
+# ------------------------------------------------------------------------------------------- by hand
+def _lists():
+    """q1 ranks a relevant item second and misses a judged relevant one; q2 ranks nothing relevant and nothing
+    relevant is judged for it (undefined NDCG, recall, AP); groups for a fairness column."""
+    return [{"list_id": "q1", "scores": torch.tensor([2.0, 1.0]), "relevance": torch.tensor([0.0, 1.0]),
+             "groups": torch.tensor([0, 1]), "ideal_relevance": torch.tensor([0.0, 1.0, 2.0])},
+            {"list_id": "q2", "scores": torch.tensor([2.0, 1.0, 0.5]), "relevance": torch.zeros(3),
+             "groups": torch.tensor([0, 0, 1]), "ideal_relevance": torch.tensor([0.0])}]
+
+
+def test_ideal_relevance_reaches_the_measures_and_undefined_zero_counts_zero():
+    # q1, linear gain: DCG = 1/log2(3); ideal 2, 1 -> 2 + 1/log2(3); recall@2 = 1/2 (the grade-2 item is missed);
+    # AP = (1/2) / 2; RR = 1/2
+    q1 = {"ndcg": (1 / math.log2(3)) / (2 + 1 / math.log2(3)), "recall@2": 0.5, "map": 0.25, "recip_rank": 0.5}
+    skip = evaluate_lists(_lists(), ["ndcg", "recall@2", "map", "recip_rank", "dips"], bootstrap=0, gain="linear")
+    for c, v in q1.items():
+        assert skip[c][0] == pytest.approx(v) and math.isnan(skip[c][1])
+        assert skip.mean[c] == pytest.approx(v) and skip.n_valid[c] == 1
+    assert skip.meta["undefined"] == "skip" and "zeroed" not in skip.meta
+    zero = evaluate_lists(_lists(), ["ndcg", "recall@2", "map", "recip_rank", "dips"], bootstrap=0, gain="linear",
+                          undefined="zero")
+    for c, v in q1.items():
+        assert zero[c].tolist() == pytest.approx([v, 0.0])
+        assert zero.mean[c] == pytest.approx(v / 2) and zero.n_valid[c] == 2
+        assert zero.meta["zeroed"][c] == 1
+    # a fairness column keeps its undefined values (0 is parity there, not "no result")
+    for c in ("dips_AB", "dips_BA", "dips_gap"):
+        assert c not in zero.meta["zeroed"]
+        np.testing.assert_array_equal(np.isnan(zero[c]), np.isnan(skip[c]))
+    # without ideal_relevance the same lists are measured on their own items (q1: NDCG 1/log2(3), recall 1)
+    own = evaluate_lists([{k: v for k, v in d.items() if k != "ideal_relevance"} for d in _lists()],
+                         ["ndcg", "recall@2"], bootstrap=0, gain="linear")
+    assert own["ndcg"][0] == pytest.approx(1 / math.log2(3)) and own["recall@2"][0] == 1.0
+
+
+def test_ideal_relevance_of_a_padded_batch_dict():
+    batch = {"scores": torch.tensor([[2.0, 1.0], [1.0, 2.0]]), "relevance": torch.tensor([[0.0, 1.0], [1.0, 0.0]]),
+             "ideal_relevance": torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])}
+    t = evaluate_lists(batch, ["recall@2", "map"], bootstrap=0)
+    assert t["recall@2"].tolist() == [0.5, 1.0] and t["map"].tolist() == pytest.approx([0.25, 0.5])
+
+
+def test_errors_name_the_argument():
+    lists = _lists()
+    lists[1].pop("ideal_relevance")
+    with pytest.raises(ValueError, match="`ideal_relevance`"):
+        evaluate_lists(lists, ["ndcg"], bootstrap=0)
+    with pytest.raises(ValueError, match="`undefined`"):
+        evaluate_lists(_lists(), ["ndcg"], bootstrap=0, undefined="nan")
+    with pytest.raises(ValueError, match="`undefined`"):
+        StreamingEvaluation(["ndcg"], undefined=0)
+    stream = StreamingEvaluation(["ndcg"], num_groups=2)
+    stream.add(_lists()[:1])
+    with pytest.raises(ValueError, match="`ideal_relevance`"):
+        stream.add(lists[1:])
+    bad = _lists()
+    bad[0]["ideal_relevance"] = torch.tensor([[1.0, 2.0]])
+    with pytest.raises(ValueError, match="`ideal_relevance`"):
+        evaluate_lists(bad, ["ndcg"], bootstrap=0)
