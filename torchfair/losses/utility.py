@@ -80,7 +80,8 @@ def lambda_ndcg_loss(scores: Tensor, relevance: Tensor, *, k: Optional[int] = 10
         >>> lambda_ndcg_loss(s, torch.randint(0, 3, (4, 50)).float(), k=10).backward()
     """
     from ..browsing import Logarithmic
-    from ..metrics.utility import _cut, _gains, _ideal_dcg
+    from ..metrics.common import cut_browsing
+    from ..metrics.utility import ideal_dcg_of_gains, scaled_gains
     from .._validation import check_choice, check_int
 
     check_number(sigma, "sigma", low=0, low_open=True)
@@ -93,14 +94,14 @@ def lambda_ndcg_loss(scores: Tensor, relevance: Tensor, *, k: Optional[int] = 10
     work = b.scores.dtype if b.scores.dtype == torch.float64 else torch.float32
     with torch.no_grad():
         s = b.scores.detach().to(work)
-        g, _ = _gains(b, gain, validate_args)
+        g, _ = scaled_gains(b, gain, validate_args)
         g = torch.where(b.mask, g.to(work), torch.zeros_like(s))
-        idcg = _ideal_dcg(g, b.mask, k)
+        idcg = ideal_dcg_of_gains(g, b.mask, k)
         # positions of the current ranking (hard, ties by index; padding last) and their cut discounts
         keyed = torch.where(b.mask, s, torch.full_like(s, float("-inf")))
         order = torch.sort(keyed, dim=-1, descending=True, stable=True).indices
         pos = torch.empty_like(order).scatter_(-1, order, torch.arange(N, device=s.device).expand(B, N))
-        disc = _cut(Logarithmic(), k).weights(N, dtype=work, device=s.device)[pos]
+        disc = cut_browsing(Logarithmic(), Logarithmic(), k).weights(N, dtype=work, device=s.device)[pos]
         disc = torch.where(b.mask, disc, torch.zeros_like(disc))
         y = torch.where(b.mask, b.relevance.to(work), torch.full_like(s, float("-inf")))
         lam = torch.zeros_like(s)     # d loss / d s, per item

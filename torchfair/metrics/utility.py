@@ -88,14 +88,15 @@ def _cut(base: BrowsingModel, k: Optional[int]) -> BrowsingModel:
     return cut_browsing(base, base, k)
 
 
-def _gains(b: Batch, gain: GainLike, validate: bool, rmax: Optional[Tensor] = None):
+def scaled_gains(b: Batch, gain: GainLike, validate: bool, rmax: Optional[Tensor] = None):
     """Gains ``[B, N]`` divided by ``2**c`` and ``c [B]`` (``c > 0`` only for exponential gains of grades > 64).
-    ``rmax [B]``: the largest grade that sets ``c`` (default: the list's own)."""
+    ``rmax [B]``: the largest grade that sets ``c`` (default: the list's own).  Shared with
+    :func:`torchfair.losses.lambda_ndcg_loss` (one gain rule for the measure and the loss)."""
     return _gain_values(b.relevance, b.mask, gain, validate, rmax)
 
 
 def _gain_values(rel: Tensor, mask: Tensor, gain: GainLike, validate: bool, rmax: Optional[Tensor] = None):
-    """:func:`_gains` on ``relevance [B, N]`` and ``mask [B, N]``."""
+    """:func:`scaled_gains` on ``relevance [B, N]`` and ``mask [B, N]``."""
     c = torch.zeros(rel.shape[0], dtype=rel.dtype, device=rel.device)
     if callable(gain):
         g = gain(rel)
@@ -221,8 +222,9 @@ def _dcg(b: Batch, ob: OrderedBatch, k: Optional[int], g: Tensor) -> Tensor:
     return (g * e).sum(-1)
 
 
-def _ideal_dcg(g: Tensor, mask: Tensor, k: Optional[int]) -> Tensor:
-    """The one ideal-DCG computation: the DCG of the ranking by decreasing gain (ties by index), ``[B]``.
+def ideal_dcg_of_gains(g: Tensor, mask: Tensor, k: Optional[int]) -> Tensor:
+    """The one ideal-DCG computation: the DCG of the ranking by decreasing gain (ties by index), ``[B]`` (also
+    :func:`torchfair.losses.lambda_ndcg_loss`'s normaliser).
 
     The ideal ranking and the exposure of its positions come from
     :func:`torchfair.metrics.exposure._ideal` (the ideal-exposure computation), with the DCG discount cut at ``k``:
@@ -273,8 +275,8 @@ def ideal_dcg(relevance: Tensor, *, k: Optional[int] = None, gain: GainLike = "e
     if validate_args:
         require(lambda: ((b.scores >= 0) | ~b.mask).all(), "`relevance` must be non-negative", b.scores.device)
     b.relevance = b.scores
-    g, c = _gains(b, gain, validate_args)
-    value, ok = _scale_back(_ideal_dcg(g, b.mask, k), c)
+    g, c = scaled_gains(b, gain, validate_args)
+    value, ok = _scale_back(ideal_dcg_of_gains(g, b.mask, k), c)
     valid = ok & _nonempty(b)
     value, valid = b.out(torch.where(valid, value, torch.zeros_like(value))), b.out(valid)
     return (value, valid) if check_bool(return_valid, "return_valid") else value
@@ -306,7 +308,7 @@ def dcg(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, gain: Gai
     k = check_k(k)
     check_reduction(reduction)
     b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
-    g, c = _gains(b, gain, validate_args)
+    g, c = scaled_gains(b, gain, validate_args)
     ob = order(b, ordering)
     value, ok = _scale_back(_dcg(b, ob, k, g), c)
     ok = ok & _gains_representable(b, gain)
@@ -351,15 +353,15 @@ def ndcg(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, gain: Ga
     b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
     ideal = _ideal_batch(ideal_relevance, b, validate_args)
     if ideal is None:
-        g, _ = _gains(b, gain, validate_args)
-        idcg = _ideal_dcg(g, b.mask, k)
+        g, _ = scaled_gains(b, gain, validate_args)
+        idcg = ideal_dcg_of_gains(g, b.mask, k)
     else:  # one scale 2**c for the list's and the ideal's exponential gains (it cancels in the ratio)
         imask = ideal > 0
         rmax = torch.maximum(torch.where(b.mask, b.relevance, torch.zeros_like(b.relevance)).amax(-1),
                              ideal.amax(-1))
-        g, _ = _gains(b, gain, validate_args, rmax)
+        g, _ = scaled_gains(b, gain, validate_args, rmax)
         gi, _ = _gain_values(ideal, imask, gain, validate_args, rmax)
-        idcg = _ideal_dcg(gi, imask, k)
+        idcg = ideal_dcg_of_gains(gi, imask, k)
     ob = order(b, ordering)
     value, valid = safe_div(_dcg(b, ob, k, g), idcg)
     value = clamp_rounding(value, 0.0, 1.0)
