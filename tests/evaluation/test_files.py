@@ -96,3 +96,24 @@ def test_show_files_writes_what_it_prints(files, tmp_path, capsys):
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["differences"]["b"]["columns"]["ndcg"]["mean"] == 0.0
     assert (tmp_path / "r.csv").read_text().count("\n") >= 2
+
+
+def test_trec_preset_of_the_command_line_equals_trec_eval_per_query(tmp_path, capsys):
+    """`torchfair metrics --trec` with trec_eval's measure names gives trec_eval's (pytrec_eval's) value for every
+    query, the same query set and the same means; the Python API gives the same table."""
+    import pytrec_eval
+    from trec_collection import NAMES, TREC_MEASURES, synthetic_collection, write_trec
+
+    run, qrels = synthetic_collection(seed=1, n_queries=120)
+    run_path, qrels_path = write_trec(run, qrels, tmp_path)
+    ref = pytrec_eval.RelevanceEvaluator(qrels, TREC_MEASURES).evaluate(run)
+    assert main(["metrics", "--run", str(run_path), "--qrels", str(qrels_path), "--measures", *NAMES, "--trec",
+                 "--bootstrap", "0", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {x["list_id"] for x in doc["lists"]} == set(ref)
+    for j, name in enumerate(doc["columns"]):
+        assert name == NAMES[j]
+        assert max(abs(x["values"][j] - ref[x["list_id"]][name]) for x in doc["lists"]) <= 1e-9, name
+        assert doc["aggregate"][name]["mean"] == pytest.approx(np.mean([ref[q][name] for q in ref]), abs=1e-12)
+    api = evaluate_files(str(run_path), str(qrels_path), measures=NAMES, trec=True, bootstrap=0)
+    assert [api.tables["run"].mean[n] for n in NAMES] == [doc["aggregate"][n]["mean"] for n in NAMES]
