@@ -12,7 +12,9 @@ install-run:
 install: install-run
 	@$(PYTHON) -m pip install -q -e ".[dev]"
 
-# the main job: ML-100K, the tuned ranker, a re-rank, a DIPS loss, both, and popularity; 3 seeds, exact test report
+# the main job: ML-100K, 3 seeds: the tuned ranker and its fine-tunes (the loss and its lambda = 0 control) as the
+# trials of configs/sweep_starts_tuned.yaml and configs/sweep_movielens_demo.yaml, then the exact test report of
+# each, re-ranked, and popularity (a second run reuses the trials under runs/demo)
 demo: install-run
 	$(PYTHON) experiments/movielens_demo.py
 

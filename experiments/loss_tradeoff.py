@@ -4,7 +4,8 @@ ML-100K, three seeds; each seed draws its own split (``leave_random_n``: per use
 validation) and trains its own tuned start (``configs/ml100k_tuned.yaml``).  Two groupings (popularity head / tail;
 Drama vs the rest).  Stages (``--stage``; each reuses what the earlier ones left in ``--out``):
 
-1. ``starts``: the tuned start of every seed (``<out>/start/seed<S>.ckpt``);
+1. ``starts``: the tuned start of every seed, the ``split: random`` trials of the sweep file
+   ``configs/sweep_starts_tuned.yaml`` (``<out>/starts``, copied to ``<out>/start/seed<S>.ckpt``);
 2. ``prune``: the sweep file ``configs/sweep_loss_tradeoff.yaml`` on seed 0: every loss x ordering x utility term x
    lambda, each fine-tuned from the start, plus the protocols warm-up / lazy / from scratch for the DIPS family;
 3. ``confirm``: per family (grouping, utility, loss, protocol) the lambdas that seed 0's *validation* lists select
@@ -23,10 +24,8 @@ Drama vs the rest).  Stages (``--stage``; each reuses what the earlier ones left
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -38,7 +37,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments"))
 
+import _sweep  # noqa: E402 - the shared sweep helpers (experiments/_sweep.py)
+
 SWEEP = ROOT / "configs" / "sweep_loss_tradeoff.yaml"
+#: the tuned starts (split `random`: each seed its own per-user random hold-out)
+STARTS = ROOT / "configs" / "sweep_starts_tuned.yaml"
 #: (column, label, kind): "utility" (NDCG@10, relative change); "guard": a fairness measure read as |value| (0 is
 #: fair), judged by the share of its control's |value| removed, and guarded; "report": the same read-out, reported
 #: but not guarded; "pp": a descriptive column, its change in points.
@@ -66,8 +69,7 @@ RERANK_FAMILIES = {
 TOP_FAMILIES = 3
 #: families of the prune stage that also run the other protocols
 PROTOCOL_FAMILY = {"groups": "popularity", "utility": "listnet", "loss": "dips_ramp"}
-FAST_KEYS = {"data.variant": "synthetic", "data.n_test": 3, "data.n_val": 2, "data.num_negatives": 10,
-             "data.batch_size": 16, "model.ranker_args": {"dim": 8}}
+FAST_KEYS = _sweep.FAST_KEYS
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -102,41 +104,35 @@ def _parser() -> argparse.ArgumentParser:
 
 
 # --------------------------------------------------------------------------------------------- stages 1-3: training
-def starts(args, out: Path) -> Dict[int, Path]:
-    from rerank_tradeoff import _fit
-
-    paths = {}
-    for s in args.seeds:
-        t0 = time.time()
-        extra = ["--data.seed", str(s), "--data.split", "leave_random_n"]
-        paths[s] = _fit(out / "start" / f"seed{s}", s, 2 if args.fast else None, 1, args.fast, extra,
-                        config=str(ROOT / "configs" / "ml100k_tuned.yaml"))
-        print(f"[starts] seed {s}: {paths[s]} ({time.time() - t0:.0f} s)", flush=True)
+def starts(args, out: Path) -> Dict[str, Path]:
+    """The tuned start of every seed: the trials ``split: random`` of ``configs/sweep_starts_tuned.yaml`` (each
+    seed its own split), run into ``<out>/starts`` and copied to ``<out>/start/seed<S>.ckpt`` (the sweep file's
+    ``model.init_from``)."""
+    t0 = time.time()
+    path = _sweep.derive(STARTS, out / "stages" / "starts.yaml",
+                         keep={"split": ["random"], "seed": [str(s) for s in args.seeds]}, fast=args.fast,
+                         overrides={"trainer.max_epochs": 2} if args.fast else None)
+    _sweep.run(path, out / "starts", workers=args.workers)
+    paths = _sweep.copy_starts(_sweep.finished(out / "starts"), out / "start", {"split": "random"}, args.seeds)
+    print(f"[starts] seeds {list(paths)}: {out / 'start'} ({time.time() - t0:.0f} s)", flush=True)
     return paths
 
 
 def _derived(args, out: Path, name: str, keep: Dict[str, Sequence[str]], lams: Optional[Dict[str, List[float]]] = None
              ) -> Path:
     """A copy of the sweep file with its variant dimensions restricted to ``keep`` (and a loss's lambda grid
-    replaced by ``lams``), its base path absolute and, in fast mode, the synthetic keys; trial ids are unchanged."""
+    replaced by ``lams``), each seed's start at ``<out>/start/seed<S>.ckpt`` and, in fast mode, the synthetic keys;
+    trial ids are unchanged."""
     import yaml
 
-    raw = yaml.safe_load(Path(args.sweep).read_text())
-    raw["base"] = str((Path(args.sweep).parent / raw["base"]).resolve())
+    seeds = yaml.safe_load(Path(args.sweep).read_text())["variants"]["seed"]
+    bundles: Dict[str, Dict[str, Dict[str, Any]]] = {
+        "seed": {s: {"model.init_from": str(out / "start" / f"seed{s}.ckpt")} for s in seeds}}
     if args.fast:
-        raw["overrides"].update(FAST_KEYS)
-        raw["overrides"]["trainer.max_epochs"] = 1
-        raw["variants"]["protocol"]["scratch"]["trainer.max_epochs"] = 2
-    for dim, names in keep.items():
-        raw["variants"][dim] = {n: raw["variants"][dim][n] for n in names}
-    for loss, values in (lams or {}).items():
-        raw["variants"]["loss"][loss] = {**raw["variants"]["loss"][loss], "grid": {"model.lam": list(values)}}
-    for s, bundle in raw["variants"]["seed"].items():
-        bundle["model.init_from"] = str(out / "start" / f"seed{s}.ckpt")
-    path = out / "stages" / f"{name}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return path
+        bundles["protocol"] = {"scratch": {"trainer.max_epochs": 2}}
+    return _sweep.derive(Path(args.sweep), out / "stages" / f"{name}.yaml", keep=keep, bundles=bundles,
+                         grids={"loss": {loss: {"model.lam": list(v)} for loss, v in (lams or {}).items()}},
+                         overrides={"trainer.max_epochs": 1} if args.fast else None, fast=args.fast)
 
 
 def _variants(args) -> Dict[str, List[str]]:
@@ -144,10 +140,7 @@ def _variants(args) -> Dict[str, List[str]]:
 
 
 def _run(path: Path, out: Path, workers: int) -> None:
-    from torchfair.sweeps import run_sweep
-
-    res = run_sweep(path, out / "sweep", workers=workers, threads=1, report=False)
-    print(f"[sweep] {path.name}: {res}", flush=True)
+    _sweep.run(path, out / "sweep", workers=workers, threads=1, check=False)
 
 
 def prune(args, out: Path) -> None:
@@ -236,14 +229,10 @@ def _split_means(metrics: Dict[str, float], split: str) -> Dict[str, float]:
 
 
 def start_val(out: Path, seed: int) -> Optional[Dict[str, float]]:
-    """The start's validation means (its last validation, written by ``torchfair fit`` into its metrics.csv)."""
-    import csv
-
-    f = out / "start" / f"seed{seed}" / "logs" / "metrics.csv"
-    if not f.is_file():
-        return None
-    rows = [r for r in csv.DictReader(open(f)) if r.get("val/ndcg@10")]
-    return {k.split("/", 1)[1]: float(v) for k, v in rows[-1].items() if k.startswith("val/") and v} if rows else None
+    """The start's validation means: the exact validation measures of the start trial of ``seed`` (its last epoch's
+    checkpoint, validated by the sweep; ``<out>/starts``)."""
+    r = _sweep.pick(_sweep.finished(out / "starts"), split="random", seed=seed)
+    return _split_means(r["metrics"], "val") if r else None
 
 
 def select(rows: List[Dict[str, Any]], seed: int, start: Optional[Dict[str, float]] = None
@@ -323,7 +312,8 @@ def _tables(ckpt: str, config: str, split: str, specs: Sequence[str], measures: 
     """The per-list tables of a checkpoint on ``split`` and of each re-rank of it; ``{None | spec: table}``."""
     from torchfair.evaluation import evaluate_lists
     from torchfair.rerank import get_reranker
-    from torchfair.training.report import REPORT_BROWSING, load_checkpoint, rerank_lists, score_lists
+    from torchfair.rerank import rerank_lists
+    from torchfair.training import REPORT_BROWSING, load_checkpoint, score_lists
 
     run = load_checkpoint(ckpt, config)
     G = int(run.meta["data_info"]["num_groups"])

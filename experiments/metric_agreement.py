@@ -6,8 +6,10 @@ ranks first (their Fig. 1, tau-c within each experiment).  This script does the 
 stack and exact evaluator:
 
 * systems: popularity (training rating counts), random scores, biased MF trained with ListNet, a two-tower model
-  (ListNet), and MF trained with ListNet + lambda * DIPS loss (SoftRank 0.1) and ListNet + lambda * exposure
-  misallocation loss (target EE), each for two lambdas; all on 1 CPU thread for a few epochs;
+  (ListNet), and MF trained with ListNet + lambda * DIPS loss and ListNet + lambda * exposure misallocation loss
+  (target EE), both on SoftRank(``--temperature``), each for two lambdas; all on 1 CPU thread for a few epochs, the trained ones
+  as the trials of the sweep file ``configs/sweep_metric_agreement.yaml`` (``--runs``; a second run reuses them),
+  evaluated from their checkpoints;
 * data: ML-100K through :class:`~torchfair.training.MovieLensDataModule` (leave-last-10-out, popularity groups:
   head = the most-rated items holding half of the training ratings, tail = the rest, tail = the protected group
   id 1); the test lists are the full-catalogue test lists of all users;
@@ -31,9 +33,15 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import _sweep  # noqa: E402 - the shared sweep helpers (experiments/_sweep.py)
+
+ROOT = _sweep.ROOT
 
 #: the top-N cut-off of the prefix metrics (PreF, FAIR), which are given each list's top N items: Raj & Ekstrand
 #: score top-N recommendation lists, and on the whole 1672-item lists FAIR costs O(N^2) memory (~45 MB per list)
@@ -228,32 +236,41 @@ def _random_ranker(dm, seed: int):
     return RandomScores()
 
 
-def train_system(spec: SystemSpec, dm, *, epochs: int, lr: float, temperature: float, warmup_steps: int,
-                 seed: int):
-    """Train one ``trained`` system with :class:`FairRankingModule` (no validation) and return the module."""
-    import pytorch_lightning as pl
+#: the sweep file of the trained systems (a system's ``fairness`` is its ``system`` variant: mf_dips, mf_misalloc)
+SWEEP = ROOT / "configs" / "sweep_metric_agreement.yaml"
 
-    from torchfair.losses import DIPSLoss, ExposureMisallocationLoss, ListNetLoss
-    from torchfair.orderings import SoftRank
-    from torchfair.training import FairRankingModule
 
-    pl.seed_everything(seed, workers=True, verbose=False)
-    fair = None
-    if spec.fairness == "dips":
-        fair = DIPSLoss(num_groups=dm.num_groups, ordering=SoftRank(temperature))
-    elif spec.fairness == "misallocation":
-        fair = ExposureMisallocationLoss(num_groups=dm.num_groups, target="ee")
-    elif spec.fairness is not None:
-        raise ValueError(f"`fairness` must be 'dips', 'misallocation' or None; got {spec.fairness!r}")
-    model = FairRankingModule(spec.ranker, spec.ranker_args, utility_loss=ListNetLoss(), fairness_loss=fair,
-                              lam=spec.lam, schedule="linear" if fair is not None else "constant",
-                              warmup_steps=warmup_steps if fair is not None else 0, lr=lr, measures=["ndcg@10"],
-                              data_info=dm.info)
-    trainer = pl.Trainer(max_epochs=epochs, accelerator="cpu", devices=1, deterministic=True, logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                         num_sanity_val_steps=0, limit_val_batches=0)
-    trainer.fit(model, dm)
-    return model.eval()
+def system_variant(spec: SystemSpec) -> str:
+    """The ``system`` variant of the sweep file that trains ``spec``."""
+    if spec.fairness is None:
+        return spec.ranker
+    return f"{spec.ranker}_{'misalloc' if spec.fairness == 'misallocation' else spec.fairness}"
+
+
+def train_systems(args: argparse.Namespace, systems: Sequence[SystemSpec], out: Path) -> Dict[str, Dict[str, Any]]:
+    """Train every ``trained`` system as a trial of ``configs/sweep_metric_agreement.yaml`` (derived from the
+    options: epochs, lambdas, learning rate, dimension, temperature, warm-up, seed; ``--fast``: the synthetic
+    stand-in) into ``out``; ``{system name: finished trial}``."""
+    trained = [s for s in systems if s.kind == "trained"]
+    variants = list(dict.fromkeys(system_variant(s) for s in trained))
+    fair = {"num_groups": 2, "ordering": {"class_path": "torchfair.orderings.SoftRank",
+                                          "init_args": {"temperature": args.temperature}}}
+    overrides = {"trainer.max_epochs": min(args.epochs, 2) if args.fast else args.epochs, "model.lr": args.lr,
+                 "model.ranker_args": {"dim": args.dim}, "seed_everything": args.seed, "data.seed": args.seed,
+                 "data.variant": "synthetic" if args.fast else args.variant}
+    if args.fast:
+        overrides.update({"data.num_negatives": 20, "data.batch_size": 16})
+    lams = {v: {"model.lam": [float(x) for x in args.lams]} for v in ("mf_dips", "mf_misalloc") if v in variants}
+    bundles = {"system": {v: {"model.warmup_steps": args.warmup_steps} for v in lams}}
+    bundles["system"].setdefault("mf_dips", {})["model.fairness_loss"] = {"class_path": "torchfair.losses.DIPSLoss",
+                                                                          "init_args": fair}
+    bundles["system"].setdefault("mf_misalloc", {})["model.fairness_loss"] = {
+        "class_path": "torchfair.losses.ExposureMisallocationLoss", "init_args": {**fair, "target": "ee"}}
+    path = _sweep.derive(SWEEP, out / "stages" / "systems.yaml", keep={"system": variants}, bundles=bundles,
+                         grids={"system": lams}, overrides=overrides)
+    _sweep.run(path, out, workers=args.workers, threads=args.threads)
+    rows = _sweep.finished(out, path)
+    return {s.name: _sweep.pick(rows, system=system_variant(s), **{"model.lam": s.lam}) for s in trained}
 
 
 # ------------------------------------------------------------------------------------------------ evaluation
@@ -367,11 +384,15 @@ def _parser() -> argparse.ArgumentParser:
                    help="weights of the fairness losses (one DIPS and one misallocation system per value)")
     p.add_argument("--lr", type=float, default=0.01, help="Adam learning rate")
     p.add_argument("--dim", type=int, default=32, help="latent dimension of MF and the two-tower model")
-    p.add_argument("--temperature", type=float, default=0.1, help="SoftRank temperature of the DIPS loss")
+    p.add_argument("--temperature", type=float, default=0.1,
+                   help="SoftRank temperature of the DIPS and the misallocation loss")
     p.add_argument("--warmup-steps", type=int, default=60,
                    help="optimiser steps over which lambda rises linearly to its value (as configs/ml100k_dips.yaml)")
     p.add_argument("--seed", type=int, default=0, help="data split, negatives, initialisation, random system")
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (of each trial, and here)")
+    p.add_argument("--workers", type=int, default=1, help="trials at once")
+    p.add_argument("--runs", default="runs/metric_agreement",
+                   help="the sweep directory of the trained systems (a second run reuses its finished trials)")
     p.add_argument("--out", default="experiments/results",
                    help="directory of metric_agreement.md / .png / .json (--fast: nothing is written unless given)")
     return p
@@ -382,52 +403,53 @@ def _say(msg: str) -> None:
 
 
 def run(args: argparse.Namespace, say=_say) -> Dict[str, Any]:
-    """Train / build every system, evaluate it and compute the tau matrix; returns a JSON-able dict."""
-    import torch
-
-    from torchfair.training import MovieLensDataModule
-    from torchfair.training.report import score_lists
-
+    """Train the systems (a sweep, :func:`train_systems`), build popularity and random scores, evaluate every
+    system on the test lists and compute the tau matrix; returns a JSON-able dict."""
     import logging
+
+    import torch
 
     for name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric", "lightning.fabric"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    from torchfair.training import load_checkpoint, score_lists
+
     torch.set_num_threads(args.threads)
     t0 = time.time()
-    variant = "synthetic" if args.fast else args.variant
-    epochs = min(args.epochs, 2) if args.fast else args.epochs
-    dm = MovieLensDataModule(variant, seed=args.seed, num_negatives=20 if args.fast else 100,
-                             batch_size=16 if args.fast else 64)
-    dm.setup("fit")
+    systems = default_systems(args.lams, args.dim)
+    trials = train_systems(args, systems, Path(args.runs).resolve())
+    say(f"[{time.time() - t0:5.1f}s] trained {len(trials)} systems (sweep trials in {args.runs})")
+    dm = load_checkpoint(next(iter(trials.values()))["checkpoint"]).datamodule
+    dm.setup("test")
     G = dm.num_groups
     sizes = dm.item_groups.sizes()
     share = [s / sum(sizes) for s in sizes]
-    systems = default_systems(args.lams, args.dim)
     vals: Dict[str, Dict[str, Dict[str, float]]] = {}
     seconds: Dict[str, float] = {}
     n_lists = 0
     for spec in systems:
         t = time.time()
         if spec.kind == "popularity":
-            model = _popularity_ranker(dm)
+            model, data = _popularity_ranker(dm), dm
         elif spec.kind == "random":
-            model = _random_ranker(dm, args.seed)
+            model, data = _random_ranker(dm, args.seed), dm
         else:
-            model = train_system(spec, dm, epochs=epochs, lr=args.lr, temperature=args.temperature,
-                                 warmup_steps=args.warmup_steps, seed=args.seed)
-        train_s = time.time() - t
-        lists = score_lists(model, dm, "test")
+            loaded = load_checkpoint(trials[spec.name]["checkpoint"])
+            model, data = loaded.model.eval(), loaded.datamodule
+        lists = score_lists(model, data, "test")
         n_lists = len(lists)
         vals[spec.name] = system_values(lists, G, share)
-        seconds[spec.name] = time.time() - t
-        say(f"[{time.time() - t0:5.1f}s] {spec.name}: trained/built in {train_s:.1f} s, evaluated in "
-            f"{seconds[spec.name] - train_s:.1f} s; NDCG@10 {vals[spec.name]['ndcg']['value']:.4f}")
+        trial_s = float(trials[spec.name]["seconds"]) if spec.name in trials else 0.0
+        seconds[spec.name] = trial_s + time.time() - t
+        say(f"[{time.time() - t0:5.1f}s] {spec.name}: " + (f"trial {trial_s:.1f} s, " if trial_s else "")
+            + f"evaluated in {time.time() - t:.1f} s; NDCG@10 {vals[spec.name]['ndcg']['value']:.4f}")
     names = [s.name for s in systems]
     per_metric = {m.key: [vals[s][m.key]["value"] for s in names] for m in METRICS}
     keys, tau = tau_matrix(per_metric, {m.key: m.direction for m in METRICS})
-    return {"variant": variant, "epochs": epochs, "n_lists": n_lists, "num_items": dm.num_items,
-            "group_names": list(dm.group_names), "catalogue_share": share, "systems": names, "values": vals,
-            "keys": keys, "tau": tau, "seconds_per_system": seconds, "seconds": time.time() - t0,
+    epochs = min(args.epochs, 2) if args.fast else args.epochs
+    return {"variant": "synthetic" if args.fast else args.variant, "epochs": epochs, "n_lists": n_lists,
+            "num_items": dm.num_items, "group_names": list(dm.group_names), "catalogue_share": share,
+            "systems": names, "values": vals, "keys": keys, "tau": tau, "seconds_per_system": seconds,
+            "trials": {n: r["trial_id"] for n, r in trials.items()}, "seconds": time.time() - t0,
             "args": {k: v for k, v in vars(args).items()}}
 
 
@@ -439,8 +461,13 @@ def _describe_request(m: MetricSpec) -> str:
     return f"{r.name}:{opts}"
 
 
+#: the heading of the hand-written reading of a run in ``metric_agreement.md``, kept when the file is rewritten
+READING = "## Reading, and comparison with Raj & Ekstrand"
+
+
 def write_outputs(res: Dict[str, Any], out: str, command: str) -> Tuple[str, str, str]:
-    """Write ``metric_agreement.md``, ``.png`` and ``.json`` under ``out``; returns the paths."""
+    """Write ``metric_agreement.md``, ``.png`` and ``.json`` under ``out``; returns the paths.  The section of
+    ``metric_agreement.md`` from :data:`READING` on (written by hand) is kept."""
     import json
 
     os.makedirs(out, exist_ok=True)
@@ -467,7 +494,8 @@ Data: {res['variant']} via `MovieLensDataModule` (leave-last-10-out), {res['n_li
 ({res['num_items']} items minus each user's training / validation items), popularity groups
 {res['group_names']} (tail = protected, id 1; catalogue share {', '.join(f'{x:.3f}' for x in res['catalogue_share'])}).
 Trained systems: {res['epochs']} epochs of `FairRankingModule` (ListNet, Adam lr {res['args']['lr']}, dim
-{res['args']['dim']}; fairness losses with lambda warmed up linearly over {res['args']['warmup_steps']} steps).
+{res['args']['dim']}; fairness losses with lambda warmed up linearly over {res['args']['warmup_steps']} steps), the
+trials of `configs/sweep_metric_agreement.yaml`.
 
 ## Metrics
 
@@ -487,7 +515,7 @@ see the whole list.
 
 {_md_table(res['systems'], METRICS, res['values'], res['n_lists'])}
 
-Seconds per system (training + evaluation): {', '.join(f"{k} {v:.0f}" for k, v in res['seconds_per_system'].items())}.
+Seconds per system (the trial: training, validation and test; + the evaluation here): {', '.join(f"{k} {v:.0f}" for k, v in res['seconds_per_system'].items())}.
 
 ## Kendall's τ-b between the metrics' system orderings
 
@@ -495,6 +523,10 @@ Seconds per system (training + evaluation): {', '.join(f"{k} {v:.0f}" for k, v i
 
 ![tau heatmap](metric_agreement.png)
 """
+    if os.path.isfile(md_path):  # the reading written by hand after a run stays (it says which run it read)
+        old = Path(md_path).read_text()
+        if READING in old:
+            text = text.rstrip("\n") + "\n\n" + old[old.index(READING):]
     with open(md_path, "w") as f:
         f.write(text)
     return md_path, png_path, js_path

@@ -7,21 +7,26 @@ What it does, on a fresh machine:
 2. splits every user's ratings leave-last-n-out (the last 10 by time are test, the 5 before validation), so all
    943 users have full-catalogue test lists;
 3. groups items by popularity (head = the most-rated items holding half of the training ratings, tail = the rest);
-4. for each seed trains the tuned ranker (``configs/ml100k_tuned.yaml``, ``experiments/tune_ranker.py``: biased
-   MF, every unrated item in each training list, ListNet with a flatter target; it beats popularity on NDCG@10),
-   then fine-tunes it for ``--finetune-epochs`` twice: with the utility term alone (the control) and with
-   ``utility + --lam * --loss`` on the losses' default ordering (``RampRank(0.1)``);
-5. evaluates with ``torchfair evaluate`` (exact measures, paired bootstrap over users): the ranker, the control,
-   the loss, each also re-ranked by ``--rerank`` (which sees the scores and groups only), and popularity as a row.
+4. trains, as sweep trials (:func:`torchfair.sweeps.run_sweep`, ``--workers`` at a time), for each seed the tuned
+   ranker (``configs/sweep_starts_tuned.yaml``, split ``last``: ``configs/ml100k_tuned.yaml``, biased MF, every
+   unrated item in each training list, ListNet with a flatter target; it beats popularity on NDCG@10), then the
+   fine-tunes of ``configs/sweep_movielens_demo.yaml`` from it, ``--finetune-epochs`` each: the utility term alone
+   (the control) and ``utility + --lam * --loss`` on the losses' default ordering (``RampRank(0.1)``);
+5. evaluates the trials' checkpoints with ``torchfair evaluate`` (exact measures, paired bootstrap over users): the
+   ranker, the control, the loss, each also re-ranked by ``--rerank`` (which sees the scores and groups only), and
+   popularity as a row.
 
 The default recipe is the headline's best within budget under the guard on popularity groups
 (``experiments/loss_tradeoff.py``, ``experiments/results/loss_tradeoff.md``): ListNet + 0.01 x the inter-group
 pairwise accuracy gap loss for 2 epochs, then the DIPS-targeted re-rank guarded on the pairwise gap.
 
-Outputs under ``--out``: ``seed<S>/`` (checkpoints, the report files of ``torchfair evaluate``), ``summary.md``,
-``summary.json`` and ``tradeoff.png`` (test NDCG@10 against the exact DIPS gap of every row, means over seeds).
+Outputs under ``--out``: ``starts/`` and ``sweep/`` (the trials: logs, checkpoints, ``result.json`` with their
+timing; a second run reuses the finished ones), ``start/seed<S>.ckpt``, ``seed<S>/report/`` (the report files of
+``torchfair evaluate``), ``summary.md``, ``summary.json`` and ``tradeoff.png`` (test NDCG@10 against the exact DIPS
+gap of every row, means over seeds); ``--results``: also ``experiments/results/movielens_demo.md`` / ``.png``.
 
-Runs unchanged on a GPU (``--accelerator auto`` picks it).  ``python experiments/movielens_demo.py --help``.
+Runs unchanged on a GPU (``--accelerator auto`` picks it; with GPUs one trial per GPU).
+``python experiments/movielens_demo.py --help``.
 """
 from __future__ import annotations
 
@@ -29,14 +34,22 @@ import argparse
 import json
 import math
 import os
+import platform
+import shutil
 import sys
 import time
 import warnings
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import _sweep  # noqa: E402 - the shared sweep helpers (experiments/_sweep.py)
+
+#: the starts (split `last`) and the fine-tunes of the demo
+STARTS = _sweep.CONFIGS / "sweep_starts_tuned.yaml"
+SWEEP = _sweep.CONFIGS / "sweep_movielens_demo.yaml"
 #: the test-report columns of the summary table: (column, label, read as |value| for "removed")
 SUMMARY_COLUMNS = [
     ("ndcg@10", "NDCG@10", False),
@@ -52,24 +65,21 @@ BEST_RECIPE = {"utility": "listnet", "loss": "pairgap", "lam": 0.01,
 BEST_RERANK = BEST_RECIPE["rerank"]
 
 
-def utility_term(name: str):
-    """The fine-tune's utility loss: ``listnet`` (the tuned ranker's own) or ``lambdarank10`` (LambdaLoss NDCG@10:
-    values only the top 10)."""
-    from torchfair.losses import LambdaNDCGLoss, ListNetLoss
-
-    return {"listnet": lambda: ListNetLoss(relevance_temperature=2.0),
-            "lambdarank10": lambda: LambdaNDCGLoss(k=10)}[name]()
-
-
-def fairness_term(name: str):
-    """The fine-tune's fairness loss on the default ordering (``RampRank(0.1)``): ``dips``, ``pairgap``,
-    ``misalloc`` or ``multi`` (DIPS gap + inter-group pairwise accuracy gap, one ordering)."""
-    from torchfair.losses import (DIPSLoss, ExposureMisallocationLoss, MultiMeasureLoss,
-                                  PairwiseAccuracyGapLoss)
-
-    return {"dips": lambda: DIPSLoss(num_groups=2), "pairgap": lambda: PairwiseAccuracyGapLoss(num_groups=2),
-            "misalloc": lambda: ExposureMisallocationLoss(num_groups=2),
-            "multi": lambda: MultiMeasureLoss(terms=["dips", "pairwise_accuracy"], num_groups=2)}[name]()
+#: the fine-tune's utility term (``--utility``): a bundle of the sweep file's ``utility`` dimension
+UTILITIES = {
+    "listnet": {"model.utility_loss": {"class_path": "torchfair.losses.ListNetLoss",
+                                       "init_args": {"relevance_temperature": 2.0}}},
+    "lambdarank10": {"model.utility_loss": {"class_path": "torchfair.losses.LambdaNDCGLoss", "init_args": {"k": 10}}},
+}
+#: the fine-tune's fairness loss (``--loss``) on the default ordering (``RampRank(0.1)``): a bundle of the sweep
+#: file's ``loss`` dimension (``multi``: DIPS gap + inter-group pairwise accuracy gap, one ordering)
+LOSSES = {
+    "pairgap": {"class_path": "torchfair.losses.PairwiseAccuracyGapLoss", "init_args": {"num_groups": 2}},
+    "dips": {"class_path": "torchfair.losses.DIPSLoss", "init_args": {"num_groups": 2}},
+    "misalloc": {"class_path": "torchfair.losses.ExposureMisallocationLoss", "init_args": {"num_groups": 2}},
+    "multi": {"class_path": "torchfair.losses.MultiMeasureLoss",
+              "init_args": {"num_groups": 2, "terms": ["dips", "pairwise_accuracy"]}},
+}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -80,56 +90,56 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=int, default=None, help="epochs of the tuned ranker (default: the recipe's, 60)")
     p.add_argument("--lam", type=float, default=BEST_RECIPE["lam"],
                    help="weight of the fairness loss in the fine-tune (0: no loss rows)")
-    p.add_argument("--loss", default=BEST_RECIPE["loss"], choices=["dips", "pairgap", "misalloc", "multi"],
+    p.add_argument("--loss", default=BEST_RECIPE["loss"], choices=list(LOSSES),
                    help="the fairness loss (on the default ordering, RampRank(0.1))")
-    p.add_argument("--utility", default=BEST_RECIPE["utility"], choices=["listnet", "lambdarank10"],
+    p.add_argument("--utility", default=BEST_RECIPE["utility"], choices=list(UTILITIES),
                    help="the fine-tune's utility term")
     p.add_argument("--finetune-epochs", type=int, default=2, help="epochs of utility + lam * fairness from the ranker")
     p.add_argument("--rerank", default=BEST_RERANK, help="re-ranker spec (torchfair.rerank; 'none': no re-rank rows)")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates of the test report")
     p.add_argument("--accelerator", default="auto", help="Lightning accelerator: auto, cpu, gpu")
     p.add_argument("--threads", type=int, default=1,
-                   help="torch intra-op threads on the CPU (on the 2-core machines this was measured on, 2 threads "
-                        "made each small op 3-15x slower than 1: OpenMP wake-ups dominate batches of this size)")
-    p.add_argument("--out", default="runs/demo", help="output directory")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+                   help="torch intra-op threads of each trial on the CPU (on the 2-core machines this was measured "
+                        "on, 2 threads made each small op 3-15x slower than 1: OpenMP wake-ups dominate batches of "
+                        "this size)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="trials at once (default: one per GPU, else 1)")
+    p.add_argument("--out", default="runs/demo", help="output directory (the trials: a second run reuses them)")
+    p.add_argument("--results", action="store_true",
+                   help="also write experiments/results/movielens_demo.md and .png")
+    p.add_argument("--quiet", action="store_true", help="no status line while the trials run")
     return p
 
 
-def _trainer_kwargs(args, epochs: int, log_dir: str, name: str) -> Dict[str, Any]:
-    from pytorch_lightning.loggers import CSVLogger
-
-    return dict(max_epochs=epochs, accelerator=args.accelerator, logger=CSVLogger(log_dir, name=name),
-                enable_checkpointing=False, enable_progress_bar=not args.quiet, enable_model_summary=False,
-                check_val_every_n_epoch=max(epochs, 1), log_every_n_steps=5)
-
-
-def train_seed(args, seed: int, out: str) -> Dict[str, Any]:
-    """The tuned ranker of ``seed`` and (``--lam`` > 0) two fine-tunes from it, ``--finetune-epochs`` each: the
-    control (the utility term alone) and the recipe (utility + lam * fairness loss); checkpoints."""
-    from tune_ranker import TUNED_RECIPE, build_tuned
-
-    from torchfair.training import FairRankingModule
-
-    epochs = args.epochs if args.epochs is not None else TUNED_RECIPE.epochs
-    model, dm, trainer = build_tuned(args.variant, seed, **_trainer_kwargs(args, epochs, out, "ranker"))
-    t0 = time.time()
-    trainer.fit(model, dm)
-    ckpts = {"ranker": os.path.join(out, "ranker.ckpt")}
-    trainer.save_checkpoint(ckpts["ranker"])
-    seconds = {"ranker": time.time() - t0}
+def train(args, out: Path) -> Dict[str, Dict[str, str]]:
+    """The trials of the demo: each seed's tuned start (``configs/sweep_starts_tuned.yaml``, split ``last``) and,
+    with ``--lam`` > 0, the fine-tunes of ``configs/sweep_movielens_demo.yaml`` from it (the control and the
+    recipe), as derived by the options; ``{seed: {"ranker" | "control" | "loss": checkpoint}}``."""
+    seeds = [str(s) for s in args.seeds]
+    common = {"data.variant": args.variant, "trainer.accelerator": args.accelerator}
+    stream = open(os.devnull, "w") if args.quiet else None
+    start_over = dict(common, **({"trainer.max_epochs": args.epochs} if args.epochs is not None else {}))
+    seed_keys = {s: {"seed_everything": int(s), "data.seed": int(s)} for s in seeds}  # any seed, not only 0-2
+    path = _sweep.derive(STARTS, out / "stages" / "starts.yaml", keep={"split": ["last"], "seed": seeds},
+                         bundles={"seed": seed_keys}, overrides=start_over)
+    _sweep.run(path, out / "starts", workers=args.workers, threads=args.threads, stream=stream)
+    starts = _sweep.copy_starts(_sweep.finished(out / "starts", path), out / "start", {"split": "last"}, seeds)
+    ckpts = {s: {"ranker": str(starts[s])} for s in seeds}
     if args.lam > 0:
-        for name, lam in (("control", 0.0), ("loss", args.lam)):
-            _, dm, trainer = build_tuned(args.variant, seed, **_trainer_kwargs(args, args.finetune_epochs, out, name))
-            kw = {**TUNED_RECIPE.model_args(), "utility_loss": utility_term(args.utility)}
-            fair = FairRankingModule(**kw, lam=lam, data_info=dm.info, init_from=ckpts["ranker"],
-                                     fairness_loss=fairness_term(args.loss) if lam > 0 else None)
-            t0 = time.time()
-            trainer.fit(fair, dm)
-            ckpts[name] = os.path.join(out, f"{name}.ckpt")
-            trainer.save_checkpoint(ckpts[name])
-            seconds[name] = time.time() - t0
-    return {"ckpts": ckpts, "seconds": seconds}
+        path = _sweep.derive(
+            SWEEP, out / "stages" / "finetune.yaml", keep={"utility": [args.utility], "loss": ["control", args.loss],
+                                                            "seed": seeds},
+            bundles={"utility": {args.utility: UTILITIES[args.utility]},
+                     "loss": {args.loss: {"model.fairness_loss": LOSSES[args.loss]}},
+                     "seed": {s: {**seed_keys[s], "model.init_from": str(starts[s])} for s in seeds}},
+            grids={"loss": {args.loss: {"model.lam": [args.lam]}}},
+            overrides=dict(common, **{"trainer.max_epochs": args.finetune_epochs}))
+        _sweep.run(path, out / "sweep", workers=args.workers, threads=args.threads, stream=stream)
+        rows = _sweep.finished(out / "sweep", path)
+        for s in seeds:
+            for name, loss in (("control", "control"), ("loss", args.loss)):
+                ckpts[s][name] = _sweep.pick(rows, loss=loss, seed=s)["checkpoint"]
+    return ckpts
 
 
 def _mean_sd(xs: List[float]):
@@ -234,6 +244,17 @@ def quiet_lightning() -> None:
         warnings.filterwarnings("ignore", message=msg)
 
 
+def results_markdown(table: str, command: str, seconds: float, train_seconds: float,
+                     load: Optional[List[float]] = None) -> str:
+    """``experiments/results/movielens_demo.md``: the command, the date, the machine, the wall time (of it the
+    training: the sweeps), the 1-minute load average at the start and the end, and the summary table."""
+    when = time.strftime("%Y-%m-%d", time.gmtime())
+    cpu = f"{os.cpu_count()}-core {platform.machine()} CPU"
+    busy = f", load average {load[0]:.1f} at the start, {load[1]:.1f} at the end" if load else ""
+    return (f"# make demo (`{command}`), {when}, {cpu}, data cached{busy}: {seconds:.0f} s "
+            f"({train_seconds:.0f} s training)\n\n{table}\n")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = _parser().parse_args(argv)
     if args.quiet:
@@ -241,30 +262,34 @@ def main(argv: Optional[List[str]] = None) -> int:
     quiet_lightning()
     import torch
 
+    from torchfair.evaluation.report import markdown_table
     from torchfair.rerank import get_reranker
-    from torchfair.training.module import DEFAULT_MEASURES
-    from torchfair.training.report import evaluate_checkpoints, markdown_table
+    from torchfair.training import DEFAULT_MEASURES, evaluate_checkpoints
 
     rerank = [] if args.rerank.strip().lower() == "none" else [get_reranker(args.rerank).spec]  # fail early
     torch.set_num_threads(args.threads)
     t_start = time.time()
-    os.makedirs(args.out, exist_ok=True)
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
 
     def say(msg: str) -> None:
         print(f"[{time.time() - t_start:5.0f}s] {msg}", flush=True)
 
+    say(f"training (sweep trials, {args.workers or 'one per GPU, else 1'} at a time): the tuned ranker of seeds "
+        f"{args.seeds} (MF + ListNet, every unrated item per list)"
+        + (f", then {args.finetune_epochs} epoch(s) of {args.utility} alone and + {args.lam:g}·{args.loss}"
+           if args.lam > 0 else ""))
+    load0 = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    ckpts = train(args, out)
+    train_seconds = time.time() - t_start
     reports: Dict[int, Dict[str, Any]] = {}
     control_name = f"control: {args.utility} fine-tune ({args.finetune_epochs} ep)"
     loss_name = f"{args.utility} + {args.lam:g}·{args.loss} ({args.finetune_epochs} ep)"
     for seed in args.seeds:
-        out = os.path.join(args.out, f"seed{seed}")
-        say(f"seed {seed}: training the tuned ranker (MF + ListNet, every unrated item per list)"
-            + (f", then {args.finetune_epochs} epoch(s) of {args.utility} alone and + {args.lam:g}·{args.loss}"
-               if args.lam > 0 else ""))
-        tr = train_seed(args, seed, out)
-        names = ["ranker"] + (["control", "loss"] if "loss" in tr["ckpts"] else [])
+        tr = ckpts[str(seed)]
+        names = ["ranker"] + (["control", "loss"] if "loss" in tr else [])
         say(f"seed {seed}: torchfair evaluate (exact measures, test lists; re-rank {rerank or 'none'}, popularity)")
-        rep = evaluate_checkpoints([tr["ckpts"][n] for n in names], os.path.join(out, "report"),
+        rep = evaluate_checkpoints([tr[n] for n in names], str(out / f"seed{seed}" / "report"),
                                    names=["ListNet (tuned)", control_name, loss_name][:len(names)], rerank=rerank,
                                    popularity=True, bootstrap=args.bootstrap, seed=seed, measures=DEFAULT_MEASURES,
                                    overwrite=True)
@@ -273,18 +298,24 @@ def main(argv: Optional[List[str]] = None) -> int:
     n_users = first["models"][first["order"][0]]["n_lists"]
     summary = summarise(reports)
     summary["seconds"] = time.time() - t_start
+    summary["train_seconds"] = train_seconds
     summary["args"] = vars(args)
     table = summary_markdown(summary, n_users)
-    plot_tradeoff(summary, os.path.join(args.out, "tradeoff.png"))
-    with open(os.path.join(args.out, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2, default=str)
-    with open(os.path.join(args.out, "summary.md"), "w") as f:
-        f.write(table + "\n\nSeed " + str(args.seeds[0]) + " in detail (mean [95% bootstrap interval]):\n\n"
-                + markdown_table(first) + "\n")
+    plot_tradeoff(summary, str(out / "tradeoff.png"))
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    (out / "summary.md").write_text(table + "\n\nSeed " + str(args.seeds[0]) + " in detail (mean [95% bootstrap "
+                                    "interval]):\n\n" + markdown_table(first) + "\n")
+    if args.results:
+        command = "python experiments/movielens_demo.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        res = _sweep.ROOT / "experiments" / "results"
+        load = [load0, os.getloadavg()[0]] if load0 is not None else None
+        (res / "movielens_demo.md").write_text(results_markdown(table, command.strip(), summary["seconds"],
+                                                                train_seconds, load))
+        shutil.copyfile(out / "tradeoff.png", res / "movielens_demo.png")
     print()
     print(table)
     print(f"\nreports: {args.out}/seed*/report/ (report.md, report.json, exposure_by_position.png); "
-          f"{args.out}/summary.md; {args.out}/tradeoff.png")
+          f"{args.out}/summary.md; {args.out}/tradeoff.png; the trials: {args.out}/starts, {args.out}/sweep")
     print(f"total time {summary['seconds']:.0f} s")
     return 0
 

@@ -2,55 +2,52 @@
 
 Question.  :class:`torchfair.orderings.RampRank` (SoftRank's pair relaxation with a piecewise-linear kernel, pair
 sums in O(N log N)) may become the losses' default ordering only if its trade-off is at least as good as
-SoftRank's.  This script measures both on the protocol of ``experiments/headline_tradeoff.py``:
+SoftRank's; and its fairness term trained lazily, every K-th step only (``--every K``), only if that trade-off
+holds too.  The protocol of the issue-11 loss table (ML-100K, leave-last-10-out, full-catalogue test lists of all
+943 users), as two sweep files:
 
-* start: biased MF (dim 32) trained with ListNet for 20 epochs per seed (``configs/ml100k_listnet.yaml``;
-  ``headline_tradeoff.pretrain``);
-* trials: fine-tune that start for 3 epochs with ``ListNet + lam * loss`` (``configs/ml100k_dips.yaml`` with the
-  overrides of ``configs/sweep_headline.yaml``: constant lam, no validation while fine-tuning), the loss one of
-  DIPSLoss, ExposureMisallocationLoss, PairwiseAccuracyGapLoss (``num_groups=2``) on ``SoftRank(0.1)`` or on
-  ``RampRank(0.1)``, at the lams of ``configs/sweep_headline.yaml`` (``dips_soft``, ``misallocation_soft``,
-  ``pairgap_soft``), plus the shared ``lam = 0`` baseline (ListNet fine-tuned alone);
-* each trial is two plain subprocesses, ``python -m torchfair.cli fit ...`` then ``python -m torchfair.cli test
-  --ckpt_path <last checkpoint>``: the exact test measures on the full-catalogue test lists of all 943 users
-  (DIPS gap ``|M_AB - M_BA|``, misallocation ``||delta||_1`` with the EE target, ``|inter|`` pairwise accuracy gap,
-  NDCG@10); the fine-tune time is Lightning's ``Timer`` (training stage, read from the last checkpoint), divided by
-  the epochs for the time per epoch;
-* the SoftRank and RampRank trials of one loss and lam are queued next to each other (2 workers: they run at the
-  same time), so that load from other work on the machine hits both alike.
+* start: ``configs/sweep_starts_listnet.yaml``: biased MF (dim 32) trained with ListNet for 20 epochs per seed
+  (``configs/ml100k_listnet.yaml``, early stopping on validation NDCG@10; the last epoch's checkpoint), copied to
+  ``<out>/start/seed<S>.ckpt``;
+* trials: ``configs/sweep_ramp_tradeoff.yaml``: that start fine-tuned for 3 epochs with ``ListNet + lam * loss``
+  (``configs/ml100k_dips.yaml``, constant lam, no validation while fine-tuning), the loss one of DIPSLoss,
+  ExposureMisallocationLoss, PairwiseAccuracyGapLoss (``num_groups=2``) on ``SoftRank(0.1)`` (``<loss>_soft``) or on
+  ``RampRank(0.1)`` (``<loss>_ramp``; ``<loss>_ramp4``: its term every 4th step, weighted 4 lam), at each loss's
+  own lam grid, plus the shared ``lam = 0`` baseline (ListNet fine-tuned alone); each trial validates and tests its
+  last checkpoint with the exact measures (DIPS gap ``|M_AB - M_BA|``, misallocation ``||delta||_1`` with the EE
+  target, ``|inter|`` pairwise accuracy gap, NDCG@10).  The time per epoch is the sweep's record of each trial
+  (``result.json["timing"]``: Lightning's ``Timer``, training stage), over the fine-tune epochs; the trials' wall
+  intervals and load averages are in the same record, and the report gives the load each ordering's trials ran
+  under.
 
-Read-outs (``headline_tradeoff.curves`` / ``at_budget``): the share of the baseline's unfairness removed by the best
-measured lam whose NDCG@10 cost is at most 1 % and at most 2 %; the same step function at more cost levels
-(``share_at_cost``); the paired differences at the same lam (``paired_differences``: NDCG@10 cost and share removed,
-RampRank - SoftRank); point dominance between the two orderings' measured points (``dominated``).  Verdict per loss
-(``verdict``): RampRank is at least as good as SoftRank when, on the loss's own measure, its share removed within 1 %
-and within 2 % of NDCG@10 is at least SoftRank's minus ``TOLERANCE`` (one seed: small differences are noise of the
-training trajectory, not of the ordering).  Time: the mean seconds per fine-tune epoch per ordering, and the median
-ratio of the two trials of each lam (``paired_ratios``), which ran side by side.
+Read-outs (:func:`curves` / :func:`at_budget`): the share of the baseline's unfairness removed by the best measured
+lam whose NDCG@10 cost is at most 1 % and at most 2 %; the same step function at more cost levels
+(:func:`share_at_cost`); the paired differences at the same lam (:func:`paired_differences`: NDCG@10 cost and share
+removed, RampRank - SoftRank); point dominance between the two orderings' measured points (:func:`dominated`).
+Verdict per loss (:func:`verdict`): RampRank is at least as good as SoftRank when, on the loss's own measure, its
+share removed within 1 % and within 2 % of NDCG@10 is at least SoftRank's minus ``TOLERANCE`` (one seed: small
+differences are noise of the training trajectory, not of the ordering).  Time: the mean seconds per fine-tune epoch
+per ordering, and the median ratio of the two trials of each lam (:func:`paired_ratios`).
 
 Usage::
 
     python experiments/ramp_tradeoff.py [--seeds 0] [--groups popularity] [--workers 2]   # run and report
-    python experiments/ramp_tradeoff.py --code HEAD        # the trials on the last commit's torchfair (git archive)
+    python experiments/ramp_tradeoff.py --every 4             # the RampRank arm lazy: ramp_tradeoff_every4.md
     python experiments/ramp_tradeoff.py --report-only                                     # report the finished trials
     python experiments/ramp_tradeoff.py --fast [--losses dips]               # synthetic data, about a minute
 
-Resumable: a trial whose ``result.json`` exists is not run again.  The full run (seed 0, popularity, 45 trials) took
-31 min on a shared 2-core machine.
+Resumable (the sweeps skip finished trials; SoftRank's trials serve every ``--every``).  The committed results
+(``experiments/results/ramp_tradeoff*.md``) were measured with the same protocol by the earlier script (commit
+2f26eed: seed 0, popularity, 45 trials in 31 min on a shared 2-core machine).
 """
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import math
 import os
-import shutil
-import subprocess
 import sys
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -59,18 +56,23 @@ ROOT = EXPERIMENTS.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(EXPERIMENTS))
 
-import headline_tradeoff as ht  # noqa: E402 - the protocol's pretraining and read-outs
+import _sweep  # noqa: E402 - the shared sweep helpers (experiments/_sweep.py)
 
-SWEEP = ROOT / "configs" / "sweep_headline.yaml"
-#: the three losses: (key in configs/sweep_headline.yaml without "_soft", label, its own measure column)
+SWEEP = ROOT / "configs" / "sweep_ramp_tradeoff.yaml"
+STARTS = ROOT / "configs" / "sweep_starts_listnet.yaml"
+#: the three losses: (family: the loss variants are <family>_soft / _ramp / _rampK, label, its own measure column)
 LOSSES = [("dips", "DIPS", "dips_gap"),
           ("misallocation", "exposure misallocation", "exposure_misallocation_l1"),
           ("pairgap", "pairwise accuracy gap", "pairwise_accuracy_inter")]
 ORDERINGS = {"soft": ("SoftRank", "torchfair.orderings.SoftRank"),
              "ramp": ("RampRank", "torchfair.orderings.RampRank")}
 TEMPERATURE = 0.1
-UTILITY = ht.UTILITY
-MEASURE_LABEL = {c: lab for c, lab, _ in ht.MEASURES}
+UTILITY = "ndcg@10"
+#: the measures of the tables: (test column, label, read as |value|)
+MEASURES = [("dips_gap", "DIPS gap |M_AB - M_BA|", True),
+            ("exposure_misallocation_l1", "misallocation ||delta||_1", False),
+            ("pairwise_accuracy_inter", "pairwise accuracy gap |inter|", True)]
+MEASURE_LABEL = {c: lab for c, lab, _ in MEASURES}
 BUDGETS = (0.01, 0.02)
 #: cost levels (relative NDCG@10 loss) of the step-function comparison
 COST_LEVELS = (0.005, 0.01, 0.015, 0.02, 0.03, 0.05)
@@ -84,18 +86,29 @@ RAMP_LABEL = "RampRank"
 FAST_LAMS = {"dips": [10.0], "misallocation": [3.0], "pairgap": [3.0]}
 
 
-# --------------------------------------------------------------------------------------------- trials
+# --------------------------------------------------------------------------------------------- the sweeps
 def loss_key(family: str, ordering: str) -> str:
     return f"{family}_{ordering}"
 
 
-def split_key(key: str) -> Tuple[str, str]:
-    family, _, ordering = key.rpartition("_")
-    return family, ordering
+def ramp_variant(every: int) -> str:
+    """The sweep file's name of the RampRank arm training its term every ``every`` steps (``ramp``, ``ramp4``...)."""
+    return "ramp" if every == 1 else f"ramp{every}"
+
+
+def split_variant(loss: str) -> Tuple[str, str, int]:
+    """``(family, ordering, every)`` of a loss variant name: ``dips_ramp4`` -> ``("dips", "ramp", 4)``;
+    ``none`` -> ``("none", "none", 1)``."""
+    if loss == "none":
+        return "none", "none", 1
+    family, _, arm = loss.rpartition("_")
+    if arm.startswith("ramp"):
+        return family, "ramp", int(arm[4:] or 1)
+    return family, arm, 1
 
 
 def lam_grids(spec: Dict, override: Optional[Dict[str, List[float]]] = None) -> Dict[str, List[float]]:
-    """The lam grid of each loss family: ``configs/sweep_headline.yaml``'s ``<family>_soft`` grid, or ``override``."""
+    """The lam grid of each loss family: the sweep file's ``<family>_soft`` grid, or ``override``."""
     out = {}
     for family, _, _ in LOSSES:
         grid = spec["variants"]["loss"][f"{family}_soft"]["grid"]["model.lam"]
@@ -103,232 +116,125 @@ def lam_grids(spec: Dict, override: Optional[Dict[str, List[float]]] = None) -> 
     return out
 
 
-def loss_config(spec: Dict, family: str, ordering: str) -> Dict:
-    """``model.fairness_loss`` of ``<family>_soft`` in the sweep file, with the ordering's class put in."""
-    cfg = copy.deepcopy(spec["variants"]["loss"][f"{family}_soft"]["model.fairness_loss"])
-    ordr = cfg["init_args"]["ordering"]
-    assert ordr["class_path"] == "torchfair.orderings.SoftRank", ordr
-    ordr["class_path"] = ORDERINGS[ordering][1]
-    ordr["init_args"] = {"temperature": TEMPERATURE}
-    return cfg
+def derive_sweep(spec: Dict, out: Path, groups: Sequence[str], seeds: Sequence[int], families: Sequence[str],
+                 grids: Dict[str, List[float]], every: int, fast: bool) -> Path:
+    """The part of ``configs/sweep_ramp_tradeoff.yaml`` this run needs, as ``<out>/stages/trials.yaml``: the
+    ``groups`` and ``seeds`` (each from ``<out>/start/seed<S>.ckpt``), the baseline and, per family, SoftRank and the
+    RampRank arm of ``every`` (a ``<family>_ramp<K>`` bundle is added for a K the file lacks) at ``grids``."""
+    ramp = ramp_variant(every)
+    bundles: Dict[str, Dict[str, Dict]] = {"seed": {str(s): {"seed_everything": int(s),
+                                                             "model.init_from": str(out / "start" / f"seed{s}.ckpt")}
+                                                    for s in seeds}}
+    for f in families:
+        if loss_key(f, ramp) not in spec["variants"]["loss"]:
+            base = {k: v for k, v in spec["variants"]["loss"][loss_key(f, "ramp")].items() if k != "grid"}
+            bundles.setdefault("loss", {})[loss_key(f, ramp)] = {**base, "model.fairness_every": every}
+    g = {loss_key(f, o): {"model.lam": grids[f]} for f in families for o in ("soft", ramp)}
+    keep = {"groups": list(groups), "seed": [str(s) for s in seeds],
+            "loss": ["none"] + [loss_key(f, o) for f in families for o in ("soft", ramp)]}
+    return _sweep.derive(SWEEP, out / "stages" / "trials.yaml", keep=keep, bundles=bundles, grids={"loss": g},
+                         overrides={"trainer.max_epochs": 2} if fast else None, fast=fast)
 
 
-def plan(spec: Dict, groups: Sequence[str], seeds: Sequence[int], grids: Dict[str, List[float]],
-         families: Optional[Sequence[str]] = None) -> List[Dict]:
-    """The trials in running order: per groups and seed the baseline, then per loss (``families``: all three when
-    None) and lam the SoftRank and the RampRank trial next to each other (which goes first alternates)."""
-    trials = []
-    for g in groups:
-        for s in seeds:
-            trials.append({"groups": g, "seed": s, "loss": "none", "family": "none", "ordering": "none", "lam": 0.0})
-            k = 0
-            for family, _, _ in LOSSES:
-                if families is not None and family not in families:
-                    continue
-                for lam in grids[family]:
-                    pair = ["soft", "ramp"] if k % 2 == 0 else ["ramp", "soft"]
-                    k += 1
-                    for o in pair:
-                        trials.append({"groups": g, "seed": s, "loss": loss_key(family, o), "family": family,
-                                       "ordering": o, "lam": float(lam), "every": EVERY if o == "ramp" else 1})
-    return trials
-
-
-def trial_name(t: Dict) -> str:
-    lam = "0" if t["loss"] == "none" else f"{t['lam']:g}"
-    every = f"_every{t['every']}" if t.get("every", 1) > 1 else ""
-    return f"{t['groups']}_s{t['seed']}_{t['loss']}{every}_lam{lam}"
-
-
-def trial_overrides(spec: Dict, t: Dict, start: Path, fast: bool) -> Dict:
-    """The dotted keys of a trial on top of the base config: the sweep file's overrides, groups, seed and start,
-    the loss (``null`` for the baseline) and lam, and a ``Timer`` callback."""
-    over = dict(spec["overrides"])
-    if fast:
-        over.update({**ht.FAST, "trainer.max_epochs": 2})
-    over.update(spec["variants"]["groups"][t["groups"]])
-    over.update({"seed_everything": t["seed"], "model.init_from": str(start.resolve())})
-    if t["loss"] == "none":
-        over["model.fairness_loss"] = None
-    else:
-        over["model.fairness_loss"] = loss_config(spec, t["family"], t["ordering"])
-    over["model.lam"] = t["lam"]
-    if t.get("every", 1) > 1:
-        over["model.fairness_every"] = int(t["every"])
-    # the fine-tune time: Lightning's Timer, whose state (training-stage seconds) goes into the checkpoint
-    over["trainer.callbacks"] = list(over["trainer.callbacks"]) + [
-        {"class_path": "pytorch_lightning.callbacks.Timer", "init_args": {"interval": "epoch"}}]
-    return over
-
-
-def trial_args(spec: Dict, t: Dict, start: Path, fast: bool, code: Path = ROOT) -> List[str]:
-    """The ``torchfair fit`` / ``test`` arguments of a trial: the base config of the sweep file (under ``code``)
-    and :func:`trial_overrides`."""
-    args = ["--config", str(code / "configs" / spec["base"])]
-    for k, v in trial_overrides(spec, t, start, fast).items():
-        args += [f"--{k}", v if isinstance(v, str) else json.dumps(v)]
-    return args
-
-
-def _logger(save_dir: Path, name: str) -> str:
-    return json.dumps({"class_path": "pytorch_lightning.loggers.CSVLogger",
-                       "init_args": {"save_dir": str(save_dir), "name": name, "version": ""}})
-
-
-def _atomic_json(path: Path, obj) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1))
-    os.replace(tmp, path)
-
-
-def _last_checkpoint(tdir: Path) -> Path:
-    ckpts = sorted((tdir / "fit" / "checkpoints").glob("*.ckpt"), key=lambda p: p.stat().st_mtime)
-    if not ckpts:
-        raise RuntimeError(f"no checkpoint under {tdir / 'fit' / 'checkpoints'}")
-    return ckpts[-1]
-
-
-def _test_metrics(path: Path) -> Dict[str, float]:
-    import csv
-
-    out: Dict[str, float] = {}
-    with open(path) as f:
-        for row in csv.DictReader(f):
-            out.update({k: float(v) for k, v in row.items() if k.startswith("test/") and v not in ("", None)})
-    return out
-
-
-def run_trial(spec: Dict, t: Dict, start: Path, out: Path, threads: int, fast: bool, code: Path = ROOT,
-              code_id: str = "worktree") -> Dict:
-    """Fit and test one trial in two ``python -m torchfair.cli`` subprocesses (run in ``code``: the torchfair they
-    import; ``threads`` torch threads); writes and returns ``out/<name>/result.json`` (kept: the trial is skipped
-    next time)."""
-    tdir = out / trial_name(t)
-    done = tdir / "result.json"
-    if done.is_file():
-        return json.loads(done.read_text())
-    if tdir.exists():
-        shutil.rmtree(tdir)  # a trial interrupted before its result: start it afresh
-    tdir.mkdir(parents=True)
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONWARNINGS="ignore")
-    base = [sys.executable, "-m", "torchfair.cli"]
-    args = trial_args(spec, t, start, fast, code)
-    epochs = int(trial_overrides(spec, t, start, fast)["trainer.max_epochs"])  # no early stopping when fine-tuning
-    log = open(tdir / "trial.log", "w")
-    try:
-        t0 = time.time()
-        subprocess.run(base + ["fit"] + args + ["--trainer.default_root_dir", str(tdir),
-                                               "--trainer.logger", _logger(tdir, "fit")],
-                       check=True, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=code)
-        fit_wall = time.time() - t0
-        ckpt = _last_checkpoint(tdir)
-        import torch
-
-        state = torch.load(ckpt, map_location="cpu", weights_only=False)
-        timer = [v for k, v in state.get("callbacks", {}).items() if k.startswith("Timer")]
-        train_s = float(timer[0]["time_elapsed"]["train"]) if timer else math.nan
-        del state
-        t1 = time.time()
-        subprocess.run(base + ["test"] + args + ["--ckpt_path", str(ckpt), "--trainer.default_root_dir", str(tdir),
-                                                "--trainer.logger", _logger(tdir, "test")],
-                       check=True, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=code)
-        metrics = _test_metrics(tdir / "test" / "metrics.csv")
-    finally:
-        log.close()
-    res = {**t, "metrics": metrics, "fit_train_seconds": train_s, "epochs": epochs,
-           "seconds_per_epoch": train_s / epochs if epochs > 0 else math.nan, "fit_wall_seconds": fit_wall,
-           "test_wall_seconds": time.time() - t1, "checkpoint": str(ckpt), "code": code_id}
-    _atomic_json(done, res)
-    return res
-
-
-def run_all(spec: Dict, trials: List[Dict], starts: Dict[int, Path], out: Path, workers: int, threads: int,
-            fast: bool, code: Path = ROOT, retries: int = 2, wait: float = 30.0,
-            code_id: str = "worktree") -> List[str]:
-    """Run the trials in order, ``workers`` at a time, a failed trial again up to ``retries`` times after ``wait``
-    seconds; returns the names of those that still failed (their log kept)."""
-    lock = threading.Lock()
-    failed: List[str] = []
-    count = [0]
-
-    def one(t: Dict) -> None:
-        name = trial_name(t)
-        for attempt in range(retries + 1):
-            try:
-                r = run_trial(spec, t, starts[t["seed"]], out, threads, fast, code, code_id)
-                msg = (f"{name}: NDCG@10 {r['metrics'].get('test/' + UTILITY, math.nan):.4f}, "
-                       f"{r['seconds_per_epoch']:.2f} s/epoch")
-                break
-            except Exception as e:  # noqa: BLE001 - retried, then recorded; the others go on; a rerun retries it
-                msg = f"{name}: FAILED ({type(e).__name__}: {e}); log: {out / name / 'trial.log'}"
-                if attempt < retries:
-                    print(f"[retry] {msg}", flush=True)
-                    time.sleep(wait)
-        else:
-            with lock:
-                failed.append(name)
-        with lock:
-            count[0] += 1
-            print(f"[{count[0]}/{len(trials)}] {msg}", flush=True)
-
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        list(pool.map(one, trials))
-    return failed
-
-
-def snapshot(rev: str, out: Path) -> Tuple[Path, str]:
-    """``git archive REV`` (torchfair/ and configs/) extracted once under ``out/code-<sha>``: the trials import that
-    torchfair, not the working tree's (other people's uncommitted edits).  Returns the folder and the commit."""
-    sha = subprocess.run(["git", "rev-parse", "--verify", f"{rev}^{{commit}}"], cwd=ROOT, check=True,
-                         capture_output=True, text=True).stdout.strip()
-    dest = out / f"code-{sha[:12]}"
-    if not (dest / ".complete").is_file():
-        if dest.exists():
-            shutil.rmtree(dest)
-        dest.mkdir(parents=True)
-        archive = subprocess.run(["git", "archive", sha, "torchfair", "configs"], cwd=ROOT, check=True,
-                                 capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-        (dest / ".complete").write_text(sha + "\n")
-    return dest.resolve(), sha
-
-
-def pretrain_in(code: Path, out: Path, seeds: Sequence[int], epochs: int, threads: int, fast: bool):
-    """``headline_tradeoff.pretrain`` with ``code`` as the working directory (the torchfair it imports)."""
-    here, out = Path.cwd(), out.resolve()
-    os.chdir(code)
-    try:
-        return ht.pretrain(out, seeds, epochs, threads, fast=fast)
-    finally:
-        os.chdir(here)
+def starts(out: Path, seeds: Sequence[int], workers: int, threads: int, fast: bool) -> Dict[str, Path]:
+    """The ListNet start of every seed (``configs/sweep_starts_listnet.yaml``, ``<out>/starts``), copied to
+    ``<out>/start/seed<S>.ckpt``."""
+    path = _sweep.derive(STARTS, out / "stages" / "starts.yaml", keep={"seed": [str(s) for s in seeds]}, fast=fast,
+                         bundles={"seed": {str(s): {"seed_everything": int(s)} for s in seeds}},
+                         overrides={"trainer.max_epochs": 2} if fast else None)
+    _sweep.run(path, out / "starts", workers=workers, threads=threads)
+    return _sweep.copy_starts(_sweep.finished(out / "starts", path), out / "start", {}, seeds)
 
 
 # --------------------------------------------------------------------------------------------- analysis
-def load_results(out: Path):
-    """The finished trials (``out/*/result.json``) as a frame in ``headline_tradeoff``'s layout (groups, loss, seed,
-    lam, seconds, NDCG@10, the measures with ``|.|`` taken) plus family, ordering and the timings."""
+def load_results(out: Path, sweep: Optional[Path] = None):
+    """The finished trials of the sweep directory ``out`` (of the sweep file ``sweep``) as a frame: groups, loss
+    (``<family>_soft`` / ``<family>_ramp``, the lazy arm's too, or ``none``), seed, lam, family, ordering (``soft`` /
+    ``ramp`` / ``none``), every (the RampRank arm's ``fairness_every``), seconds (the whole trial), seconds_per_epoch
+    (``timing.train_s`` over the fine-tune epochs), trial_wall, epochs, load1 (the 1-minute load average at the
+    trial's start), wall_start / wall_end, NDCG@10 and the measures with ``|.|`` taken."""
     import pandas as pd
 
     rows = []
-    for path in sorted(out.glob("*/result.json")):
-        r = json.loads(path.read_text())
-        m = r["metrics"]
-        row = {"groups": r["groups"], "loss": r["loss"], "seed": str(r["seed"]), "lam": float(r["lam"]),
-               "family": r["family"], "ordering": r["ordering"],
-               "seconds": float(r["fit_wall_seconds"]) + float(r["test_wall_seconds"]),
-               "seconds_per_epoch": float(r["seconds_per_epoch"]), "fit_wall": float(r["fit_wall_seconds"]),
-               "epochs": int(r["epochs"]), "code": r.get("code", "worktree"), UTILITY: float(m[f"test/{UTILITY}"])}
-        for col, _, absolute in ht.MEASURES:
+    for r in _sweep.finished(out, sweep):
+        p, m, t = r["params"], r["metrics"], r["timing"]
+        family, ordering, every = split_variant(p["loss"])
+        epochs = int(json.loads((r["dir"] / "trial.json").read_text())["config"]["trainer.max_epochs"])
+        load = t.get("loadavg_start") or [math.nan]
+        row = {"groups": p["groups"], "loss": family if family == "none" else loss_key(family, ordering),
+               "seed": str(p["seed"]), "lam": float(p["model.lam"]),
+               "family": family, "ordering": ordering, "every": every, "seconds": float(r["seconds"]),
+               "seconds_per_epoch": float(t.get("train_s") or math.nan) / epochs, "epochs": epochs,
+               "trial_wall": float(t["wall_end"] - t["wall_start"]) if t.get("wall_end") else math.nan,
+               "load1": float(load[0]), "wall_start": t.get("wall_start"), "wall_end": t.get("wall_end"),
+               UTILITY: float(m[f"test/{UTILITY}"])}
+        for col, _, absolute in MEASURES:
             v = float(m[f"test/{col}"])
             row[col] = abs(v) if absolute else v
         rows.append(row)
     return pd.DataFrame(rows)
 
 
+def relative_to_baseline(res):
+    """Adds per-trial ``cost`` (relative NDCG@10 loss) and ``removed:<measure>`` (share of the baseline's
+    unfairness removed), against the ``loss == "none"`` trial of the same groups and seed."""
+    base = res[res["loss"] == "none"].set_index(["groups", "seed"])
+    res = res.copy()
+    key = list(zip(res["groups"], res["seed"]))
+    b_u = base[UTILITY].reindex(key).to_numpy()
+    res["cost"] = 1.0 - res[UTILITY].to_numpy() / b_u
+    for col, _, _ in MEASURES:
+        b = base[col].reindex(key).to_numpy()
+        res[f"removed:{col}"] = 1.0 - res[col].to_numpy() / b
+    return res
+
+
+def curves(res):
+    """Mean and standard deviation over seeds per (groups, loss, lam); the baseline is every loss's lam = 0."""
+    import pandas as pd
+
+    rel = relative_to_baseline(res)
+    cols = [UTILITY, "cost"] + [c for c, _, _ in MEASURES] + [f"removed:{c}" for c, _, _ in MEASURES]
+    g = rel.groupby(["groups", "loss", "lam"])[cols]
+    mean, std, n = g.mean(), g.std(ddof=1), g.size()
+    out = mean.join(std.add_suffix(":std")).join(n.rename("seeds")).reset_index()
+    base = out[out["loss"] == "none"]
+    extra = []
+    for loss in sorted(set(out["loss"]) - {"none"}):
+        for _, row in base.iterrows():
+            r = row.copy()
+            r["loss"] = loss
+            extra.append(r)
+    if extra:
+        out = pd.concat([out[out["loss"] != "none"], pd.DataFrame(extra)], ignore_index=True)
+    return out.sort_values(["groups", "loss", "lam"]).reset_index(drop=True)
+
+
+def at_budget(cur, budget: float):
+    """Per (groups, loss, measure): the largest mean share removed among the lams whose mean NDCG@10 cost is
+    at most ``budget`` (lam = 0 always qualifies, removing 0), with that lam, its seed spread and ``open`` (the
+    loss's largest lam is that one: the budget was not reached)."""
+    import pandas as pd
+
+    rows = []
+    for (groups, loss), c in cur.groupby(["groups", "loss"]):
+        ok = c[c["cost"] <= budget + 1e-12]
+        for col, _, _ in MEASURES:
+            best = ok.loc[ok[f"removed:{col}"].idxmax()] if len(ok) else None
+            rows.append({"groups": groups, "loss": loss, "measure": col, "budget": budget,
+                         "removed": float(best[f"removed:{col}"]) if best is not None else math.nan,
+                         "removed_std": float(best.get(f"removed:{col}:std", math.nan)) if best is not None
+                         else math.nan,
+                         "lam": float(best["lam"]) if best is not None else math.nan,
+                         "open": bool(best is not None and best["lam"] == c["lam"].max() and best["lam"] > 0),
+                         "cost": float(best["cost"]) if best is not None else math.nan})
+    return pd.DataFrame(rows)
+
+
 def share_at_cost(cur, loss: str, measure: str, level: float, groups: Optional[str] = None) -> Tuple[float, float]:
     """``(share removed, lam)``: the best measured share of ``measure`` removed among ``loss``'s lams (the
-    baseline, removing 0, included) whose mean NDCG@10 cost is at most ``level`` (``headline_tradeoff.at_budget``'s
-    rule for one loss and measure)."""
+    baseline, removing 0, included) whose mean NDCG@10 cost is at most ``level`` (:func:`at_budget`'s rule for one
+    loss and measure)."""
     c = cur[(cur["loss"] == loss) & (cur["cost"] <= level + 1e-12)]
     if groups is not None:
         c = c[c["groups"] == groups]
@@ -388,10 +294,11 @@ def epoch_times(res) -> Dict[str, Dict[str, float]]:
     """Mean (and sd, n) of the fine-tune seconds per epoch per ordering (``none``: the baseline), overall and per
     loss family."""
     def stats(d) -> Dict[str, float]:
-        wall = float(d["fit_wall"].mean()) if "fit_wall" in d else math.nan
+        wall = float(d["trial_wall"].mean()) if "trial_wall" in d else math.nan
+        load = float(d["load1"].mean()) if "load1" in d else math.nan
         return {"mean": float(d["seconds_per_epoch"].mean()),
                 "sd": float(d["seconds_per_epoch"].std(ddof=1)) if len(d) > 1 else math.nan, "n": int(len(d)),
-                "fit_wall": wall}
+                "trial_wall": wall, "load1": load}
 
     out: Dict[str, Dict[str, float]] = {}
     for (fam, o), d in res.groupby(["family", "ordering"]):
@@ -402,8 +309,8 @@ def epoch_times(res) -> Dict[str, Dict[str, float]]:
 
 
 def paired_ratios(res, family: Optional[str] = None) -> List[float]:
-    """RampRank's seconds per epoch over SoftRank's in the same groups, seed, loss and lam (the two trials that ran
-    side by side), one per pair, for one loss family or all."""
+    """RampRank's seconds per epoch over SoftRank's in the same groups, seed, loss and lam, one per pair, for one
+    loss family or all (:func:`pair_overlap`: how much of each pair ran at the same time)."""
     d = res[res["ordering"].isin(list(ORDERINGS))]
     if family is not None:
         d = d[d["family"] == family]
@@ -411,6 +318,21 @@ def paired_ratios(res, family: Optional[str] = None) -> List[float]:
     if not set(ORDERINGS) <= set(t.columns):
         return []
     return [float(x) for x in (t["ramp"] / t["soft"]).dropna()]
+
+
+def pair_overlap(res) -> List[float]:
+    """For each RampRank trial and the SoftRank trial of the same groups, seed, family and lam: the share of the
+    shorter of the two that ran while the other ran (:func:`_sweep.overlap` of their wall intervals; 1: side by
+    side, 0: one after the other)."""
+    d = res[res["ordering"].isin(list(ORDERINGS))]
+    out = []
+    for _, g in d.groupby(["groups", "seed", "family", "lam"]):
+        if set(g["ordering"]) != set(ORDERINGS):
+            continue
+        a, b = (g[g["ordering"] == o].iloc[0] for o in ORDERINGS)
+        shorter = min(a["wall_end"] - a["wall_start"], b["wall_end"] - b["wall_start"])
+        out.append(_sweep.overlap(a, b) / shorter if shorter > 0 else 0.0)
+    return out
 
 
 # --------------------------------------------------------------------------------------------- report
@@ -473,31 +395,27 @@ def _s(x: float) -> str:
 
 
 def report(res, out_md: Path, fig_dir: Path, command: str, wall: Optional[float], data: str = "ML-100K",
-           grids: Optional[Dict[str, List[float]]] = None, failed: Sequence[str] = ()) -> str:
-    cur = ht.curves(res)
-    codes = sorted(set(res["code"])) if "code" in res else []
-    code = ("the trials ran torchfair at " + ", ".join("the working tree" if c == "worktree" else f"commit {c[:12]}"
-                                                      for c in codes)) if codes else ""
+           grids: Optional[Dict[str, List[float]]] = None, failed: Sequence[str] = (), workers: int = 2) -> str:
+    cur = curves(res)
     epochs = f"{int(res['epochs'].max())} fine-tune epochs" if "epochs" in res else "the fine-tune epochs"
     seeds = sorted(set(res["seed"]))
     times = epoch_times(res)
     many = len(set(cur["groups"])) > 1
     lines = [f"# RampRank vs SoftRank as the fairness losses' ordering: the trade-off on {data}", "",
-             f"Reproduce: `{command}`" + (f" ({wall / 60:.0f} min of wall time on a shared 2-core CPU machine, 2 "
-                                          "trials at once, 1 torch thread each, under `nice`; no GPU)" if wall else "")
-             + ".",
+             f"Reproduce: `{command}`" + (f" ({wall / 60:.0f} min of wall time, {workers} trial(s) at once, 1 torch "
+                                          "thread each)" if wall else "") + ".",
              f"Trials: {len(res)} finished (seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}), "
-             f"{res['seconds'].sum() / 60:.0f} trial-minutes (fit + test subprocesses, pretraining not included)"
-             + (f"; {len(failed)} failed: {', '.join(failed)}" if failed else "") + ".  Protocol: the docstring of "
-f"`experiments/ramp_tradeoff.py` (that of `experiments/headline_tradeoff.py`: {epochs} from the "
-             "ListNet start, exact test measures of the last checkpoint); both orderings at "
-             f"temperature {TEMPERATURE:g}." + (f"  Code: {code}." if code else ""), ""]
+             f"{res['seconds'].sum() / 60:.0f} trial-minutes (each trial's fit, validation and test, the starts not "
+             "included)" + (f"; {len(failed)} failed: {', '.join(failed)}" if failed else "") + ".  Protocol: the "
+             f"docstring of `experiments/ramp_tradeoff.py` ({epochs} from the ListNet start, exact test measures of "
+             f"the last checkpoint); both orderings at temperature {TEMPERATURE:g}.", ""]
     if grids:
         lines += ["Lams: " + "; ".join(f"{lab} {', '.join(f'{x:g}' for x in grids[f])}"
                                       for f, lab, _ in LOSSES if f in grids)
-                  + " (`configs/sweep_headline.yaml`'s grids of the SoftRank losses).", ""]
-    lines += ["Time per fine-tune epoch (Lightning's `Timer`, training stage, over the trials; mean ± sd, n trials; "
-              "two trials ran at once, the SoftRank and RampRank trial of the same lam side by side):", "",
+                  + " (`configs/sweep_ramp_tradeoff.yaml`'s grids).", ""]
+    lines += ["Time per fine-tune epoch (Lightning's `Timer`, training stage, as the sweep records it; mean ± sd, n "
+              f"trials; {workers} trial(s) at once, in the sweep file's order; paired ratio: the RampRank and the "
+              "SoftRank trial of the same lam):", "",
               "| loss | SoftRank | RampRank | ratio of the means | paired ratio: median (min - max) |",
               "|---|---:|---:|---:|---:|"]
 
@@ -524,10 +442,16 @@ f"`experiments/ramp_tradeoff.py` (that of `experiments/headline_tradeoff.py`: {e
                  + (f"{r['mean'] / s['mean']:.2f}x" if s and r else "-") + f" | {paired(None)} |")
     if "none" in times:
         lines.append(f"| (ListNet alone, lam = 0) | {cell('none')} | | | |")
-    if s and r and math.isfinite(s["fit_wall"]):
-        lines += ["", f"Wall time of a whole `torchfair fit` subprocess (imports, data, {epochs}, checkpoint), mean: "
-                  f"SoftRank {_s(s['fit_wall'])}, RampRank {_s(r['fit_wall'])}"
-                  + (f", ListNet alone {_s(times['none']['fit_wall'])}" if "none" in times else "") + "."]
+    ov = pair_overlap(res) if {"wall_start", "wall_end"} <= set(res.columns) else []
+    if ov:
+        lines += ["", f"The two trials of a pair ran at the same time for {100 * sum(ov) / len(ov):.0f} % of the "
+                  f"shorter one on average ({sum(x > 0.5 for x in ov)} of {len(ov)} pairs more than half)."]
+    if s and r and math.isfinite(s["trial_wall"]):
+        lines += ["", f"Wall time of a whole trial (data, {epochs}, validation and test of the checkpoint), mean: "
+                  f"SoftRank {_s(s['trial_wall'])}, RampRank {_s(r['trial_wall'])}"
+                  + (f", ListNet alone {_s(times['none']['trial_wall'])}" if "none" in times else "")
+                  + ".  Machine load (1-minute load average at each trial's start), mean: "
+                  f"SoftRank trials {s['load1']:.2f}, RampRank trials {r['load1']:.2f}."]
     lines.append("")
     verdicts = {}
     for groups in sorted(set(cur["groups"])):
@@ -537,7 +461,7 @@ f"`experiments/ramp_tradeoff.py` (that of `experiments/headline_tradeoff.py`: {e
         base = c[c["lam"] == 0].iloc[0]
         lines += [f"## {groups} groups", "", f"![trade-off]({png})", "",
                   f"Baseline (ListNet fine-tuned alone, lam = 0): NDCG@10 {base[UTILITY]:.4f}, "
-                  + ", ".join(f"{lab} {base[col]:.4f}" for col, lab, _ in ht.MEASURES) + ".", ""]
+                  + ", ".join(f"{lab} {base[col]:.4f}" for col, lab, _ in MEASURES) + ".", ""]
         # read-outs
         lines += ["### Read-outs: share of the baseline's unfairness removed within 1 % / 2 % of NDCG@10", "",
                   "Best measured lam within the budget (lam in brackets; lam = 0 removes 0; ≥: the largest lam tried "
@@ -546,7 +470,7 @@ f"`experiments/ramp_tradeoff.py` (that of `experiments/headline_tradeoff.py`: {e
                   "budgets (one seed: a tolerance for the noise of the training trajectory).", "",
                   "| loss (own measure) | SoftRank 1 % | RampRank 1 % | diff | SoftRank 2 % | RampRank 2 % | diff "
                   "| RampRank ≥ SoftRank? |", "|---|---:|---:|---:|---:|---:|---:|---|"]
-        b = {x: ht.at_budget(c, x).set_index(["loss", "measure"]) for x in BUDGETS}
+        b = {x: at_budget(c, x).set_index(["loss", "measure"]) for x in BUDGETS}
 
         def readout(loss: str, measure: str, budget: float) -> str:
             r = b[budget].loc[(loss, measure)]
@@ -564,13 +488,13 @@ f"`experiments/ramp_tradeoff.py` (that of `experiments/headline_tradeoff.py`: {e
             word = ("**yes**" + ("" if v["strict"] else " (within the tolerance)")) if v["ok"] else "**no**"
             lines.append(f"| {label} ({MEASURE_LABEL[measure]}) | " + " | ".join(cells) + f" | {word} |")
         lines += ["", "The same read-out on every measure (SoftRank / RampRank, within 1 % | within 2 %):", "",
-                  "| loss | " + " | ".join(f"{lab}: 1 % | 2 %" for _, lab, _ in ht.MEASURES) + " |",
-                  "|---|" + "---:|---:|" * len(ht.MEASURES)]
+                  "| loss | " + " | ".join(f"{lab}: 1 % | 2 %" for _, lab, _ in MEASURES) + " |",
+                  "|---|" + "---:|---:|" * len(MEASURES)]
         for family, label, _ in LOSSES:
             if loss_key(family, "soft") not in set(c["loss"]):
                 continue
             cells = []
-            for col, _, _ in ht.MEASURES:
+            for col, _, _ in MEASURES:
                 for x in BUDGETS:
                     cells.append(" / ".join(_pct(b[x].loc[(loss_key(family, o), col)]["removed"]) for o in ORDERINGS))
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
@@ -627,8 +551,8 @@ f"`experiments/ramp_tradeoff.py` (that of `experiments/headline_tradeoff.py`: {e
                     cells.append(_s(float(r["seconds_per_epoch"].mean())) if len(r) else "-")
                 lines.append(f"| {lam:g} | " + " | ".join(cells) + " |")
         lines += ["", "All measures of every point (test; SoftRank / RampRank):", "",
-                  "| loss | lam | NDCG@10 | " + " | ".join(lab for _, lab, _ in ht.MEASURES) + " |",
-                  "|---|---:|---:|" + "---:|" * len(ht.MEASURES)]
+                  "| loss | lam | NDCG@10 | " + " | ".join(lab for _, lab, _ in MEASURES) + " |",
+                  "|---|---:|---:|" + "---:|" * len(MEASURES)]
         for family, label, _ in LOSSES:
             soft, ramp = loss_key(family, "soft"), loss_key(family, "ramp")
             for lam in sorted(set(c[c["loss"].isin([soft, ramp]) & (c["lam"] > 0)]["lam"])):
@@ -638,7 +562,7 @@ f"`experiments/ramp_tradeoff.py` (that of `experiments/headline_tradeoff.py`: {e
                     return " / ".join(f"{r.iloc[0][col]:.4f}" if len(r) else "-" for r in rows)
 
                 lines.append(f"| {label} | {lam:g} | {both(UTILITY)} | "
-                             + " | ".join(both(col) for col, _, _ in ht.MEASURES) + " |")
+                             + " | ".join(both(col) for col, _, _ in MEASURES) + " |")
         lines.append("")
     if verdicts:
         lines += ["## Verdict", "", f"By the read-outs (share removed within 1 % and 2 % of NDCG@10, tolerance "
@@ -686,8 +610,8 @@ def _parse_lams(items: Sequence[str]) -> Dict[str, List[float]]:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--out", default=None,
-                   help="pretrained starts, trials (one folder each); default runs/ramp_tradeoff[_everyK]")
+    p.add_argument("--out", default="runs/ramp_tradeoff",
+                   help="the starts and the trials (two sweep directories: starts/, sweep/); every --every shares it")
     p.add_argument("--every", type=int, default=1, metavar="K",
                    help="the RampRank arm trains its fairness term every K-th step only, weighted K lam (lazy "
                         "regularisation, `model.fairness_every`); the report is ramp_tradeoff_everyK.md")
@@ -696,17 +620,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="provider-group definitions")
     p.add_argument("--workers", type=int, default=2, help="trials at once")
     p.add_argument("--threads", type=int, default=1, help="torch threads per trial")
-    p.add_argument("--pretrain-epochs", type=int, default=20, help="ListNet epochs of each pretrained start")
     p.add_argument("--losses", nargs="+", default=[f for f, _, _ in LOSSES], choices=[f for f, _, _ in LOSSES],
                    help="loss families to run and report")
-    p.add_argument("--code", default="worktree",
-                   help="the torchfair the trials run: 'worktree' (this checkout) or a git revision, extracted with "
-                        "git archive under OUT/code-<sha> (keeps other people's uncommitted edits out of the trials)")
     p.add_argument("--nice", type=int, default=10, help="niceness added to this process and its trials")
-    p.add_argument("--retries", type=int, default=2, help="runs more of a failed trial (after 30 s)")
     p.add_argument("--lams", nargs="+", default=[], metavar="FAMILY=V,V",
                    help="replace a loss family's lam grid (dips, misallocation, pairgap); default: "
-                        "configs/sweep_headline.yaml's grid of the SoftRank loss")
+                        "configs/sweep_ramp_tradeoff.yaml's grid of the family")
     p.add_argument("--results", default=None,
                    help="where ramp_tradeoff.md and the figure go (default: experiments/results, or OUT with --fast)")
     p.add_argument("--report-only", action="store_true", help="only rebuild the report from the finished trials")
@@ -719,12 +638,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     EVERY = args.every
     RAMP_LABEL = "RampRank" if EVERY == 1 else f"RampRank every {EVERY} steps"
     stem = "ramp_tradeoff" if EVERY == 1 else f"ramp_tradeoff_every{EVERY}"
-    if args.out is None:
-        args.out = f"runs/{stem}"
     import yaml
 
     spec = yaml.safe_load(SWEEP.read_text())
-    out = Path(args.out)
+    out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     results = Path(args.results) if args.results else (out if args.fast else ROOT / "experiments" / "results")
     results.mkdir(parents=True, exist_ok=True)
@@ -734,43 +651,36 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         p.error(str(e))
     grids = lam_grids(spec, {**FAST_LAMS, **override} if args.fast else override)
     seeds = args.seeds[:1] if args.fast else args.seeds
+    path = derive_sweep(spec, out, args.groups, seeds, args.losses, grids, EVERY, args.fast)
     t0 = time.time()
     failed: List[str] = []
-    code, code_id = ROOT, "worktree"
-    if args.code != "worktree" and not args.report_only:
-        code, code_id = snapshot(args.code, out)
     if not args.report_only:
         if args.nice:
             os.nice(args.nice)
-        starts = pretrain_in(code, out / "pretrain", seeds, 2 if args.fast else args.pretrain_epochs, args.threads,
-                             args.fast)
-        trials = plan(spec, args.groups, seeds, grids, args.losses)
-        print(f"[ramp_tradeoff] {len(trials)} trials, {args.workers} at a time, torchfair from {code}", flush=True)
-        failed = run_all(spec, trials, starts, (out / "trials").resolve(), args.workers, args.threads, args.fast,
-                         code, args.retries, code_id=code_id)
-        _atomic_json(out / "run.json", {"wall_seconds": time.time() - t0, "failed": failed})
-    elif (out / "run.json").is_file():  # the wall time and failures of the run that made the trials
-        last = json.loads((out / "run.json").read_text())
-        failed = list(last.get("failed", []))
-    res = load_results(out / "trials")
+        starts(out, seeds, args.workers, args.threads, args.fast)
+        res = _sweep.run(path, out / "sweep", workers=args.workers, threads=args.threads, check=False)
+        if res["failed"]:
+            from torchfair.sweeps import expand_trials, load_sweep
+
+            failed = [t.trial_id for t in expand_trials(load_sweep(path))
+                      if (out / "sweep" / "trials" / t.trial_id / "error.json").is_file()]
+        (out / f"{stem}.run.json").write_text(json.dumps({"wall_seconds": time.time() - t0, "failed": failed,
+                                                          "workers": args.workers}))
+    elif (out / f"{stem}.run.json").is_file():  # the wall time and failures of the run that made the trials
+        failed = list(json.loads((out / f"{stem}.run.json").read_text()).get("failed", []))
+    res = load_results(out / "sweep", path)
     if not len(res):
         print("no finished trials", file=sys.stderr)
         return 1
-    want = set(args.groups)
-    res = res[res["groups"].isin(want) & res["seed"].isin({str(s) for s in seeds})
-              & (res.apply(lambda r: r["loss"] == "none" or (r["family"] in args.losses
-                                                             and r["lam"] in grids[r["family"]]), axis=1))]
-    res = res.reset_index(drop=True)
     cmd = "python experiments/ramp_tradeoff.py" + (" --fast" if args.fast else "") + \
         (f" --seeds {' '.join(map(str, seeds))}" if list(seeds) != [0] else "") + \
         (f" --groups {' '.join(args.groups)}" if args.groups != ["popularity"] else "") + \
         (f" --losses {' '.join(args.losses)}" if len(args.losses) < len(LOSSES) else "") + \
-        (f" --code {args.code}" if args.code != "worktree" else "") + \
         (f" --lams {' '.join(args.lams)}" if args.lams else "") + (f" --every {EVERY}" if EVERY > 1 else "")
-    wall = json.loads((out / "run.json").read_text())["wall_seconds"] if (out / "run.json").is_file() else None
-    text = report(res, results / f"{stem}.md", results, cmd, wall,
+    run = json.loads((out / f"{stem}.run.json").read_text()) if (out / f"{stem}.run.json").is_file() else {}
+    text = report(res, results / f"{stem}.md", results, cmd, run.get("wall_seconds"),
                   "synthetic MovieLens stand-in (--fast)" if args.fast else "ML-100K",
-                  {f: g for f, g in grids.items() if f in args.losses}, failed)
+                  {f: g for f, g in grids.items() if f in args.losses}, failed, run.get("workers", args.workers))
     print(text)
     return 1 if failed else 0
 

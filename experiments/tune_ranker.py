@@ -1,25 +1,23 @@
 """Tune the utility ranker on ML-100K until it beats the popularity baseline (the ranker worth making fair).
 
-Protocol: the project's default (``experiments/movielens_demo.py``, ``experiments/headline_tradeoff.py``): ML-100K
-through :class:`~torchfair.training.MovieLensDataModule` (leave-last-10-out, the 5 ratings before validation,
-popularity item groups), full-catalogue evaluation lists of all 943 users.  Every candidate of :data:`CANDIDATES`
-is trained with :class:`~torchfair.training.FairRankingModule` (no fairness term) on 1 CPU thread, then it and
-the popularity baseline (:class:`~torchfair.training.Popularity`: training rating counts) are scored on the
-validation and the test lists and evaluated with the exact NDCG@10 of :func:`torchfair.evaluation.evaluate_lists`.  The
-paired difference from popularity (per user, the same lists) gets a percentile bootstrap interval
+Protocol: the project's default (``experiments/movielens_demo.py``): ML-100K through
+:class:`~torchfair.training.MovieLensDataModule` (leave-last-10-out, the 5 ratings before validation, popularity
+item groups), full-catalogue evaluation lists of all 943 users.  Every candidate of :data:`CANDIDATES` is a trial
+of the sweep file ``configs/sweep_tune_ranker.yaml`` (``FairRankingModule``, no fairness term, 1 CPU thread, no
+validation while training; ``--runs``, a second run reuses the finished trials); then its last checkpoint and the
+popularity baseline (:class:`~torchfair.training.Popularity`: training rating counts) are scored on the validation
+and the test lists and evaluated with the exact NDCG@10 of :func:`torchfair.evaluation.evaluate_lists`.  The paired
+difference from popularity (per user, the same lists) gets a percentile bootstrap interval
 (:func:`torchfair.evaluation.bootstrap_interval`, 1000 replicates).  The candidate with the best *validation*
 NDCG@10 is chosen; test is only reported.
 
-The recipe chosen (:data:`TUNED`, also ``configs/ml100k_tuned.yaml``): the old default (biased MF, ListNet, dim
+The recipe chosen (:data:`TUNED_RECIPE`, ``configs/ml100k_tuned.yaml``): the old default (biased MF, ListNet, dim
 32, 100 negatives, 20 epochs) changed in three ways, each found on validation: every unrated item in each training
 list (``num_negatives`` = the catalogue, so training lists are the evaluation lists' distribution), a flatter
 ListNet target (``relevance_temperature=2``: softmax of rating / 2, so that every rated item, not mostly the
 5-star ones, is pushed above the unrated ones), a little weight decay (1e-6; without it dim 32 overfits full lists,
-dim 16 does nearly as well on validation), trained 60 epochs.  Import it::
-
-    from tune_ranker import TUNED, build_tuned          # experiments/ on sys.path
-    model, dm, trainer = build_tuned(seed=0)            # FairRankingModule, MovieLensDataModule, pl.Trainer
-    trainer.fit(model, dm)
+dim 16 does nearly as well on validation), trained 60 epochs.  Train it with
+``torchfair fit --config configs/ml100k_tuned.yaml`` (or the starts of ``configs/sweep_starts_tuned.yaml``).
 
 ``--fast`` runs the whole pipeline on the synthetic stand-in (2 epochs, a few candidates) in well under a minute.
 ``python experiments/tune_ranker.py --help``.
@@ -31,10 +29,17 @@ import os
 import sys
 import time
 import warnings
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import _sweep  # noqa: E402 - the shared sweep helpers (experiments/_sweep.py)
+
+#: the candidates' sweep file (one ``recipe`` variant each, named by :attr:`Recipe.key`)
+SWEEP = _sweep.CONFIGS / "sweep_tune_ranker.yaml"
 
 #: number of ML-100K items: ``num_negatives`` at least this puts every unrated item in each training list
 ML100K_ITEMS = 1682
@@ -42,8 +47,10 @@ ML100K_ITEMS = 1682
 
 @dataclass(frozen=True)
 class Recipe:
-    """One training configuration of the utility ranker (no fairness term)."""
+    """One training configuration of the utility ranker (no fairness term): ``key``, its ``recipe`` variant in
+    ``configs/sweep_tune_ranker.yaml``; ``name``, its row in the report; the rest, what the variant trains."""
 
+    key: str
     name: str
     ranker: str = "mf"
     ranker_args: Dict[str, Any] = field(default_factory=lambda: {"dim": 32})
@@ -56,84 +63,51 @@ class Recipe:
     batch_size: int = 64
     note: str = ""
 
-    def model_args(self) -> Dict[str, Any]:
-        """Keyword arguments of :class:`FairRankingModule` (the loss as an object)."""
-        import torchfair.losses as losses
 
-        return {"ranker": self.ranker, "ranker_args": dict(self.ranker_args),
-                "utility_loss": getattr(losses, self.loss)(**self.loss_args), "lr": self.lr,
-                "weight_decay": self.weight_decay}
-
-    def data_args(self) -> Dict[str, Any]:
-        """Keyword arguments of :class:`MovieLensDataModule` (besides variant and seed)."""
-        return {"num_negatives": self.num_negatives, "batch_size": self.batch_size}
-
-
-#: the old default of the demo and the headline sweep's pretraining
-OLD_DEFAULT = Recipe("old default: MF, ListNet, dim 32, 100 neg, 20 ep", note="movielens_demo / headline start")
+#: the old default of the demo and the issue-11 loss table's start
+OLD_DEFAULT = Recipe("old_default", "old default: MF, ListNet, dim 32, 100 neg, 20 ep",
+                     note="movielens_demo / headline start")
 
 #: the candidates tried, in the order of the report (the full exploration log is in the report too)
 CANDIDATES: List[Recipe] = [
     OLD_DEFAULT,
-    Recipe("40 epochs", epochs=40),
-    Recipe("1000 neg, 40 ep", num_negatives=1000, epochs=40),
-    Recipe("all neg, 40 ep", num_negatives=ML100K_ITEMS, epochs=40),
-    Recipe("all neg, dim 16, 80 ep", num_negatives=ML100K_ITEMS, ranker_args={"dim": 16}, epochs=80),
-    Recipe("all neg, dim 16, ListMLE, 40 ep", num_negatives=ML100K_ITEMS, ranker_args={"dim": 16},
-           loss="ListMLELoss", epochs=40),
-    Recipe("all neg, dim 16, ListNet T=4, 40 ep", num_negatives=ML100K_ITEMS, ranker_args={"dim": 16},
-           loss_args={"relevance_temperature": 4.0}, epochs=40),
-    Recipe("all neg, dim 16, ListNet T=2, 60 ep", num_negatives=ML100K_ITEMS, ranker_args={"dim": 16},
-           loss_args={"relevance_temperature": 2.0}, epochs=60),
-    Recipe("all neg, dim 32, ListNet T=2, wd 1e-6, 60 ep", num_negatives=ML100K_ITEMS, ranker_args={"dim": 32},
-           loss_args={"relevance_temperature": 2.0}, weight_decay=1e-6, epochs=60),
+    Recipe("ep40", "40 epochs", epochs=40),
+    Recipe("neg1000_ep40", "1000 neg, 40 ep", num_negatives=1000, epochs=40),
+    Recipe("negall_ep40", "all neg, 40 ep", num_negatives=ML100K_ITEMS, epochs=40),
+    Recipe("negall_dim16_ep80", "all neg, dim 16, 80 ep", num_negatives=ML100K_ITEMS, ranker_args={"dim": 16},
+           epochs=80),
+    Recipe("negall_dim16_listmle_ep40", "all neg, dim 16, ListMLE, 40 ep", num_negatives=ML100K_ITEMS,
+           ranker_args={"dim": 16}, loss="ListMLELoss", epochs=40),
+    Recipe("negall_dim16_t4_ep40", "all neg, dim 16, ListNet T=4, 40 ep", num_negatives=ML100K_ITEMS,
+           ranker_args={"dim": 16}, loss_args={"relevance_temperature": 4.0}, epochs=40),
+    Recipe("negall_dim16_t2_ep60", "all neg, dim 16, ListNet T=2, 60 ep", num_negatives=ML100K_ITEMS,
+           ranker_args={"dim": 16}, loss_args={"relevance_temperature": 2.0}, epochs=60),
+    Recipe("negall_dim32_t2_wd_ep60", "all neg, dim 32, ListNet T=2, wd 1e-6, 60 ep", num_negatives=ML100K_ITEMS,
+           ranker_args={"dim": 32}, loss_args={"relevance_temperature": 2.0}, weight_decay=1e-6, epochs=60),
 ]
 
-#: the chosen recipe (best validation NDCG@10 of CANDIDATES in the committed run)
+#: the chosen recipe (best validation NDCG@10 of CANDIDATES in the committed run): configs/ml100k_tuned.yaml
 TUNED_RECIPE: Recipe = CANDIDATES[8]
 
-#: the chosen recipe as plain arguments: ``model`` (FairRankingModule, the loss as a class path + init args, as in
-#: a YAML config), ``data`` (MovieLensDataModule), ``trainer`` (pl.Trainer); configs/ml100k_tuned.yaml holds the same
-TUNED: Dict[str, Dict[str, Any]] = {
-    "model": {"ranker": TUNED_RECIPE.ranker, "ranker_args": dict(TUNED_RECIPE.ranker_args),
-              "utility_loss": {"class_path": f"torchfair.losses.{TUNED_RECIPE.loss}",
-                               "init_args": dict(TUNED_RECIPE.loss_args)},
-              "lr": TUNED_RECIPE.lr, "weight_decay": TUNED_RECIPE.weight_decay},
-    "data": {"variant": "ml-100k", "split": "leave_last_n", "n_test": 10, "n_val": 5, "groups": "popularity",
-             "head_share": 0.5, **TUNED_RECIPE.data_args()},
-    "trainer": {"max_epochs": TUNED_RECIPE.epochs, "deterministic": True},
-}
 
-
-def build_tuned(variant: str = "ml-100k", seed: int = 0, *, recipe: Recipe = TUNED_RECIPE,
-                measures: Optional[Sequence[str]] = None, **trainer_kwargs: Any):
-    """``(model, datamodule, trainer)`` of a recipe (default: the tuned one), ready for ``trainer.fit(model, dm)``.
-
-    ``num_negatives`` is capped by the data (every unrated item at most), so the recipe runs on any variant;
-    ``measures`` are the model's validation / test measures (default: the module's); ``trainer_kwargs`` override
-    the Trainer's arguments (``logger``, ``enable_progress_bar``...)."""
-    import pytorch_lightning as pl
-
-    from torchfair.training import FairRankingModule, MovieLensDataModule
-
-    pl.seed_everything(seed, workers=True, verbose=False)
-    data = {k: v for k, v in TUNED["data"].items() if k != "variant"}
-    data.update(recipe.data_args())
-    dm = MovieLensDataModule(variant, seed=seed, **data)
-    dm.setup("fit")
-    model = FairRankingModule(**recipe.model_args(), measures=list(measures) if measures else None,
-                              data_info=dm.info)
-    kw = {"max_epochs": recipe.epochs, "deterministic": True, "accelerator": "cpu", "devices": 1,
-          "num_sanity_val_steps": 0}
-    kw.update(trainer_kwargs)
-    return model, dm, pl.Trainer(**kw)
+def train(recipes: Sequence[Recipe], *, variant: str, seed: int, runs: Path, workers: int, threads: int,
+          fast: bool) -> Dict[str, Dict[str, Any]]:
+    """The trials of ``recipes`` (``configs/sweep_tune_ranker.yaml`` restricted to their keys, with ``variant`` and
+    ``seed``; ``fast``: 2 epochs, batches of 16) in the sweep directory ``runs``; ``{key: finished trial}``."""
+    keys = [r.key for r in recipes]
+    bundles = {"recipe": {k: {"trainer.max_epochs": 2, "data.batch_size": 16} for k in keys}} if fast else None
+    path = _sweep.derive(SWEEP, runs / "stages" / "candidates.yaml", keep={"recipe": keys}, bundles=bundles,
+                         overrides={"data.variant": variant, "seed_everything": seed, "data.seed": seed})
+    _sweep.run(path, runs, workers=workers, threads=threads)
+    rows = _sweep.finished(runs, path)
+    return {k: _sweep.pick(rows, recipe=k) for k in keys}
 
 
 # ------------------------------------------------------------------------------------------------ evaluation
 def ndcg_per_list(model, dm, split: str):
     """Exact NDCG@10 of every ``split`` list (``"val"`` / ``"test"``), in the loader's order: ``[L]`` array."""
     from torchfair.evaluation import evaluate_lists
-    from torchfair.training.report import score_lists
+    from torchfair.training import score_lists
 
     was = model.training
     model.eval()
@@ -155,37 +129,39 @@ def paired(a, b, n_boot: int, seed: int = 0) -> Tuple[float, float, float]:
     return float(np.nanmean(d)), float(lo[0]), float(hi[0])
 
 
-def run(recipes: Sequence[Recipe], *, variant: str, seed: int, n_boot: int, fast: bool,
-        say=print) -> Dict[str, Any]:
-    """Train and evaluate every recipe and the popularity baseline; returns rows and the choice."""
+def run(recipes: Sequence[Recipe], *, variant: str, seed: int, n_boot: int, fast: bool, runs: Path,
+        workers: int = 1, threads: int = 1, say=print) -> Dict[str, Any]:
+    """Train every recipe (a sweep, :func:`train`), evaluate its checkpoint and the popularity baseline; returns
+    rows and the choice."""
     import numpy as np
 
     from torchfair.training import Popularity
 
-    rows: List[Dict[str, Any]] = []
-    pop_cache: Dict[Tuple, Dict[str, Any]] = {}
+    from torchfair.training import load_checkpoint
+
     t_all = time.time()
+    trials = train(recipes, variant=variant, seed=seed, runs=runs, workers=workers, threads=threads, fast=fast)
+    say(f"[{time.time() - t_all:5.0f}s] trained {len(trials)} candidates (sweep trials in {runs})")
+    rows: List[Dict[str, Any]] = []
+    pop_nd: Optional[Dict[str, Any]] = None
     for r in recipes:
-        trainer_kw = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                          enable_model_summary=False, limit_val_batches=0)
-        model, dm, trainer = build_tuned(variant, seed, recipe=r, measures=["ndcg@10"], **trainer_kw)
-        key = (dm.num_items, len(dm.splits.train))  # the split does not depend on the recipe
-        if key not in pop_cache:
+        trial = trials[r.key]
+        loaded = load_checkpoint(trial["checkpoint"])
+        model, dm = loaded.model.eval(), loaded.datamodule
+        if pop_nd is None:  # the evaluation lists and the training counts do not depend on the recipe
+            dm.setup("fit")
             pop = Popularity.from_datamodule(dm)
-            pop_cache[key] = {"val": ndcg_per_list(pop, dm, "val"), "test": ndcg_per_list(pop, dm, "test")}
-        pop_nd = pop_cache[key]
-        t0 = time.time()
-        trainer.fit(model, dm)
-        seconds = time.time() - t0
+            pop_nd = {"val": ndcg_per_list(pop, dm, "val"), "test": ndcg_per_list(pop, dm, "test")}
         val, test = ndcg_per_list(model, dm, "val"), ndcg_per_list(model, dm, "test")
         dv = paired(val, pop_nd["val"], n_boot, seed)
         dt = paired(test, pop_nd["test"], n_boot, seed)
-        rows.append({"recipe": asdict(r), "name": r.name, "val": float(np.nanmean(val)),
-                     "test": float(np.nanmean(test)), "val_diff": dv, "test_diff": dt, "seconds": seconds,
+        seconds = float(trial["timing"].get("train_s") or trial["seconds"])
+        rows.append({"recipe": asdict(r), "name": r.name + (" (fast: 2 ep)" if fast else ""),
+                     "val": float(np.nanmean(val)), "test": float(np.nanmean(test)), "val_diff": dv, "test_diff": dt,
+                     "seconds": seconds, "trial_id": trial["trial_id"],
                      "n_val": int(np.sum(~np.isnan(val))), "n_test": int(np.sum(~np.isnan(test)))})
         say(f"[{time.time() - t_all:5.0f}s] {r.name}: val {rows[-1]['val']:.4f}, test {rows[-1]['test']:.4f} "
             f"(vs popularity {dt[0]:+.4f} [{dt[1]:+.4f}, {dt[2]:+.4f}]), trained in {seconds:.0f} s")
-    pop_nd = next(iter(pop_cache.values()))
     best = max(range(len(rows)), key=lambda i: rows[i]["val"])
     return {"rows": rows, "chosen": best, "popularity": {"val": float(np.nanmean(pop_nd["val"])),
                                                          "test": float(np.nanmean(pop_nd["test"]))},
@@ -261,9 +237,9 @@ def report(res: Dict[str, Any], command: str) -> str:
                       f"{rc['batch_size']}, Adam.  Test NDCG@10 {c['test']:.4f} vs popularity {pop['test']:.4f}: "
                       f"paired difference {_ci(c['test_diff'])}, "
                       + ("the interval excludes 0." if excl else "**the interval does not exclude 0.**"),
-                  "", "`TUNED` / `build_tuned()` in `experiments/tune_ranker.py` and `configs/ml100k_tuned.yaml` "
-                      "hold this recipe" + ("" if rows[best]["name"] == TUNED_RECIPE.name or res["fast"]
-                                            else f" -- **but TUNED is {TUNED_RECIPE.name!r}: update it**") + "."]
+                  "", "`configs/ml100k_tuned.yaml` (and `TUNED_RECIPE` in `experiments/tune_ranker.py`) hold this "
+                      "recipe" + ("" if rc["key"] == TUNED_RECIPE.key or res["fast"]
+                                  else f" -- **but it is {TUNED_RECIPE.name!r}: update them**") + "."]
     if not res["fast"]:
         lines += ["", "## Other settings tried while exploring (seed 0, same protocol; not re-run by the script)",
                   "", "| config (MF dim 32, ListNet, lr 0.01, 100 negatives, 20 epochs unless stated) | val NDCG@10 | "
@@ -290,6 +266,9 @@ def _parser() -> argparse.ArgumentParser:
                         f"{CANDIDATES.index(TUNED_RECIPE)} the tuned recipe)")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates of the paired intervals")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1 is fastest on small CPUs)")
+    p.add_argument("--workers", type=int, default=1, help="trials at once")
+    p.add_argument("--runs", default="runs/tune_ranker",
+                   help="the sweep directory of the candidates (a second run reuses its finished trials)")
     p.add_argument("--out", default="experiments/results",
                    help="directory of tune_ranker.md (--fast: nothing is written unless given)")
     p.add_argument("--fast", action="store_true",
@@ -313,10 +292,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     variant, n_boot = args.variant, args.bootstrap
     if args.fast:
         variant, n_boot = "synthetic", min(args.bootstrap, 200)
-        keep = args.configs or [0, CANDIDATES.index(TUNED_RECIPE)]
-        recipes = [replace(CANDIDATES[i], name=f"{CANDIDATES[i].name} (fast: 2 ep)", epochs=2, batch_size=16)
-                   for i in keep]
-    res = run(recipes, variant=variant, seed=args.seed, n_boot=n_boot, fast=args.fast)
+        recipes = [CANDIDATES[i] for i in (args.configs or [0, CANDIDATES.index(TUNED_RECIPE)])]
+    res = run(recipes, variant=variant, seed=args.seed, n_boot=n_boot, fast=args.fast, runs=Path(args.runs).resolve(),
+              workers=args.workers, threads=args.threads)
     cmd = ("python experiments/tune_ranker.py " + " ".join(argv)).strip()
     text = report(res, cmd)
     print()

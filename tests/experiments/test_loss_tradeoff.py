@@ -119,11 +119,18 @@ def test_select_needs_the_recipe_within_budget_of_the_start(mod):
     assert mod.select(rows, 0, start) == {("popularity", "listnet", "dips_ramp", "finetune"): {0.01: [0.05]}}
 
 
-def test_start_val_reads_the_last_validation(mod, tmp_path):
-    d = tmp_path / "start" / "seed0" / "logs"
-    d.mkdir(parents=True)
-    (d / "metrics.csv").write_text("epoch,val/ndcg@10,val/dips_gap,train/loss\n9,0.1,-0.3,\n9,,,2.0\n19,0.12,-0.25,\n")
+def test_start_val_reads_the_start_trials_validation(mod, tmp_path):
+    # the start trials of configs/sweep_starts_tuned.yaml in <out>/starts: seed 0's validation means, split random
+    for tid, params, metrics in (("a", {"split": "random", "seed": "0"}, {"val/ndcg@10": 0.12, "val/dips_gap": -0.25,
+                                                                          "test/ndcg@10": 0.2}),
+                                 ("b", {"split": "last", "seed": "0"}, {"val/ndcg@10": 0.5}),
+                                 ("c", {"split": "random", "seed": "2"}, {"val/ndcg@10": 0.3})):
+        d = tmp_path / "starts" / "trials" / tid
+        d.mkdir(parents=True)
+        (d / "result.json").write_text(json.dumps({"trial_id": tid, "params": params, "metrics": metrics,
+                                                   "checkpoint": None}))
     assert mod.start_val(tmp_path, 0) == {"ndcg@10": 0.12, "dips_gap": -0.25}
+    assert mod.start_val(tmp_path, 2) == {"ndcg@10": 0.3}
     assert mod.start_val(tmp_path, 1) is None
 
 

@@ -1,5 +1,5 @@
 """experiments/metric_agreement.py: Kendall's tau (against a hand count and scipy), the tau matrix, and the --fast
-pipeline (Raj & Ekstrand, SIGIR 2022, §3)."""
+pipeline (Raj & Ekstrand, SIGIR 2022, §3): its trained systems are sweep trials, evaluated from their checkpoints."""
 import math
 from pathlib import Path
 
@@ -13,9 +13,29 @@ mod = experiment_fixture("metric_agreement")
 
 
 @pytest.fixture(scope="module")
-def fast(mod):
-    args = mod._parser().parse_args(["--fast"])
+def runs(tmp_path_factory):
+    return tmp_path_factory.mktemp("metric_agreement_runs")
+
+
+@pytest.fixture(scope="module")
+def fast(mod, runs):
+    args = mod._parser().parse_args(["--fast", "--runs", str(runs)])
     return mod.run(args, say=lambda *_: None)
+
+
+def test_fast_systems_are_sweep_trials(mod, fast, runs):
+    # the six trained systems are the trials of configs/sweep_metric_agreement.yaml; the evaluator's NDCG@10 of each
+    # checkpoint on the test lists equals the exact test NDCG@10 the trial logged through Lightning
+    import json
+
+    assert set(fast["trials"]) == {s.name for s in mod.default_systems([0.3, 1.0], 32) if s.kind == "trained"}
+    for name, tid in fast["trials"].items():
+        res = json.loads((runs / "trials" / tid / "result.json").read_text())
+        assert res["timing"]["train_s"] > 0
+        assert fast["values"][name]["ndcg"]["value"] == pytest.approx(res["metrics"]["test/ndcg@10"], abs=1e-5)
+    params = {json.loads((runs / "trials" / tid / "trial.json").read_text())["params"]["system"]
+              for tid in fast["trials"].values()}
+    assert params == {"mf", "two_tower", "mf_dips", "mf_misalloc"}
 
 
 # ------------------------------------------------------------------------------------------------ tau
@@ -149,5 +169,11 @@ def test_system_values_bad_column(mod):
 def test_write_outputs(mod, fast, tmp_path):
     md, png, js = mod.write_outputs(fast, str(tmp_path), "python experiments/metric_agreement.py --fast")
     text = Path(md).read_text()
-    assert "Kendall" in text and "| Popularity |" in text
+    assert "Kendall" in text and "| Popularity |" in text and mod.READING not in text
+    # a reading written by hand below the tables survives a rewrite; the tables are the new run's
+    Path(md).write_text(text.replace("| Popularity |", "| Old |") + "\n" + mod.READING + " (by hand)\n\nwords\n")
+    mod.write_outputs(fast, str(tmp_path), "again")
+    again = Path(md).read_text()
+    assert again.endswith(mod.READING + " (by hand)\n\nwords\n") and "| Old |" not in again
+    assert "`again`" in again and again.count(mod.READING) == 1
     assert Path(png).stat().st_size > 0 and Path(js).stat().st_size > 0

@@ -1,5 +1,5 @@
-"""experiments/movielens_demo.py (``make demo``): the pipeline end to end on the synthetic stand-in, and the
-summary's shares against the per-seed reports by hand."""
+"""experiments/movielens_demo.py (``make demo``): the pipeline end to end on the synthetic stand-in (its fits are
+sweep trials, reused by a second run), and the summary's shares against the per-seed reports by hand."""
 import json
 import math
 
@@ -32,6 +32,31 @@ def test_demo_pipeline_rows_and_shares(demo, tmp_path):
     md = (out / "summary.md").read_text()
     assert "| popularity |" in md and "popularity - ListNet (tuned):" in md
     assert (out / "tradeoff.png").is_file()
+    # every fit is a sweep trial: the starts (split `last`) and the fine-tunes, each with its timing
+    starts = [json.loads(p.read_text()) for p in (out / "starts" / "trials").glob("*/result.json")]
+    tunes = [json.loads(p.read_text()) for p in (out / "sweep" / "trials").glob("*/result.json")]
+    assert sorted((r["params"]["split"], r["params"]["seed"]) for r in starts) == [("last", "0"), ("last", "1")]
+    assert sorted((r["params"]["loss"], r["params"]["seed"]) for r in tunes) == \
+        [("control", "0"), ("control", "1"), ("dips", "0"), ("dips", "1")]
+    assert all(r["timing"]["train_s"] > 0 for r in starts + tunes)
+
+
+def test_demo_reuses_its_trials_and_writes_the_results_file(demo, tmp_path, monkeypatch):
+    out = tmp_path / "demo"
+    argv = ["--variant", "synthetic", "--seeds", "5", "--epochs", "1", "--bootstrap", "0", "--out", str(out),
+            "--quiet", "--rerank", "none", "--finetune-epochs", "1"]
+    assert demo.main(argv) == 0
+    done = {p: p.stat().st_mtime for p in out.glob("*/trials/*/result.json")}
+    assert len(done) == 3  # the start, the control, the loss (seed 5: not a seed of the sweep files)
+    assert all(json.loads(p.read_text())["params"]["seed"] == "5" for p in done)
+    (tmp_path / "repo" / "experiments" / "results").mkdir(parents=True)
+    monkeypatch.setattr(demo._sweep, "ROOT", tmp_path / "repo")
+    assert demo.main(argv + ["--results"]) == 0
+    assert {p: p.stat().st_mtime for p in out.glob("*/trials/*/result.json")} == done  # nothing trained again
+    text = (tmp_path / "repo" / "experiments" / "results" / "movielens_demo.md").read_text()
+    assert text.startswith("# make demo (`python experiments/movielens_demo.py --variant synthetic")
+    table = (out / "summary.md").read_text().split("\n\nSeed 5 in detail")[0]
+    assert table in text and (tmp_path / "repo" / "experiments" / "results" / "movielens_demo.png").is_file()
 
 
 def test_demo_without_loss_or_rerank(demo, tmp_path):

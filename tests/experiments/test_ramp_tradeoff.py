@@ -1,6 +1,7 @@
-"""experiments/ramp_tradeoff.py: the trial plan and configs, the read-outs and the verdict against hand-computed
-values on a tiny fake result set, and the whole pipeline (pretrain, fit + test subprocesses, report) on the
-synthetic stand-in."""
+"""experiments/ramp_tradeoff.py: the sweep file it derives (the orderings differ only in the ordering), the
+read-outs and the verdict against hand-computed values on a tiny fake result set, the pairing of trials by their
+wall intervals, and the whole pipeline (the starts' sweep, the trials' sweep, the report) on the synthetic
+stand-in."""
 import json
 import math
 
@@ -38,30 +39,41 @@ def _frame(rows=ROWS):
     return pd.DataFrame(out)
 
 
-def test_plan_puts_the_two_orderings_of_each_lam_next_to_each_other(mod):
+def _derived(mod, tmp_path, **kw):
+    from torchfair.sweeps import expand_trials, load_sweep
+
+    spec = yaml.safe_load(mod.SWEEP.read_text())
+    args = dict(groups=["popularity"], seeds=[0], families=[f for f, _, _ in mod.LOSSES], grids=mod.lam_grids(spec),
+                every=1, fast=False)
+    args.update(kw)
+    path = mod.derive_sweep(spec, tmp_path, **args)
+    sw = load_sweep(path)
+    return sw, expand_trials(sw)
+
+
+def test_the_derived_sweep_holds_the_baseline_and_both_orderings_at_each_lam(mod, tmp_path):
     spec = yaml.safe_load(mod.SWEEP.read_text())
     grids = mod.lam_grids(spec)
     assert grids["dips"] == [float(x) for x in spec["variants"]["loss"]["dips_soft"]["grid"]["model.lam"]]
     assert grids["pairgap"] == [0.01, 0.03, 0.1, 0.3, 1.0, 3.0]
-    trials = mod.plan(spec, ["popularity"], [0], grids)
-    assert trials[0]["loss"] == "none" and trials[0]["lam"] == 0.0
-    rest = trials[1:]
-    assert len(rest) == 2 * sum(len(g) for g in grids.values())
-    for a, b in zip(rest[::2], rest[1::2]):
-        assert a["family"] == b["family"] and a["lam"] == b["lam"]
-        assert {a["ordering"], b["ordering"]} == {"soft", "ramp"}
-    assert rest[0]["ordering"] == "soft" and rest[2]["ordering"] == "ramp"  # who goes first alternates
-    only = mod.plan(spec, ["popularity"], [0], {**grids, "dips": [1.0]}, ["dips"])
-    assert [t["loss"] for t in only] == ["none", "dips_soft", "dips_ramp"]
-    assert len({mod.trial_name(t) for t in trials}) == len(trials)
+    sw, trials = _derived(mod, tmp_path)
+    assert sum(t.params["loss"] == "none" for t in trials) == 1
+    for family, _, _ in mod.LOSSES:
+        for o in ("soft", "ramp"):
+            assert sorted(t.params["model.lam"] for t in trials if t.params["loss"] == f"{family}_{o}") == \
+                sorted(grids[family])
+    assert len(trials) == 1 + 2 * sum(len(g) for g in grids.values())
+    # each seed fine-tunes its own start under <out>/start
+    assert {sw.trial_config(t.params)["model.init_from"] for t in trials} == {str(tmp_path / "start" / "seed0.ckpt")}
+    only = _derived(mod, tmp_path, families=["dips"], grids={**grids, "dips": [1.0]})[1]
+    assert [t.params["loss"] for t in only] == ["none", "dips_soft", "dips_ramp"]
 
 
-def test_trial_overrides_swap_only_the_ordering(mod, tmp_path):
-    spec = yaml.safe_load(mod.SWEEP.read_text())
-    start = tmp_path / "seed0.ckpt"
-    t = {"groups": "drama", "seed": 0, "loss": "pairgap_ramp", "family": "pairgap", "ordering": "ramp", "lam": 0.3}
-    over = mod.trial_overrides(spec, t, start, fast=False)
-    soft = mod.trial_overrides(spec, {**t, "loss": "pairgap_soft", "ordering": "soft"}, start, fast=False)
+def test_the_orderings_differ_only_in_the_ordering(mod, tmp_path):
+    sw, trials = _derived(mod, tmp_path, groups=["drama"])
+    pick = lambda loss: sw.trial_config(next(t.params for t in trials if t.params["loss"] == loss  # noqa: E731
+                                             and t.params["model.lam"] == 0.3))
+    over, soft = pick("pairgap_ramp"), pick("pairgap_soft")
     loss = over["model.fairness_loss"]
     assert loss["class_path"] == "torchfair.losses.PairwiseAccuracyGapLoss"
     assert loss["init_args"]["num_groups"] == 2
@@ -71,33 +83,46 @@ def test_trial_overrides_swap_only_the_ordering(mod, tmp_path):
     assert {k: v for k, v in over.items() if k != "model.fairness_loss"} == \
         {k: v for k, v in soft.items() if k != "model.fairness_loss"}
     assert over["model.lam"] == 0.3 and over["trainer.max_epochs"] == 3 and over["model.schedule"] == "constant"
-    assert over["data.groups"] == "genre" and over["data.genre"] == "Drama"
-    assert over["model.init_from"] == str(start.resolve()) and over["seed_everything"] == 0
-    assert over["trainer.callbacks"][-1]["class_path"] == "pytorch_lightning.callbacks.Timer"
-    base = mod.trial_overrides(spec, {**t, "loss": "none", "family": "none", "ordering": "none", "lam": 0.0},
-                               start, fast=True)
+    assert over["data.groups"] == "genre" and over["data.genre"] == "Drama" and over["seed_everything"] == 0
+    assert "model.fairness_every" not in over
+    sw, trials = _derived(mod, tmp_path, fast=True)
+    base = sw.trial_config(next(t.params for t in trials if t.params["loss"] == "none"))
     assert base["model.fairness_loss"] is None and base["trainer.max_epochs"] == 2
     assert base["data.variant"] == "synthetic"
-    args = mod.trial_args(spec, t, start, fast=False)
-    assert args[:2] == ["--config", str(mod.ROOT / "configs" / "ml100k_dips.yaml")]
-    assert json.loads(args[args.index("--model.fairness_loss") + 1]) == loss
 
 
-def test_every_makes_the_ramprank_arm_lazy(mod, monkeypatch):
-    """``--every 4``: the RampRank trials get ``model.fairness_every=4`` and their own names; SoftRank's do not."""
-    spec = yaml.safe_load(mod.SWEEP.read_text())
-    monkeypatch.setattr(mod, "EVERY", 4)
-    trials = mod.plan(spec, ["popularity"], [0], {**mod.lam_grids(spec), "dips": [1.0]}, ["dips"])
-    ramp = next(t for t in trials if t["ordering"] == "ramp")
-    soft = next(t for t in trials if t["ordering"] == "soft")
-    assert mod.trial_name(ramp) == "popularity_s0_dips_ramp_every4_lam1"
-    assert mod.trial_name(soft) == "popularity_s0_dips_soft_lam1"
-    assert mod.trial_overrides(spec, ramp, mod.ROOT, fast=False)["model.fairness_every"] == 4
-    assert "model.fairness_every" not in mod.trial_overrides(spec, soft, mod.ROOT, fast=False)
+def test_every_makes_the_ramprank_arm_lazy(mod, tmp_path):
+    """``--every 4``: the RampRank trials are the sweep file's ``_ramp4`` (``model.fairness_every=4``), SoftRank's
+    the same trials as without it; another K gets its own bundle."""
+    grids = {"dips": [1.0], "misallocation": [1.0], "pairgap": [1.0]}
+    sw1, t1 = _derived(mod, tmp_path, families=["dips"], grids=grids)
+    sw4, t4 = _derived(mod, tmp_path, families=["dips"], grids=grids, every=4)
+    assert [t.params["loss"] for t in t4] == ["none", "dips_soft", "dips_ramp4"]
+    ramp = sw4.trial_config(t4[2].params)
+    assert ramp["model.fairness_every"] == 4
+    assert ramp["model.fairness_loss"] == sw1.trial_config(t1[2].params)["model.fairness_loss"]
+    assert [t.trial_id for t in t4[:2]] == [t.trial_id for t in t1[:2]]  # the SoftRank trials are shared
+    sw3, t3 = _derived(mod, tmp_path, families=["dips"], grids=grids, every=3)
+    assert t3[2].params["loss"] == "dips_ramp3" and sw3.trial_config(t3[2].params)["model.fairness_every"] == 3
+    assert mod.split_variant("dips_ramp4") == ("dips", "ramp", 4)
+    assert mod.split_variant("pairgap_soft") == ("pairgap", "soft", 1)
+    assert mod.split_variant("none") == ("none", "none", 1)
+
+
+def test_pair_overlap_by_hand(mod):
+    f = _frame()
+    # the DIPS pairs: SoftRank [0, 10], RampRank [5, 10] -> 5 s of the shorter's 5: 1; [0, 10] and [10, 20]: 0;
+    # [0, 10] and [8, 12]: 2 of the shorter's 4: 0.5
+    walls = {("dips_soft", 1.0): (0, 10), ("dips_ramp", 1.0): (5, 10), ("dips_soft", 3.0): (0, 10),
+             ("dips_ramp", 3.0): (10, 20), ("dips_soft", 10.0): (0, 10), ("dips_ramp", 10.0): (8, 12),
+             ("pairgap_soft", 0.1): (0, 4), ("pairgap_ramp", 0.1): (0, 4), ("none", 0.0): (0, 1)}
+    f["wall_start"] = [walls[(r["loss"], r["lam"])][0] for _, r in f.iterrows()]
+    f["wall_end"] = [walls[(r["loss"], r["lam"])][1] for _, r in f.iterrows()]
+    assert sorted(mod.pair_overlap(f)) == pytest.approx([0.0, 0.5, 1.0, 1.0])
 
 
 def test_share_at_cost_and_budget_readouts_by_hand(mod):
-    cur = mod.ht.curves(_frame())
+    cur = mod.curves(_frame())
     # SoftRank: within 1 % only lam 1 (25 %); within 2 % lam 3 (50 %); within 5 % lam 10 (75 %)
     assert mod.share_at_cost(cur, "dips_soft", "dips_gap", 0.01) == pytest.approx((0.25, 1.0))
     assert mod.share_at_cost(cur, "dips_soft", "dips_gap", 0.02) == pytest.approx((0.50, 3.0))
@@ -107,12 +132,12 @@ def test_share_at_cost_and_budget_readouts_by_hand(mod):
     assert mod.share_at_cost(cur, "dips_ramp", "dips_gap", 0.03) == pytest.approx((0.55, 3.0))
     # below every lam's cost only the baseline qualifies
     assert mod.share_at_cost(cur, "dips_soft", "dips_gap", 0.001) == pytest.approx((0.0, 0.0))
-    b = mod.ht.at_budget(cur, 0.02).set_index(["loss", "measure"])
+    b = mod.at_budget(cur, 0.02).set_index(["loss", "measure"])
     assert b.loc[("dips_soft", "dips_gap"), "removed"] == pytest.approx(0.5)
 
 
 def test_verdict_and_dominance_by_hand(mod):
-    cur = mod.ht.curves(_frame())
+    cur = mod.curves(_frame())
     v = mod.verdict(cur, "dips", "popularity")
     assert v["budgets"][0.01]["diff"] == pytest.approx(0.30 - 0.25)
     assert v["budgets"][0.02]["diff"] == pytest.approx(0.30 - 0.50)
@@ -129,7 +154,7 @@ def test_verdict_and_dominance_by_hand(mod):
 
 
 def test_paired_differences_by_hand(mod):
-    cur = mod.ht.curves(_frame())
+    cur = mod.curves(_frame())
     d = mod.paired_differences(cur, "dips", "popularity")
     # cost: 0 - 0.5 %, 2.5 - 1.5 %, 6 - 5 %; removed: +5 pp at every lam
     assert d["n"] == 3 and d["ramp_cheaper"] == 1 and d["ramp_fairer"] == 3
@@ -169,23 +194,27 @@ def test_report_writes_tables_verdict_and_figure(mod, tmp_path):
     assert "| 3 | 0.0985 | +1.5 % | 0.2000 | +50.0 % | 0.0975 | +2.5 % | 0.1800 | +55.0 % | 2.2 s | 1 s |" in text
 
 
-@pytest.mark.slow  # 7 torchfair subprocesses: about a minute on 2 cores
+@pytest.mark.slow  # 4 trials (a start and 3 fine-tunes) on the synthetic stand-in
 def test_fast_pipeline_end_to_end(mod, tmp_path):
     out, res = tmp_path / "run", tmp_path / "res"
-    assert mod.main(["--fast", "--losses", "dips", "--nice", "0", "--retries", "0", "--out", str(out),
+    assert mod.main(["--fast", "--losses", "dips", "--nice", "0", "--workers", "1", "--out", str(out),
                      "--results", str(res)]) == 0
-    done = sorted(p.parent.name for p in (out / "trials").glob("*/result.json"))
-    assert done == ["popularity_s0_dips_ramp_lam10", "popularity_s0_dips_soft_lam10", "popularity_s0_none_lam0"]
-    r = json.loads((out / "trials" / "popularity_s0_dips_ramp_lam10" / "result.json").read_text())
-    assert r["epochs"] == 2 and r["seconds_per_epoch"] > 0
-    assert 0 < r["metrics"]["test/ndcg@10"] <= 1
-    frame = mod.load_results(out / "trials")
+    assert len(list((out / "starts" / "trials").glob("*/result.json"))) == 1
+    frame = mod.load_results(out / "sweep")
+    assert sorted(frame["loss"]) == ["dips_ramp", "dips_soft", "none"] and (frame["epochs"] == 2).all()
+    assert (frame["seconds_per_epoch"] > 0).all() and frame["ndcg@10"].between(0, 1).all()
     base = frame[frame["loss"] == "none"].iloc[0]
     for o in ("soft", "ramp"):  # the DIPS loss at lam 10 shrinks the DIPS gap on the synthetic data
         assert frame[frame["loss"] == f"dips_{o}"].iloc[0]["dips_gap"] < base["dips_gap"]
     text = (res / "ramp_tradeoff.md").read_text()
     assert "RampRank" in text and "## Verdict" in text and (res / "ramp_tradeoff.png").is_file()
-    # resumable: a second run finds every trial done and only rewrites the report
-    mtime = (out / "trials" / "popularity_s0_none_lam0" / "result.json").stat().st_mtime
+    assert "Machine load" in text and "ran at the same time" in text
+    # resumable: a second run finds every trial done and only rewrites the report; --every 4 reuses the SoftRank
+    # trial and the baseline, and trains its own RampRank arm
+    mtimes = {p: p.stat().st_mtime for p in out.glob("*/trials/*/result.json")}
     assert mod.main(["--fast", "--losses", "dips", "--nice", "0", "--out", str(out), "--results", str(res)]) == 0
-    assert (out / "trials" / "popularity_s0_none_lam0" / "result.json").stat().st_mtime == mtime
+    assert {p: p.stat().st_mtime for p in out.glob("*/trials/*/result.json")} == mtimes
+    assert mod.main(["--fast", "--losses", "dips", "--nice", "0", "--workers", "1", "--every", "4", "--out",
+                     str(out), "--results", str(res)]) == 0
+    assert len(list(out.glob("sweep/trials/*/result.json"))) == 4
+    assert "every 4 steps" in (res / "ramp_tradeoff_every4.md").read_text()

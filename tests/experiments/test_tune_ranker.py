@@ -1,5 +1,6 @@
-"""experiments/tune_ranker.py: the tuned recipe matches its YAML config, and the --fast pipeline trains, evaluates
-and writes a report whose paired differences agree with its means."""
+"""experiments/tune_ranker.py: every candidate is its variant of configs/sweep_tune_ranker.yaml, the tuned one
+matches configs/ml100k_tuned.yaml, and the --fast pipeline trains (a sweep), evaluates and writes a report whose
+paired differences agree with its means."""
 import re
 from pathlib import Path
 
@@ -13,31 +14,48 @@ ROOT = Path(__file__).resolve().parents[2]
 mod = experiment_fixture("tune_ranker")
 
 
-def test_tuned_recipe_is_the_yaml_config(mod):
-    cfg = yaml.safe_load((ROOT / "configs" / "ml100k_tuned.yaml").read_text())
-    t = mod.TUNED
-    assert cfg["model"]["ranker"] == t["model"]["ranker"]
-    assert cfg["model"]["ranker_args"] == t["model"]["ranker_args"]
-    assert cfg["model"]["utility_loss"] == t["model"]["utility_loss"]
-    assert cfg["model"]["lr"] == t["model"]["lr"] and cfg["model"]["weight_decay"] == t["model"]["weight_decay"]
-    for k, v in t["data"].items():
+def _effective(mod, key):
+    """The config a candidate's trial trains: the base config, the sweep file's overrides, its bundle."""
+    from torchfair.sweeps import expand_trials, load_sweep
+
+    spec = load_sweep(mod.SWEEP)
+    cfg = yaml.safe_load(spec.base.read_text())
+    trial = next(t for t in expand_trials(spec) if t.params["recipe"] == key)
+    for dotted, v in spec.trial_config(trial.params).items():
+        *path, last = dotted.split(".")
+        d = cfg
+        for k in path:
+            d = d.setdefault(k, {})
+        d[last] = v
+    return cfg
+
+
+def test_every_candidate_is_its_sweep_variant(mod):
+    from torchfair.sweeps import load_sweep
+
+    assert list(load_sweep(mod.SWEEP).variants["recipe"]) == [r.key for r in mod.CANDIDATES]
+    for r in mod.CANDIDATES:
+        cfg = _effective(mod, r.key)
+        loss = {"class_path": f"torchfair.losses.{r.loss}", **({"init_args": r.loss_args} if r.loss_args else {})}
+        assert cfg["model"]["ranker"] == r.ranker and cfg["model"]["ranker_args"] == r.ranker_args, r.key
+        assert cfg["model"]["utility_loss"] == loss and cfg["model"]["lr"] == r.lr, r.key
+        assert cfg["model"].get("weight_decay", 0.0) == r.weight_decay, r.key
+        assert cfg["trainer"]["max_epochs"] == r.epochs and cfg["data"]["num_negatives"] == r.num_negatives, r.key
+        assert cfg["data"]["batch_size"] == r.batch_size and cfg["seed_everything"] == 0, r.key
+        assert cfg["model"].get("fairness_loss") is None, r.key
+
+
+def test_the_tuned_candidate_is_the_yaml_config(mod):
+    tuned = yaml.safe_load((ROOT / "configs" / "ml100k_tuned.yaml").read_text())
+    cfg = _effective(mod, mod.TUNED_RECIPE.key)
+    for k in ("ranker", "ranker_args", "utility_loss", "lr", "weight_decay"):
+        assert cfg["model"][k] == tuned["model"][k], k
+    for k, v in tuned["data"].items():
         assert cfg["data"][k] == v, k
-    assert cfg["trainer"]["max_epochs"] == t["trainer"]["max_epochs"]
-    # the tuned recipe is one of the candidates, and the old default is the demo's
-    assert mod.TUNED_RECIPE in mod.CANDIDATES and mod.CANDIDATES[0] == mod.OLD_DEFAULT
+    assert cfg["trainer"]["max_epochs"] == tuned["trainer"]["max_epochs"]
+    # the old default is the demo's former recipe
+    assert mod.CANDIDATES[0] == mod.OLD_DEFAULT
     assert (mod.OLD_DEFAULT.epochs, mod.OLD_DEFAULT.num_negatives, mod.OLD_DEFAULT.ranker_args) == (20, 100, {"dim": 32})
-
-
-def test_build_tuned_gives_a_trainable_module(mod):
-    model, dm, trainer = mod.build_tuned("synthetic", seed=1, logger=False, enable_checkpointing=False,
-                                         enable_progress_bar=False, max_epochs=1, limit_val_batches=0)
-    assert model.utility_loss.kwargs == {"relevance_temperature": 2.0}
-    assert model.ranker.user_factors.weight.shape[1] == 32
-    assert model.hparams.weight_decay == 1e-6
-    assert dm.num_negatives == mod.ML100K_ITEMS and dm.seed == 1
-    before = model.ranker.item_factors.weight.detach().clone()
-    trainer.fit(model, dm)
-    assert not np.allclose(before.numpy(), model.ranker.item_factors.weight.detach().numpy())
 
 
 def test_paired_difference_is_the_difference_of_means(mod):
@@ -49,7 +67,8 @@ def test_paired_difference_is_the_difference_of_means(mod):
 
 
 def test_fast_pipeline_writes_the_report(mod, tmp_path, capsys):
-    assert mod.main(["--fast", "--out", str(tmp_path)]) == 0
+    assert mod.main(["--fast", "--out", str(tmp_path), "--runs", str(tmp_path / "runs")]) == 0
+    assert len(list((tmp_path / "runs" / "trials").glob("*/result.json"))) == 2  # the candidates: sweep trials
     text = (tmp_path / "tune_ranker.md").read_text()
     pop = re.search(r"validation (\d\.\d{4}), test (\d\.\d{4})", text)
     assert pop, text

@@ -64,3 +64,16 @@ def test_measure_columns_and_directions_come_from_the_declarations(tmp_path, mon
     assert "sweep" in open(out / "results.csv").readline().split(",")
     assert "| trial | sweep | model.lam |" in text  # the tables name each trial's sweep when they mix
     assert "| c | old-2 |" in write_sweep_report(out, only_current=False).read_text()
+
+
+def test_collect_results_has_a_column_per_timing_entry(tmp_path):
+    out = tmp_path / "out"
+    _fake_trial(out, "a", "s-1", {"test/ndcg@10": 0.5}, 0.0)
+    res = json.loads((out / "trials" / "a" / "result.json").read_text())
+    res["timing"] = {"train_s": 1.5, "wall_start": 100.0, "loadavg_start": [0.5, 0.25, 0.125], "slot": 1}
+    (out / "trials" / "a" / "result.json").write_text(json.dumps(res))
+    _fake_trial(out, "b", "s-1", {"test/ndcg@10": 0.6}, 1.0)  # an older trial without timing
+    df = collect_results(out).set_index("trial_id")
+    assert df.loc["a", "timing:train_s"] == 1.5 and df.loc["a", "timing:slot"] == 1
+    assert json.loads(df.loc["a", "timing:loadavg_start"]) == [0.5, 0.25, 0.125]
+    assert df["timing:wall_start"].isna().tolist() == [False, True]

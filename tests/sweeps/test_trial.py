@@ -1,9 +1,11 @@
 """torchfair.sweeps.trial: a trial's ``torchfair fit`` arguments (every headline trial trains), the check of every
-key before a sweep starts, the trial directory, and the real error line of a failing trial."""
+key before a sweep starts, the trial directory, the real error line of a failing trial, the checkpoint a trial
+records, and its timing (stage seconds, wall interval, load, worker slot)."""
 import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from torchfair.cli import main as cli_main
 from torchfair.sweeps import expand_trials, load_sweep, run_sweep, run_trial, trial_args
@@ -28,14 +30,19 @@ def test_a_misspelt_key_is_refused_before_any_trial_starts(tmp_path, write_yaml,
         run_sweep(cfg, tmp_path / "out", workers=1, threads=1, report=False)
 
 
-def test_a_failing_trial_records_its_real_error_line(tmp_path, synth):
+def test_a_failing_trial_records_its_real_error_line(tmp_path, synth, monkeypatch):
     tdir = tmp_path / "t"
     tdir.mkdir()
     (tdir / "trial.json").write_text(json.dumps({"trial_id": "x", "params": {}, "base": str(BASE),
                                                  "config": {**synth, "model.lamm": 0.5}}))
+    monkeypatch.delenv("TORCHFAIR_SWEEP_SLOT", raising=False)
     assert run_trial(tdir) == 1
-    err = json.loads((tdir / "error.json").read_text())["error"]
+    failed = json.loads((tdir / "error.json").read_text())
+    err = failed["error"]
     assert "model.lamm" in err and "SystemExit" not in err
+    # its timing: the wall interval of the attempt, no stage seconds, no slot (run in this process, not by a runner)
+    t = failed["timing"]
+    assert t["wall_start"] <= t["wall_end"] and t["train_s"] is None and t["slot"] is None
     # a trial killed by its parser's exit: the line of its log, not `SystemExit: 2`
     (tdir / "trial.log").write_text("Seed set to 0\nusage: torchfair [-h]\ntorchfair: error: Key 'model.x' is "
                                     "not expected\n")
@@ -59,20 +66,6 @@ def test_the_trial_directory_is_reset_unless_finished(tmp_path, sweep_file):
     assert _status(tdir) == "done"
 
 
-@pytest.mark.parametrize("loss", ["none", "dips_soft", "dips_pl", "misallocation_soft", "misallocation_pl",
-                                  "pairgap_soft", "pairgap_pl", "deltr", "fair_pg_rank_soft", "fair_pg_rank_pl",
-                                  "beutel"])
-def test_every_headline_trial_config_trains_under_fast_dev_run(loss, tmp_path, monkeypatch, synth):
-    # the trial arguments the sweep passes to `torchfair fit`, on the synthetic stand-in, without the pretrained start
-    spec = load_sweep(ROOT / "configs" / "sweep_headline.yaml")
-    trial = next(t for t in expand_trials(spec) if t.params["loss"] == loss and t.params["groups"] == "drama")
-    cfg = spec.trial_config(trial.params)
-    cfg.pop("model.init_from")
-    cfg.update({k: v for k, v in synth.items() if k not in ("trainer.max_epochs",)})
-    monkeypatch.chdir(tmp_path)
-    assert cli_main(["fit"] + trial_args(spec.base, cfg, tmp_path)[:] + ["--trainer.fast_dev_run", "true"]) == 0
-
-
 _LOSS_TRADEOFF = load_sweep(ROOT / "configs" / "sweep_loss_tradeoff.yaml")
 
 
@@ -90,3 +83,51 @@ def test_every_loss_tradeoff_variant_trains_under_fast_dev_run(dims, tmp_path, m
     cfg.update({k: v for k, v in synth.items() if k not in ("trainer.max_epochs",)})
     monkeypatch.chdir(tmp_path)
     assert cli_main(["fit"] + trial_args(spec.base, cfg, tmp_path)[:] + ["--trainer.fast_dev_run", "true"]) == 0
+
+
+def test_a_trial_records_its_timing_and_slot(tmp_path, sweep_file):
+    # three trials, two workers: each trial's result.json has its stage seconds (Lightning's Timer), its wall
+    # interval, the load average at both ends and its worker slot; two trials that overlapped in time held
+    # different slots
+    import torch
+
+    out = tmp_path / "out"
+    last = [{"class_path": "pytorch_lightning.callbacks.ModelCheckpoint", "init_args": {"filename": "last-{epoch}"}}]
+    cfg = sweep_file({"model.lam": [0.0, 0.5, 1.0]})
+    body = yaml.safe_load(cfg.read_text())
+    body["overrides"].update({"trainer.max_epochs": 3, "trainer.callbacks": last})  # the checkpoint: the last epoch
+    cfg.write_text(yaml.safe_dump(body))
+    res = run_sweep(cfg, out, workers=2, threads=1, report=False)
+    assert res["done"] == 3
+    results = [json.loads(p.read_text()) for p in out.glob("trials/*/result.json")]
+    timings = [r["timing"] for r in results]
+    for r, t in zip(results, timings):
+        wall = t["wall_end"] - t["wall_start"]
+        assert t["train_s"] > 0 and t["validate_s"] > 0 and t["test_s"] > 0
+        # the stages ran inside the trial's wall interval, one after the other
+        assert t["train_s"] + t["validate_s"] + t["test_s"] <= wall <= r["seconds"] + 1e-6
+        # the training time against the Timer state the last epoch's checkpoint saved a moment before the fit
+        # ended (read after validate / test restored that state, it would count it twice)
+        saved = torch.load(r["checkpoint"], map_location="cpu", weights_only=False)["callbacks"]["Timer"]
+        assert saved["time_elapsed"]["train"] <= t["train_s"] <= 1.25 * saved["time_elapsed"]["train"] + 0.02
+        assert t["slot"] in (0, 1) and t["pid"] > 0 and t["host"]
+        assert len(t["loadavg_start"]) == 3 and len(t["loadavg_end"]) == 3
+    for a in timings:
+        for b in timings:
+            if a is not b and a["wall_start"] < b["wall_end"] and b["wall_start"] < a["wall_end"]:
+                assert a["slot"] != b["slot"]
+    assert len({t["pid"] for t in timings}) == 3
+
+
+def test_without_a_monitored_checkpoint_the_last_one_is_recorded(tmp_path, sweep_file):
+    # no validation while fitting (a checkpoint with no monitor, save_last): the trial records and evaluates last.ckpt
+    cfg = sweep_file({"model.lam": [0.0]})
+    body = yaml.safe_load(cfg.read_text())
+    body["overrides"].update({"trainer.max_epochs": 2, "trainer.check_val_every_n_epoch": 10, "trainer.callbacks": [
+        {"class_path": "pytorch_lightning.callbacks.ModelCheckpoint", "init_args": {"save_last": True}}]})
+    cfg.write_text(yaml.safe_dump(body))
+    out = tmp_path / "out"
+    assert run_sweep(cfg, out, workers=1, threads=1, report=False)["done"] == 1
+    res = json.loads(next(out.glob("trials/*/result.json")).read_text())
+    assert Path(res["checkpoint"]).name == "last.ckpt" and Path(res["checkpoint"]).is_file()
+    assert 0 <= res["metrics"]["test/ndcg@10"] <= 1

@@ -1,5 +1,6 @@
 """Results of a sweep directory: the results frame (one row per trial, its sweep, parameters and measures),
-Pareto fronts, and ``report.md`` with its figures."""
+Pareto fronts, and ``report.md`` with its figures, written through the report layer's primitives
+(:func:`torchfair.evaluation.report.markdown_rows`, ``write_markdown``, ``pyplot``, ``save_figure``)."""
 from __future__ import annotations
 
 import json
@@ -18,7 +19,9 @@ from .trial import _status
 def collect_results(out: os.PathLike):
     """One row per trial of ``out`` (finished, failed or pending): ``trial_id``, ``status``, ``sweep`` (the label,
     ``<sweep file>-<spec hash>``, of the sweep that ran it), ``current`` (whether the sweep that ran last into
-    ``out`` includes it), the parameters and every measure, as a pandas DataFrame."""
+    ``out`` includes it), the parameters and every measure, and ``timing:<key>`` for each entry of the trial's
+    recorded timing (``train_s``, ``wall_start``, ``loadavg_start``, ``slot``...; lists as JSON text), as a pandas
+    DataFrame."""
     import pandas as pd
 
     out = Path(out)
@@ -34,12 +37,16 @@ def collect_results(out: os.PathLike):
                                "current": current is None or desc["trial_id"] in current}
         row.update({f"param:{k}": (json.dumps(v) if isinstance(v, (list, dict)) else v)
                     for k, v in desc["params"].items()})
+        res: Dict[str, Any] = {}
         if row["status"] == "done":
             res = json.loads((tdir / "result.json").read_text())
             row.update(res["metrics"])
             row["checkpoint"], row["seconds"] = res.get("checkpoint"), res.get("seconds")
         elif row["status"] == "failed":
-            row["error"] = json.loads((tdir / "error.json").read_text()).get("error")
+            res = json.loads((tdir / "error.json").read_text())
+            row["error"] = res.get("error")
+        row.update({f"timing:{k}": (json.dumps(v) if isinstance(v, (list, dict)) else v)
+                    for k, v in (res.get("timing") or {}).items()})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -60,12 +67,9 @@ def write_sweep_report(out: os.PathLike, split: str = "test", only_current: bool
     measure's declared kind and direction), over the trials of the sweep that ran last into ``out`` unless
     ``only_current=False`` (trials of other sweep files or of another base config stay in results.csv, marked by
     their ``sweep`` column)."""
-    import matplotlib
+    from ..evaluation.report import markdown_rows, pyplot, save_figure, write_markdown
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ..evaluation.report import markdown_rows
+    plt = pyplot()
 
     out = Path(out)
     if not (out / "trials").is_dir():
@@ -124,9 +128,7 @@ def write_sweep_report(out: os.PathLike, split: str = "test", only_current: bool
             ax.set_xlabel(xlabel)
             ax.set_ylabel(ucol)
             ax.legend(frameon=False)
-            fig.tight_layout()
-            fig.savefig(out / f"pareto_{short}.png", dpi=120)
-            plt.close(fig)
+            save_figure(fig, out / f"pareto_{short}.png")
             tag = ["sweep"] if mixed else []
             rows = [[r["trial_id"]] + [str(r[c]) for c in tag] + [r[p] for p in params]
                     + [f"{r[col]:.4f}", f"{r[ucol]:.4f}"] for _, r in front.iterrows()]
@@ -139,5 +141,5 @@ def write_sweep_report(out: os.PathLike, split: str = "test", only_current: bool
                                              for _, r in failed.iterrows()]
         lines.append("")
     path = out / "report.md"
-    path.write_text("\n".join(lines))
+    write_markdown(path, lines)
     return path

@@ -94,7 +94,8 @@ def _warm_context():
     return ctx
 
 
-def _forked_trial(tdir: str, threads: int) -> None:  # pragma: no cover - runs in the forked trial process
+def _forked_trial(tdir: str, threads: int, slot: Optional[int] = None
+                  ) -> None:  # pragma: no cover - runs in the forked trial process
     fd = os.open(os.path.join(tdir, "trial.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -105,17 +106,18 @@ def _forked_trial(tdir: str, threads: int) -> None:  # pragma: no cover - runs i
     import torch
 
     torch.set_num_threads(threads)
-    sys.exit(run_trial(tdir))
+    sys.exit(run_trial(tdir, slot))
 
 
-def _start_trial(tdir: Path, threads: int, gpu: Optional[int], warm) -> Any:
+def _start_trial(tdir: Path, threads: int, gpu: Optional[int], warm, slot: Optional[int] = None) -> Any:
     """Start the trial of ``tdir`` in its own process: forked from the warm server ``warm``, or a fresh
-    interpreter (``python -m torchfair.sweep _trial``, one GPU through ``CUDA_VISIBLE_DEVICES``)."""
+    interpreter (``python -m torchfair.sweep _trial``, one GPU through ``CUDA_VISIBLE_DEVICES``); ``slot``: the
+    worker slot the trial records in its ``result.json`` (``timing.slot``)."""
     if warm is not None and gpu is None:
-        proc = warm.Process(target=_forked_trial, args=(str(tdir), threads), daemon=False)
+        proc = warm.Process(target=_forked_trial, args=(str(tdir), threads, slot), daemon=False)
         proc.start()
         return _ForkedTrial(proc)
-    return _trial_process(tdir, threads, gpu)
+    return _trial_process(tdir, threads, gpu, slot)
 
 
 def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] = None,
@@ -124,8 +126,10 @@ def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] =
               share: bool = False) -> dict:
     """Run (or resume) the sweep of ``config`` into ``out``; returns ``{"done", "failed", "skipped", "total"}``.
 
-    ``workers`` trials run at once (default: the number of GPUs, else 1); each trial process gets ``threads`` torch
-    threads (default ``max(1, cpus // workers)``) and, with GPUs, one of them (``CUDA_VISIBLE_DEVICES``).
+    ``workers`` trials run at once (default: the number of GPUs, else 1), each in a worker slot ``0 .. workers - 1``
+    that its ``result.json`` records with its timing (:func:`~torchfair.sweeps.run_trial`); each trial process gets
+    ``threads`` torch threads (default ``max(1, cpus // workers)``) and, with GPUs, one of them
+    (``CUDA_VISIBLE_DEVICES``).
     ``search="grid"`` runs every trial of the file (grid x random draws), enqueued in the sweep's Optuna study
     (``out/study.journal``); ``search="optuna"`` lets TPE ask ``n_trials`` distinct trials in the same space,
     optimising the file's ``objective`` in its declared direction (trials of an earlier run count).
@@ -193,6 +197,8 @@ def _run_local(out: Path, spec: SweepSpec, study: SweepStudy, trials: List[Trial
                                                                           .read_text()))
     running: Dict[str, Tuple[Any, Optional[int], Any]] = {}
     free_gpus = list(range(gpus))
+    free_slots = list(range(workers))  # the worker slot each trial records (timing.slot)
+    slot_of: Dict[str, int] = {}
     # without GPUs, trials fork from a server that has imported the training stack once (saves the ~5-10 s
     # import of Lightning per trial); with GPUs each trial is a fresh interpreter, as CUDA must not be
     # initialised before CUDA_VISIBLE_DEVICES is set
@@ -208,7 +214,8 @@ def _run_local(out: Path, spec: SweepSpec, study: SweepStudy, trials: List[Trial
                 tdir = _prepare(out, spec, claim.trial, provenance)
                 _log_attempt(out, tid)
                 gpu = free_gpus.pop(0) if free_gpus else None
-                running[tid] = (_start_trial(tdir, threads, gpu, warm), gpu, claim)
+                slot_of[tid] = free_slots.pop(0)
+                running[tid] = (_start_trial(tdir, threads, gpu, warm, slot_of[tid]), gpu, claim)
             if not running:
                 if not study.unfinished():
                     break
@@ -221,6 +228,8 @@ def _run_local(out: Path, spec: SweepSpec, study: SweepStudy, trials: List[Trial
                 del running[tid]
                 if gpu is not None:
                     free_gpus.append(gpu)
+                free_slots.append(slot_of.pop(tid))
+                free_slots.sort()
                 tdir = out / "trials" / tid
                 if _status(tdir) == "pending":  # killed before it could write its error
                     _atomic_json(tdir / "error.json", {"trial_id": tid, "error": _log_error(tdir) or

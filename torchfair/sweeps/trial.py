@@ -1,5 +1,5 @@
 """One trial: its ``torchfair fit`` arguments, the check of every key against the base config before a sweep
-starts, running it in this process (``result.json`` / ``error.json``), its status."""
+starts, running it in this process (``result.json`` / ``error.json``, with the trial's timing), its status."""
 from __future__ import annotations
 
 import json
@@ -54,12 +54,51 @@ def _trial_cli() -> type:
     return TrialCLI
 
 
-def run_trial(tdir: os.PathLike) -> int:
+#: the environment variable through which the runner tells a trial process its worker slot
+SLOT_ENV = "TORCHFAIR_SWEEP_SLOT"
+
+
+def _loadavg() -> Optional[List[float]]:
+    try:
+        return [round(x, 3) for x in os.getloadavg()]
+    except (AttributeError, OSError):  # pragma: no cover - Windows
+        return None
+
+
+def _timer(trainer) -> Any:
+    """The trainer's ``Timer`` callback (the config's own, else one appended: no duration, so it never stops a
+    fit)."""
+    from pytorch_lightning.callbacks import Timer
+
+    found = [c for c in trainer.callbacks if isinstance(c, Timer)]
+    if found:
+        return found[0]
+    timer = Timer(duration=None, verbose=False)
+    trainer.callbacks.append(timer)
+    return timer
+
+
+def run_trial(tdir: os.PathLike, slot: Optional[int] = None) -> int:
     """Run the trial described by ``tdir/trial.json`` in this process: fit, then validate and test the best
-    checkpoint; write ``result.json`` (or ``error.json``) atomically.  Returns the exit code."""
+    checkpoint (else the last one saved; else the model as trained); write ``result.json`` (or ``error.json``)
+    atomically.  Returns the exit code.
+
+    ``result.json["timing"]`` records, so that an analysis can pair trials for machine load (trials that ran at
+    the same time, or interleaved): ``train_s`` / ``validate_s`` / ``test_s`` (Lightning's ``Timer``: the fit's
+    training loop, its validation passes included, and the validate and test calls after it), ``wall_start`` /
+    ``wall_end`` (epoch seconds), ``loadavg_start`` / ``loadavg_end`` (``os.getloadavg()``: 1, 5, 15 minutes),
+    ``slot`` (the runner's worker slot, ``0 .. workers - 1``; ``slot``, else ``$TORCHFAIR_SWEEP_SLOT``, else
+    ``None``), ``host`` and ``pid``.  ``error.json`` has the wall times and load of a failed attempt."""
+    import socket
+
     tdir = Path(tdir)
     desc = json.loads((tdir / "trial.json").read_text())
     t0 = time.time()
+    if slot is None and os.environ.get(SLOT_ENV, "").isdigit():
+        slot = int(os.environ[SLOT_ENV])
+    timing: Dict[str, Any] = {"train_s": None, "validate_s": None, "test_s": None, "wall_start": t0,
+                              "wall_end": None, "loadavg_start": _loadavg(), "loadavg_end": None, "slot": slot,
+                              "host": socket.gethostname(), "pid": os.getpid()}
     try:
         saved = sys.argv
         sys.argv = sys.argv[:1]
@@ -69,17 +108,24 @@ def run_trial(tdir: os.PathLike) -> int:
         finally:
             sys.argv = saved
         trainer, model, dm = cli.trainer, cli.model, cli.datamodule
+        timer = _timer(trainer)
         trainer.fit(model, dm)
-        ckpt = getattr(trainer.checkpoint_callback, "best_model_path", "") or None
+        # read now: validate / test with a checkpoint restore its Timer state, which offsets the training time
+        timing["train_s"] = timer.time_elapsed("train")
+        # the best checkpoint; else (no monitored checkpoint was written: e.g. no validation ran) the last one
+        ckpt = (getattr(trainer.checkpoint_callback, "best_model_path", "")
+                or getattr(trainer.checkpoint_callback, "last_model_path", "") or None)
         metrics: Dict[str, float] = {}
         for stage in ("validate", "test"):
             out = getattr(trainer, stage)(model, dm, ckpt_path=ckpt, verbose=False) if ckpt else \
                 getattr(trainer, stage)(model, dm, verbose=False)
+            timing[f"{stage}_s"] = timer.time_elapsed(stage)
             for d in out:
                 metrics.update({k: float(v) for k, v in d.items()})
+        timing.update(wall_end=time.time(), loadavg_end=_loadavg())
         _atomic_json(tdir / "result.json", {"trial_id": desc["trial_id"], "params": desc["params"],
                                             "metrics": metrics, "checkpoint": ckpt,
-                                            "seconds": time.time() - t0})
+                                            "seconds": timing["wall_end"] - t0, "timing": timing})
         return 0
     except BaseException as e:  # noqa: BLE001 - a failing trial is recorded, whatever it raised
         error = f"{type(e).__name__}: {e}"
@@ -87,9 +133,10 @@ def run_trial(tdir: os.PathLike) -> int:
             sys.stdout.flush()
             sys.stderr.flush()
             error = _log_error(tdir) or error
+        timing.update(wall_end=time.time(), loadavg_end=_loadavg())
         _atomic_json(tdir / "error.json", {"trial_id": desc["trial_id"], "params": desc["params"],
                                            "error": error, "traceback": traceback.format_exc(),
-                                           "seconds": time.time() - t0})
+                                           "seconds": timing["wall_end"] - t0, "timing": timing})
         if isinstance(e, KeyboardInterrupt):
             raise
         return 1
@@ -203,10 +250,15 @@ def _log_attempt(out: Path, trial_id: str) -> None:
         os.close(fd)
 
 
-def _trial_process(tdir: Path, threads: int, gpu: Optional[int] = None) -> subprocess.Popen:
+def _trial_process(tdir: Path, threads: int, gpu: Optional[int] = None,
+                   slot: Optional[int] = None) -> subprocess.Popen:
     """The trial of ``tdir`` in a fresh interpreter (``python -m torchfair.sweep _trial``), its output in
-    ``trial.log``, ``threads`` torch threads and, with ``gpu``, that GPU alone (``CUDA_VISIBLE_DEVICES``)."""
+    ``trial.log``, ``threads`` torch threads and, with ``gpu``, that GPU alone (``CUDA_VISIBLE_DEVICES``); ``slot``:
+    the worker slot it records (:data:`SLOT_ENV`)."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), TORCHFAIR_SWEEP_THREADS=str(threads))
+    env.pop(SLOT_ENV, None)
+    if slot is not None:
+        env[SLOT_ENV] = str(slot)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
     with open(tdir / "trial.log", "w") as log:
