@@ -125,7 +125,7 @@ def test_demo_prints_no_lightning_chatter(tmp_path, capfd):
     both = out + err
     for chatter in ("GPU available", "TPU available", "litlogger", "weights_only", "logging interval"):
         assert chatter not in both, chatter
-    assert "seed 0: training the tuned ranker" in out and "total time" in out
+    assert "training (sweep trials" in out and "the tuned ranker" in out and "total time" in out
 
 
 def test_dips_synthetic_writes_under_runs_unless_results(tmp_path, monkeypatch):

@@ -284,7 +284,8 @@ import torchfair.rerank  # noqa: E402
 
 #: public callables whose **kwargs are documented options passed on (a measure's options, Metric kwargs)
 KWARGS_ALLOWED = {"measure_loss", "MeasureLoss", "FairnessMetric", "evaluate_lists", "compute_columns", "metric_class",
-                  "targeted_rerank"}
+                  "targeted_rerank",
+                  "PositionShares", "PooledMPC"}  # torchmetrics.Metric's own keywords (sync settings...)
 
 
 def _public():

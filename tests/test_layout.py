@@ -23,9 +23,8 @@ TESTS = ROOT / "tests"
 #: module -> (the test file that covers it, why it has none of its own); keep it short
 EXCEPTIONS = {
     "torchfair/sweep.py": ("tests/sweeps/test_runner.py",
-                           "a re-export shim of torchfair.sweeps kept for old imports and for `python -m torchfair.sweep "
-                           "_trial`, the trial subprocess that the runner starts; its names are tested with the "
-                           "modules that define them"),
+                           "a re-export shim of torchfair.sweeps' public names kept for old imports; its names "
+                           "are tested with the modules that define them"),
 }
 
 #: folders being split by module, and the files they are split into

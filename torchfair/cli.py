@@ -159,9 +159,8 @@ def _check_outputs(command: str, cfg) -> None:
 
 
 def _call(path: str, cfg, **extra):
-    fn = _function(path)
-    names = inspect.signature(fn).parameters
-    return fn(**{k: v for k, v in cfg.items() if k in names}, **extra)
+    names = inspect.signature(fn := _function(path)).parameters  # `config` is --config's (the options file)
+    return fn(**{k: v for k, v in cfg.items() if k in names and k not in extra and k != "config"}, **extra)
 
 
 def _run(command: str, cfg) -> int:
@@ -219,9 +218,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from .training.cli import run_lightning
         return run_lightning(argv)
     if argv[:1] == ["--version"]:
-        from . import __version__
-        print(f"torchfair {__version__}")
-        return 0
+        return print(_usage().split("(")[1].split(")")[0]) or 0
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         sys.stdout.write(_usage()) if not argv or argv[0] in ("-h", "--help") else \
             print(f"torchfair: error: unknown command {argv[0]!r} (torchfair --help lists them)", file=sys.stderr)

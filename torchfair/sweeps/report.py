@@ -7,7 +7,7 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Literal, Sequence
 
 __all__ = ["collect_results", "pareto_front", "write_sweep_report"]
 
@@ -60,13 +60,19 @@ def pareto_front(utility: Sequence[float], unfairness: Sequence[float]) -> List[
     return sorted(front, key=lambda i: unfairness[i])
 
 
-def write_sweep_report(out: os.PathLike, split: str = "test", only_current: bool = True) -> Path:
+def write_sweep_report(out: str, split: Literal["test", "val"] = "test", only_current: bool = True) -> Path:
     """``results.csv`` (+ ``results.parquet`` when pyarrow is there), ``pareto_<measure>.png`` and ``report.md``
     for the sweep in ``out`` (finished or partial).  Fronts use the ``split`` measures (``test`` by default): the
     objective's measure (its declared direction) against every fairness summary column the trials logged (each
     measure's declared kind and direction), over the trials of the sweep that ran last into ``out`` unless
     ``only_current=False`` (trials of other sweep files or of another base config stay in results.csv, marked by
-    their ``sweep`` column)."""
+    their ``sweep`` column).
+
+    Args:
+        out: the sweep's output directory.
+        split: which measures the fronts use (test or val).
+        only_current: only the trials of the sweep that ran last into out.
+    """
     from ..evaluation.report import markdown_rows, pyplot, save_figure, write_markdown
 
     plt = pyplot()

@@ -9,7 +9,9 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Literal, Optional, Tuple
+
+from jsonargparse.typing import PositiveInt
 
 __all__ = ["run_sweep", "SweepLockedError"]
 
@@ -111,7 +113,7 @@ def _forked_trial(tdir: str, threads: int, slot: Optional[int] = None
 
 def _start_trial(tdir: Path, threads: int, gpu: Optional[int], warm, slot: Optional[int] = None) -> Any:
     """Start the trial of ``tdir`` in its own process: forked from the warm server ``warm``, or a fresh
-    interpreter (``python -m torchfair.sweep _trial``, one GPU through ``CUDA_VISIBLE_DEVICES``); ``slot``: the
+    interpreter (``python -m torchfair.sweeps _trial``, one GPU through ``CUDA_VISIBLE_DEVICES``); ``slot``: the
     worker slot the trial records in its ``result.json`` (``timing.slot``)."""
     if warm is not None and gpu is None:
         proc = warm.Process(target=_forked_trial, args=(str(tdir), threads, slot), daemon=False)
@@ -120,10 +122,10 @@ def _start_trial(tdir: Path, threads: int, gpu: Optional[int], warm, slot: Optio
     return _trial_process(tdir, threads, gpu, slot)
 
 
-def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] = None,
-              threads: Optional[int] = None, search: str = "grid", n_trials: Optional[int] = None,
-              backend: str = "local", address: Optional[str] = None, stream=None, report: bool = True,
-              share: bool = False) -> dict:
+def run_sweep(config: os.PathLike, out: str, *, workers: Optional[PositiveInt] = None,
+              threads: Optional[PositiveInt] = None, search: Literal["grid", "optuna"] = "grid",
+              n_trials: Optional[PositiveInt] = None, backend: Literal["local", "ray"] = "local",
+              address: Optional[str] = None, stream=None, report: bool = True, share: bool = False) -> dict:
     """Run (or resume) the sweep of ``config`` into ``out``; returns ``{"done", "failed", "skipped", "total"}``.
 
     ``workers`` trials run at once (default: the number of GPUs, else 1), each in a worker slot ``0 .. workers - 1``
@@ -139,7 +141,21 @@ def run_sweep(config: os.PathLike, out: os.PathLike, *, workers: Optional[int] =
     Every key the sweep sets is checked against the base config before any trial starts (``ValueError`` naming
     it).  ``share=False``: a second sweep on ``out`` is refused (:class:`SweepLockedError`) while this one runs;
     ``share=True``: several processes, also on machines sharing ``out``, work on its study together, every trial
-    run once; each waits for the trials the others run."""
+    run once; each waits for the trials the others run.
+
+    Args:
+        config: the sweep file (YAML: base, grid...).
+        out: output directory (created; resumed if it exists).
+        workers: trials at once (default: the number of GPUs, else 1).
+        threads: torch threads per trial (default: CPUs / workers).
+        search: grid (every trial of the file) or optuna (TPE over the same space; the optuna extra).
+        n_trials: number of trials for search optuna.
+        backend: local processes, or ray (Ray Tune on a cluster; the ray extra).
+        address: Ray cluster address for backend ray (auto, ray://head:10001; default: a local Ray).
+        stream: where the live progress table goes (a file object; default: stderr).
+        report: write the report (results.csv, Pareto figures, report.md) at the end.
+        share: work on out together with other share processes (each trial run once).
+    """
     from .._validation import check_choice
 
     started = datetime.now()

@@ -252,7 +252,7 @@ def _log_attempt(out: Path, trial_id: str) -> None:
 
 def _trial_process(tdir: Path, threads: int, gpu: Optional[int] = None,
                    slot: Optional[int] = None) -> subprocess.Popen:
-    """The trial of ``tdir`` in a fresh interpreter (``python -m torchfair.sweep _trial``), its output in
+    """The trial of ``tdir`` in a fresh interpreter (``python -m torchfair.sweeps _trial``), its output in
     ``trial.log``, ``threads`` torch threads and, with ``gpu``, that GPU alone (``CUDA_VISIBLE_DEVICES``); ``slot``:
     the worker slot it records (:data:`SLOT_ENV`)."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), TORCHFAIR_SWEEP_THREADS=str(threads))
@@ -262,7 +262,7 @@ def _trial_process(tdir: Path, threads: int, gpu: Optional[int] = None,
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
     with open(tdir / "trial.log", "w") as log:
-        return subprocess.Popen([sys.executable, "-m", "torchfair.sweep", "_trial", str(tdir)], stdout=log,
+        return subprocess.Popen([sys.executable, "-m", "torchfair.sweeps", "_trial", str(tdir)], stdout=log,
                                 stderr=subprocess.STDOUT, env=env)
 
 
