@@ -164,7 +164,7 @@ def stage_epoch(cfg, ctx) -> Dict[str, Any]:
 
 
 def _evaluate(cfg, users: Optional[int], out: str, stream: Optional[bool]) -> Dict[str, Any]:
-    from torchfair.training.report import evaluate_checkpoints
+    from torchfair.training.evaluate import evaluate_checkpoints
 
     rep = evaluate_checkpoints([cfg["checkpoint"]], out, names=["MF ListNet, 1 epoch"], bootstrap=cfg["bootstrap"],
                                seed=cfg["seed"], users=users, users_seed=cfg["seed"], stream=stream,

@@ -177,6 +177,8 @@ def test_the_seed_line_waits_for_the_classes_to_be_built(tmp_path, monkeypatch):
             records.append(record.getMessage())
 
     logger = logging.getLogger(pl_.seed_everything.__module__)
+    monkeypatch.setattr(logger, "disabled", False)  # earlier tests (the demo's quiet mode) may have muted it
+    monkeypatch.setattr(logger, "level", logging.INFO)
     handler = Keep()
     logger.addHandler(handler)
     try:
