@@ -2,34 +2,13 @@
 module (the saved settings, overridable), bad files refused in one line, and its lists scored as the model scores
 its loader's batches (whole or in chunks; an ids-only ranker without item-feature tensors)."""
 import os
-from pathlib import Path
 
 import pytest
 import torch
 
 pytest.importorskip("pytorch_lightning")
 
-from torchfair.cli import main as cli_main  # noqa: E402
 from torchfair.training.checkpoint import LoadedRun, iter_score_lists, load_checkpoint, score_lists  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
-SYNTH = ["--data.variant", "synthetic", "--data.n_test", "3", "--data.n_val", "2", "--data.num_negatives", "5",
-         "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
-         "--trainer.logger", "false", "--trainer.max_epochs", "1"]
-
-
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    d = tmp_path_factory.mktemp("runs")
-    old = os.getcwd()
-    os.chdir(d)
-    try:
-        args = ["fit", "--config", str(ROOT / "configs" / "ml100k_listnet.yaml"), "--trainer.default_root_dir", str(d),
-                "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.dirpath", str(d / "ck")] + SYNTH
-        assert cli_main(args) == 0
-        return str(sorted((d / "ck").glob("*.ckpt"))[-1])
-    finally:
-        os.chdir(old)
 
 
 def test_load_checkpoint_rebuilds_the_saved_ranker_and_data(ckpt, tmp_path):

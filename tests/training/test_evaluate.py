@@ -6,8 +6,6 @@ module's ``eval_users`` sample it relies on."""
 import hashlib
 import json
 import math
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +13,6 @@ import torch
 
 pytest.importorskip("pytorch_lightning")
 
-from torchfair.cli import main as cli_main  # noqa: E402
 from torchfair.evaluation import evaluate_lists  # noqa: E402
 from torchfair.evaluation.report import jsonable  # noqa: E402
 from torchfair.evaluation.table import pad_lists  # noqa: E402
@@ -24,26 +21,6 @@ from torchfair.training import MovieLensDataModule  # noqa: E402
 from torchfair.training.checkpoint import load_checkpoint, score_lists  # noqa: E402
 from torchfair.training.datamodule import sample_users, user_ids_sha256  # noqa: E402
 from torchfair.training.evaluate import REPORT_BROWSING, evaluate_checkpoints  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
-SYNTH = ["--data.variant", "synthetic", "--data.n_test", "3", "--data.n_val", "2", "--data.num_negatives", "5",
-         "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
-         "--trainer.logger", "false", "--trainer.max_epochs", "1"]
-
-
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    d = tmp_path_factory.mktemp("runs")
-    old = os.getcwd()
-    os.chdir(d)
-    try:
-        args = ["fit", "--config", str(ROOT / "configs" / "ml100k_listnet.yaml"), "--trainer.default_root_dir", str(d),
-                "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.dirpath", str(d / "ck")] + SYNTH
-        assert cli_main(args) == 0
-        return str(sorted((d / "ck").glob("*.ckpt"))[-1])
-    finally:
-        os.chdir(old)
-
 
 def _numbers(rep):
     """Every number of the report except MPC and the record of how it was computed."""

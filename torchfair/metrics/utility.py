@@ -187,6 +187,17 @@ def _ideal_threshold(threshold: float, ideal: Optional[Tensor]) -> None:
                          f"must not count as relevant); got {threshold}")
 
 
+def _judged_setup(scores, relevance, mask, threshold, ideal_relevance, ordering, reduction, validate_args):
+    """The checked inputs of the binary-relevance measures (recall, MRR, AP, R-precision): ``(threshold, batch,
+    ideal relevance or None, ordered batch)``."""
+    threshold = _check_threshold(threshold)
+    check_reduction(reduction)
+    b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
+    ideal = _ideal_batch(ideal_relevance, b, validate_args)
+    _ideal_threshold(threshold, ideal)
+    return threshold, b, ideal, order(b, ordering)
+
+
 def _n_relevant(rel: Tensor, ideal: Optional[Tensor], threshold: float) -> Tensor:
     """``[B]`` the number of relevant judged items: of ``ideal`` when given, else of the list (``rel``: its
     binary relevance, masked)."""
@@ -428,12 +439,8 @@ def recall(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, thresh
         tensor(0.3333)
     """
     k = check_k(k)
-    threshold = _check_threshold(threshold)
-    check_reduction(reduction)
-    b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
-    ideal = _ideal_batch(ideal_relevance, b, validate_args)
-    _ideal_threshold(threshold, ideal)
-    ob = order(b, ordering)
+    threshold, b, ideal, ob = _judged_setup(scores, relevance, mask, threshold, ideal_relevance, ordering,
+                                            reduction, validate_args)
     hits, n_rel = _relevant_in_top(b, ob, k, threshold)
     if ideal is not None:
         n_rel = (ideal > threshold).to(hits.dtype).sum(-1)
@@ -514,12 +521,8 @@ def mrr(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, threshold
         (tensor(0.), tensor(True))
     """
     k = check_k(k)
-    threshold = _check_threshold(threshold)
-    check_reduction(reduction)
-    b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
-    ideal = _ideal_batch(ideal_relevance, b, validate_args)
-    _ideal_threshold(threshold, ideal)
-    ob = order(b, ordering)
+    threshold, b, ideal, ob = _judged_setup(scores, relevance, mask, threshold, ideal_relevance, ordering,
+                                            reduction, validate_args)
     rel = ((b.relevance > threshold) & b.mask).to(b.scores.dtype)
     valid = _n_relevant(rel, ideal, threshold) > 0
     value = expectation_over_rankings(ob, lambda inner, S: _reciprocal_rank(inner, rel.repeat(S, 1), k))
@@ -630,12 +633,8 @@ def average_precision(scores: Tensor, relevance: Tensor, *, k: Optional[int] = N
         tensor(0.5556)
     """
     k = check_k(k)
-    threshold = _check_threshold(threshold)
-    check_reduction(reduction)
-    b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
-    ideal = _ideal_batch(ideal_relevance, b, validate_args)
-    _ideal_threshold(threshold, ideal)
-    ob = order(b, ordering)
+    threshold, b, ideal, ob = _judged_setup(scores, relevance, mask, threshold, ideal_relevance, ordering,
+                                            reduction, validate_args)
     rel = ((b.relevance > threshold) & b.mask).to(b.scores.dtype)
     total = expectation_over_rankings(ob, lambda inner, S: _precision_sum(inner, rel.repeat(S, 1), k))
     value, valid = safe_div(total, _n_relevant(rel, ideal, threshold))
@@ -664,12 +663,8 @@ def r_precision(scores: Tensor, relevance: Tensor, *, threshold: float = 0.0,
         >>> r_precision(s, r, ideal_relevance=torch.tensor([1., 1., 1.]))   # R = 3: 2 relevant in the top 3
         tensor(0.6667)
     """
-    threshold = _check_threshold(threshold)
-    check_reduction(reduction)
-    b = prepare(scores, relevance, None, mask, validate=validate_args, require_relevance=True)
-    ideal = _ideal_batch(ideal_relevance, b, validate_args)
-    _ideal_threshold(threshold, ideal)
-    ob = order(b, ordering)
+    threshold, b, ideal, ob = _judged_setup(scores, relevance, mask, threshold, ideal_relevance, ordering,
+                                            reduction, validate_args)
     rel = ((b.relevance > threshold) & b.mask).to(b.scores.dtype)
     R = _n_relevant(rel, ideal, threshold)
     hits = expectation_over_rankings(ob, lambda inner, S: _hits_within(inner, rel.repeat(S, 1), R.repeat(S)))
