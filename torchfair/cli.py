@@ -1,14 +1,12 @@
 """The ``torchfair`` command line, generated from the signatures of the functions it runs (jsonargparse).
 
 Each option is a parameter of a library function, with its name, type, range and docstring: ``metrics``
-(:func:`torchfair.evaluation.files.evaluate_files`, ``show_files``), ``evaluate``
-(:func:`torchfair.training.evaluate.evaluate_checkpoints`), ``sweep`` / ``sweep-report`` (:func:`torchfair.sweeps.run_sweep`,
-``write_sweep_report``); ``fit|validate|test|predict`` are LightningCLI's (:mod:`torchfair.training.cli`).
+(:func:`torchfair.evaluation.files.evaluate_files`, ``show_files``), ``evaluate`` (``evaluate_checkpoints``),
+``sweep`` / ``sweep-report`` (``run_sweep`` / ``write_sweep_report``); ``fit|validate|test|predict`` are LightningCLI's.
 Every command takes ``--config FILE`` (a YAML of its options) and ``--print_config``.  A list option takes its
 values as argparse would (``--run a.txt --run b.txt``, ``--measures dips ndcg@10``) or as one YAML list; a bool is a
 flag (``--trec``) or takes ``true``/``false``.  A bad value is one line on stderr naming the option, before any work.
 :func:`main` returns the exit code (0 success, 2 usage or input error, 3 sweep locked, 130 interrupted).
-
 Example: ``torchfair metrics --run run.txt --qrels qrels.txt --measures ndcg ndcg_cut_10 P_5 map --trec``.
 """
 from __future__ import annotations
@@ -223,13 +221,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         sys.stdout.write(_usage()) if not argv or argv[0] in ("-h", "--help") else \
             print(f"torchfair: error: unknown command {argv[0]!r} (torchfair --help lists them)", file=sys.stderr)
         return 0 if argv[:1] in (["-h"], ["--help"]) else 2
-    command, rest = argv[0], argv[1:]
+    command, rest, known = argv[0], argv[1:], {"--spec": "--rerank"}  # a re-ranker's spec is --rerank's value
     try:
         for (cmd, flag), fn in _LISTINGS.items():
             if cmd == command and flag in map(_norm, rest):
                 _function(fn)()
                 return 0
         parser = build_parser(command)
+        known.update({s: s for a in parser._actions for s in a.option_strings})
         try:
             cfg = parser.parse_args(_argv(parser, rest))
         except SystemExit as e:  # --help, --print_config
@@ -240,7 +239,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 2
         return _run(command, cfg.clone().as_dict() if hasattr(cfg, "as_dict") else cfg)
     except (ValueError, ImportError, OSError) as e:  # the library names a parameter `x`: the option is --x
-        msg = re.sub(r"`(\w+)`|\b(\w+)=True\b", lambda m: f"--{m.group(1) or m.group(2)}",
+        msg = re.sub(r"`(\w+)`|\b(\w+)=True\b", lambda m: known.get(f"--{m.group(1) or m.group(2)}", m.group(0)),
                      (str(e) or type(e).__name__).splitlines()[0])
         print(f"torchfair {command}: error: {msg}", file=sys.stderr)
         return 2

@@ -157,3 +157,19 @@ def test_datamodule_eval_users_samples_validation_and_test():
     assert np.array_equal(full.test_dataset.lengths(), [len(full.test_dataset[i][1]) for i in range(60)])
     with pytest.raises(ValueError, match="eval_users"):
         MovieLensDataModule("synthetic", eval_users=0)
+
+
+def test_cli_misspelt_rerank_spec_is_one_line_before_any_scoring(ckpt, tmp_path, capsys, monkeypatch):
+    """`torchfair evaluate --rerank targeted:measure=dipz`: one line naming --rerank and the measure, and no list is
+    scored (the spec is read before the checkpoints are)."""
+    from torchfair.cli import main
+    from torchfair.training import evaluate as ev
+
+    def no_scoring(*a, **k):
+        raise AssertionError("scored before the spec was checked")
+
+    monkeypatch.setattr(ev, "iter_score_lists", no_scoring)
+    assert main(["evaluate", "--ckpts", ckpt, "--out", str(tmp_path / "r"), "--rerank", "targeted:measure=dipz"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--rerank" in err[0] and "'dipz'" in err[0], err
+    assert not (tmp_path / "r").exists()

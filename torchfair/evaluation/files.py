@@ -148,7 +148,7 @@ def evaluate_files(run: Union[str, List[str], None] = None, qrels: Optional[str]
         browsing: browsing model of the measures that take one (rbp:0.8, geometric:0.5, topk:10...).
         k: cut-off of the measures that take one.
         tie_weight: c_t of the pairwise measures (DIPS, IGI, REE).
-        ties: equal scores: 'first' (read order) or 'average' over their orders (default: each measure's).
+        ties: equal scores: 'first' (the run's rank column; docno with trec) or 'average' over their orders.
         num_groups: number of groups (default: from the data).
         bootstrap: bootstrap replicates (0: no interval).
         seed: bootstrap seed.
