@@ -161,7 +161,7 @@ def test_a_good_value_at_the_edge_of_its_range_is_accepted(tmp_path, monkeypatch
     assert type(cli.model.hparams.lam) is float and type(cli.model.hparams.lr) is float
 
 
-def test_the_seed_line_waits_for_the_classes_to_be_built(tmp_path, monkeypatch):
+def test_the_seed_line_waits_for_the_classes_to_be_built(tmp_path, monkeypatch, request):
     """LightningCLI logs "Seed set to 0" before it builds the classes; it is held back until they are built, so
     that a config error is the only line printed, and then logged once."""
     import logging
@@ -178,7 +178,9 @@ def test_the_seed_line_waits_for_the_classes_to_be_built(tmp_path, monkeypatch):
 
     logger = logging.getLogger(pl_.seed_everything.__module__)
     monkeypatch.setattr(logger, "disabled", False)  # earlier tests (the demo's quiet mode) may have muted it
-    monkeypatch.setattr(logger, "level", logging.INFO)
+    level = logger.level
+    logger.setLevel(logging.INFO)  # setLevel, not the attribute: it clears logging's cached effective levels
+    request.addfinalizer(lambda: logger.setLevel(level))
     handler = Keep()
     logger.addHandler(handler)
     try:
