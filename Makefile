@@ -2,13 +2,15 @@
 # Both install what they need first (torch as the local CPU wheel when no torch is importable).
 PYTHON ?= python3
 
-.PHONY: install install-run demo demo-synthetic test test-all test-contract test-contract-slow bench
+.PHONY: install install-run demo demo-synthetic test test-all test-contract test-contract-slow bench docs
 
-# what running torchfair needs (no test stack)
+# what the demos need: torchfair with training and sweeps (`pip install torchfair` alone is the core: torch, numpy,
+# numba), no test stack
 install-run:
 	@$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install -q torch==2.13.0
-	@$(PYTHON) -m pip install -q -e .
+	@$(PYTHON) -m pip install -q -e ".[sweep]"
 
+# the test stack: every extra but ray (dev pulls train, sweep, parquet, docs)
 install: install-run
 	@$(PYTHON) -m pip install -q -e ".[dev]"
 
@@ -39,3 +41,9 @@ test-contract-slow: install
 # issue 10's speed benchmark: every comparison, interleaved, tables in experiments/results/bench_speed.md
 bench: install
 	$(PYTHON) experiments/bench_speed.py
+
+# the docs site (Sphinx + myst, docs/): API reference, one page per declared measure, the guides, the results pages;
+# every warning is an error. Output: docs/_build/html/index.html
+docs: install-run
+	@$(PYTHON) -m pip install -q -e ".[docs]"
+	$(PYTHON) -m sphinx -W --keep-going -b html docs docs/_build/html

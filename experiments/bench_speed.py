@@ -494,7 +494,7 @@ def case_training(args) -> str:
 
 # --------------------------------------------------------------------------------------------- re-rankers
 #: the re-rankers timed by ``case_rerank`` (specs of torchfair.rerank.get_reranker)
-RERANK_SPECS = ("fair:p=0.5", "fair:p=0.5,k=100", "detconstsort", "detconstsort:k=100", "epsgreedy:epsilon=0.1",
+RERANK_SPECS = ("fa_ir:p=0.5", "fa_ir:p=0.5,k=100", "detconstsort", "detconstsort:k=100", "epsgreedy:epsilon=0.1",
                 "targeted:measure=dips,keep=10", "targeted:measure=dips,keep=10,boosts=inf",
                 "targeted:measure=exposure_misallocation,keep=10",
                 "targeted:measure=exposure_misallocation,keep=10,boosts=inf", "targeted:measure=awrf,keep=10")

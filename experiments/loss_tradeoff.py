@@ -61,7 +61,7 @@ NDCG_BUDGET, GUARD = 0.02, 0.10
 RERANK_FAMILIES = {
     "targeted dips": [f"targeted:measure=dips,keep={k}" for k in (10, 9, 8)],
     "targeted dips, guarded": [f"targeted:measure=dips,keep={k},guard=pairwise_gap:0.1" for k in (10, 9, 8, 6)],
-    "FA*IR": ["fair:p=0.5,k=100"],
+    "FA*IR": ["fa_ir:p=0.5,k=100"],
     "DetConstSort": ["detconstsort:k=100"],
 }
 #: loss rows evaluated on test per grouping: at each budget, the families whose chosen lambda removes most of the

@@ -589,7 +589,7 @@ def report(res, out_md: Path, fig_dir: Path, command: str, wall: Optional[float]
             f"# Lazy regularisation: RampRank with its fairness term every {EVERY} steps (weighted {EVERY} lam) vs "
             f"SoftRank every step", 1).replace(
             "both orderings at temperature", f"the {RAMP_LABEL} trials with `model.fairness_every={EVERY}` "
-            f"(`FairnessRegularizer(every={EVERY})`: the fairness term on the steps with step % {EVERY} = 0, "
+            f"(`FairnessRegularizer(fairness_every={EVERY})`: the fairness term on the steps with step % {EVERY} = 0, "
             f"weighted {EVERY} lam there, Karras et al. 2020's lazy regularisation); both orderings at temperature")
     out_md.write_text(text)
     return text

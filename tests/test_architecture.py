@@ -1,8 +1,8 @@
 """The rooms of the package and what may import what (../shared/ARCHITECTURE.md, DEVELOPERS.md):
 
 * no private import across packages: a module imports another subpackage's private names (``_pad``) or private
-  modules (``metrics._common``) only inside its own subpackage; the package-wide internals ``torchfair._validation``
-  and ``torchfair._linalg`` are shared by design;
+  modules (``metrics._common``) only inside its own subpackage; the package-wide internals ``torchfair._validation``,
+  ``torchfair._linalg`` and ``torchfair._extras`` (the optional dependencies) are shared by design;
 * the command line only wires functions to options: ``torchfair/cli.py`` has at most 250 lines and imports no
   measure, ordering or loss;
 * training code calls the evaluation engine and never an ordering: ``torchfair/training`` imports nothing from
@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "torchfair"
-SHARED_INTERNALS = {"torchfair._validation", "torchfair._linalg"}
+SHARED_INTERNALS = {"torchfair._validation", "torchfair._linalg", "torchfair._extras"}
 
 
 def _module_name(path: Path, root: Path = ROOT) -> str:

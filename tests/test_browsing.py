@@ -247,10 +247,6 @@ def test_item_exposure_is_the_browsing_interface():
     assert not any(m.relevance_dependent for m in (RBP(), TopK(RBP(), 2), Custom([1.0]), Uniform()))
 
 
-def test_position_based_is_a_deprecated_alias():
-    with pytest.warns(DeprecationWarning, match="relevance_dependent"):
-        assert RBP().position_based
-    with pytest.warns(DeprecationWarning):
-        assert not Cascade().position_based
-    with pytest.warns(DeprecationWarning):
-        assert not TopK(Cascade(), 3).position_based
+def test_position_based_is_gone():
+    """The 0.1.0 alias ``position_based`` was dropped before the release: ``relevance_dependent`` is the one name."""
+    assert not hasattr(RBP(), "position_based") and not hasattr(Cascade(), "position_based")

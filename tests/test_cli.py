@@ -223,15 +223,19 @@ def test_unknown_option_is_one_line_naming_it(capsys):
     assert "--bogus" in err and len(err.strip().splitlines()) <= 2
 
 
-def test_earlier_option_spellings_still_parse(trec, capsys):
-    """Options follow the parameter names (`--out_json`, `--names`); the dashed and earlier spellings of the
-    hand-written parser (`--out-json`, `--name`, `--missing-groups`) still mean them."""
+def test_dashed_option_spellings_parse(trec, capsys):
+    """Options follow the parameter names (`--out_json`, `--names`); dashed spellings (`--out-json`) and `=` mean
+    them too. The earlier names of the hand-written parser (`--name`, `--ckpt`, `--trials`) are gone (no shims
+    before 0.1.0): an unknown option, a one-line error."""
     run, qrels = str(trec / "run.txt"), str(trec / "qrels.txt")
     new = ["--run", run, "--run", run, "--names", "a", "b", "--qrels", qrels, "--measures", "ndcg@10",
            "--bootstrap", "0", "--format", "json"]
-    old = ["--run", run, "--run", run, "--name", "a", "--name", "b", "--qrels", qrels, "--measures=ndcg@10",
-           "--bootstrap=0", "--format", "json"]
+    dashed = ["--run", run, "--run", run, "--names", "a", "--names", "b", "--qrels", qrels, "--measures=ndcg@10",
+              "--bootstrap=0", "--format", "json"]
     assert main(["metrics"] + new) == 0
     a = capsys.readouterr().out
-    assert main(["metrics"] + old) == 0
+    assert main(["metrics"] + dashed) == 0
     assert capsys.readouterr().out == a and '"b"' in a
+    old = ["--run", run, "--run", run, "--name", "a", "--name", "b", "--qrels", qrels, "--format", "json"]
+    assert main(["metrics"] + old) == 2
+    assert "--name" in capsys.readouterr().err

@@ -35,7 +35,7 @@ def _one_line(err: str) -> str:
 def test_evaluate_out_naming_a_file_fails_before_any_work(tmp_path, capsys, no_work):
     f = tmp_path / "report"
     f.write_text("x")
-    assert cli_main(["evaluate", "--ckpt", str(tmp_path / "a.ckpt"), "--out", str(f)]) == 2
+    assert cli_main(["evaluate", "--ckpts", str(tmp_path / "a.ckpt"), "--out", str(f)]) == 2
     line = _one_line(capsys.readouterr().err)
     assert "--out" in line and str(f) in line and "Errno" not in line
     with pytest.raises(ValueError, match="`out`"):
@@ -46,14 +46,14 @@ def test_evaluate_out_holding_a_report_needs_overwrite(tmp_path, capsys, monkeyp
     out = tmp_path / "rep"
     out.mkdir()
     (out / "report.json").write_text("{}")
-    assert cli_main(["evaluate", "--ckpt", str(tmp_path / "a.ckpt"), "--out", str(out)]) == 2
+    assert cli_main(["evaluate", "--ckpts", str(tmp_path / "a.ckpt"), "--out", str(out)]) == 2
     line = _one_line(capsys.readouterr().err)
     assert "--out" in line and "--overwrite" in line
     with pytest.raises(ValueError, match="`out`.*overwrite=True"):
         evaluate_checkpoints([str(tmp_path / "a.ckpt")], str(out))
     # --overwrite: the check passes (the work starts: the patched loader fails)
     with pytest.raises(AssertionError, match="work started"):
-        cli_main(["evaluate", "--ckpt", str(tmp_path / "a.ckpt"), "--out", str(out), "--overwrite"])
+        cli_main(["evaluate", "--ckpts", str(tmp_path / "a.ckpt"), "--out", str(out), "--overwrite"])
     with pytest.raises(AssertionError, match="work started"):
         evaluate_checkpoints([str(tmp_path / "a.ckpt")], str(out), overwrite=True)
     # an existing directory without a report is fine
@@ -201,9 +201,9 @@ def test_readme_install_names_only_real_extras():
 
     readme = (ROOT / "README.md").read_text()
     extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
-    named = set(re.findall(r'pip install -e "\.\[([\w-]+)\]"', readme))
-    assert {"optuna", "ray", "parquet", "dev"} <= named, named
+    named = set(re.findall(r'pip install (?:-e )?"\.\[([\w-]+)\]"', readme))
+    assert {"train", "sweep", "ray", "parquet", "docs", "dev"} <= named, named
     assert named <= extras, named - extras
     assert "pip install torchfair[" not in readme  # no such package on the index
-    assert "## Install" in readme and readme.index("## Install") < readme.index("## The main job")
+    assert "## Install" in readme and readme.index("## Install") < readme.index("## Quickstart")
     assert "pip install torch==" in readme and "download.pytorch.org/whl/cpu" in readme

@@ -93,7 +93,7 @@ def test_single_run_output_is_the_table_of_evaluate(trec, capsys):
     assert main(_args(trec, "a.txt", extra=["--format", "csv", "--per-list"])) == 0
     assert capsys.readouterr().out == t.to_csv()
     # one --name for one --run is accepted and changes nothing
-    assert main(_args(trec, "a.txt", extra=["--name", "x", "--format", "json"])) == 0
+    assert main(_args(trec, "a.txt", extra=["--names", "x", "--format", "json"])) == 0
     assert capsys.readouterr().out == t.to_json() + "\n"
 
 
@@ -145,7 +145,7 @@ def test_two_runs_means_and_paired_differences(trec, capsys):
 
 
 def test_two_runs_markdown_is_the_report_layers_table(trec, capsys):
-    assert main(_args(trec, "a.txt", "b.txt", extra=["--name", "base", "--name", "fair", "--per-list"])) == 0
+    assert main(_args(trec, "a.txt", "b.txt", extra=["--names", "base", "--names", "fair", "--per-list"])) == 0
     out = capsys.readouterr().out
     ta, tb = _alone(trec, "a.txt"), _alone(trec, "b.txt")
     report = compare({"base": ta, "fair": tb}, bootstrap=200, pair_by="id")
@@ -167,16 +167,16 @@ def test_identical_runs_differ_by_zero_with_a_zero_width_interval(trec, capsys):
 
 
 def test_names_are_checked(trec, capsys):
-    assert main(_args(trec, "a.txt", "b.txt", extra=["--name", "x"])) == 2
+    assert main(_args(trec, "a.txt", "b.txt", extra=["--names", "x"])) == 2
     assert "--names" in capsys.readouterr().err
-    assert main(_args(trec, "a.txt", "b.txt", extra=["--name", "x", "--name", "x"])) == 2
+    assert main(_args(trec, "a.txt", "b.txt", extra=["--names", "x", "--names", "x"])) == 2
     err = capsys.readouterr().err
     assert "names" in err and "'x'" in err
     (trec / "sub").mkdir()
     (trec / "sub" / "a.txt").write_text(RUN_B)
     assert main(_args(trec, "a.txt", "sub/a.txt")) == 2  # same file stem: name them
     assert "--names" in capsys.readouterr().err
-    assert main(["metrics", "--table", str(trec / "a.txt"), "--name", "x"]) == 2
+    assert main(["metrics", "--table", str(trec / "a.txt"), "--names", "x"]) == 2
     assert "--names" in capsys.readouterr().err
 
 
@@ -230,7 +230,7 @@ def test_evaluation_table_meta_goes_through_jsonable():
 def test_sweep_report_table_goes_through_markdown_rows(tmp_path):
     pytest.importorskip("pandas")
     pytest.importorskip("matplotlib")
-    from torchfair.sweep import write_sweep_report
+    from torchfair.sweeps import write_sweep_report
 
     points = [("t1", 0.0, 0.6, 0.3), ("t2", 0.5, 0.55, -0.1), ("t3", 1.0, 0.5, 0.4)]
     for tid, lam, ndcg, gap in points:

@@ -1,4 +1,4 @@
-"""The robustness contract, as property tests over every public function x ordering x dtype.
+"""The robustness contract, as property tests over every public function x ordering x dtype mode x options.
 
 For every public function and every ordering, on CPU in fp32 and fp64, with fp16 / bf16 inputs and under
 ``torch.autocast("cpu", dtype=...)`` (and under ``torch.set_default_dtype(torch.float64)``):
@@ -11,67 +11,52 @@ For every public function and every ordering, on CPU in fp32 and fp64, with fp16
   items and exactly 0 on padded items;
 * invalid input raises ``ValueError`` naming the argument in backticks; any other exception is a failure.
 
-The table of adapters (one row per public function, its options, documented ranges...) and the checks live in
+The rows (one per public function: its options, documented ranges...) and the checks live in
 ``tests/contract_cases.py``; the rows of the declared measures (``torchfair.metrics.MEASURES``) are generated from
-their declarations (documented range, data tensors, soft membership, options grid), the other rows are written
-by hand; ``python tests/contract_cases.py probe [ROW ...]`` reports every violation of a
-catalogue of degenerate inputs with a reproduction, ``python tests/contract_cases.py explore N [ROW ...]`` does the
-same for N random examples.  The violations still open are listed, with their causes, in
-``KNOWN_CONTRACT_VIOLATIONS`` in ``tests/conftest.py``: those tests are marked xfail (not strict) unless
-``TORCHFAIR_CONTRACT_STRICT=1`` is set.
+their declarations, the other rows (orderings, losses, browsing, compat, evaluation) are written by hand.  One
+tester, :class:`tester.ContractTester`, runs every check of a row over its matrix (ordering x dtype mode x declared
+options) and reports every violation at once, each naming its case; a declared measure also goes through
+:class:`tester.MeasureTester`.  ``python tests/contract_cases.py probe [ROW ...]`` reports every violation of a
+catalogue of degenerate inputs with a reproduction, ``python tests/contract_cases.py explore N [ROW ...]`` does
+the same for N random examples.  The violations still open are ``KNOWN_VIOLATIONS`` in ``contract_cases.py``:
+strict expected failures (reported once they pass); ``TORCHFAIR_CONTRACT_STRICT=1`` reports them as failures.
 
 Tests
 -----
 * ``test_public_surface_is_covered``: every name of ``__all__`` of metrics, losses, orderings, browsing,
-  compat.fairranktune, compat.expeval and evaluation has a row or a documented exemption (a new public function
-  makes this fail until it gets a row).
-* ``test_sweep[row]``: two fixed batches holding most degenerate lists at once (integer ids / soft membership),
-  through every ordering (fp32) and every dtype mode (one differentiable ordering and ``Hard``).
-* ``test_valid[row]``: hypothesis draws a batch, an ordering, a dtype mode and the row's options.
-* ``test_invalid[row]`` / ``test_invalid_construction[case]``: bad arguments (``contract_cases.INVALID``, applied
-  to every row with that parameter or data argument) must raise ``ValueError`` naming them.
-* ``test_declared_measure[name]``: every declaration of ``torchfair.metrics.MEASURES`` (the measure rows above are
-  generated from them) through the shared :class:`tester.MeasureTester`: declaration against signature,
-  functional reductions and declared range, functional against the metric class accumulated over batches, a
-  padded batch against its lists alone, padding invariance, dtypes, over the declared option values.
-* ``test_mixture_is_expectation[row]``: for measures that are expectations over rankings, the value under
-  ``Sampled(rankings)`` equals the mean of the values on each ranking (``mrr`` under ``Sampled``).
+  compat.fairranktune, compat.expeval and evaluation has a row or a documented exemption.
+* ``test_row[row]``: :meth:`tester.ContractTester.run_all` (fixed degenerate batches through every ordering and
+  dtype mode; hypothesis examples; every bad argument; the declared-measure tester; mixtures; tied scores).
+* ``test_invalid_construction``: bad constructor and helper arguments raise ``ValueError`` naming them.
 * ``test_temperature_scale_invariance``: ``scale="std"`` soft orderings mean the same at any score magnitude.
-* ``test_tied_scores_gradient_size``: all-tied scores (a zero-initialised model) get finite gradients of ordinary
-  size (``<= TIED_GRAD_BOUND``) through the losses and relaxed measures.
 * ``test_valid_family[family]`` (``slow``): >= 10 000 hypothesis examples per family (row drawn too).
 * ``test_sweep_full[row]`` (``slow``): the degenerate catalogue through every ordering x every dtype mode.
 
 Profiles
 --------
 ``python -m pytest -q`` (``make test``) runs the fast profile (``contract-fast`` in ``tests/conftest.py``:
-derandomized and a fixed seed per row, so CI is deterministic; no shrinking; ``FAST_EXAMPLES`` examples per row):
-~655 tests, 30-35 s of CPU for this file on a 2-core machine, ~4 s of it the declared-measure tester (``make
-test-contract`` runs only this file).
-The long run::
-
-    python -m pytest -q -m slow tests/test_contract.py            # or: make test-contract-slow
-
-uses the ``contract-slow`` profile for the tests marked ``slow`` (random seed, shrinking, 10 000 examples per
-family, the full catalogue x ordering x dtype sweep): 13 min on the code before the issue-8 fixes (a family stops at
-its first failing example), an estimated 40-60 min once everything passes.  ``TORCHFAIR_CONTRACT_PROFILE=slow``
-applies that profile to every contract test instead
-(e.g. ``TORCHFAIR_CONTRACT_PROFILE=slow python -m pytest -q tests/test_contract.py -k test_valid``);
+derandomized and a fixed seed per row, so CI is deterministic; no shrinking; ``FAST_EXAMPLES`` examples per row).
+``python -m pytest -q -m slow tests/test_contract.py`` (``make test-contract-slow``) uses the ``contract-slow``
+profile for the tests marked ``slow`` (random seed, shrinking, 10 000 examples per family, the full catalogue x
+ordering x dtype sweep); ``TORCHFAIR_CONTRACT_PROFILE=slow`` applies that profile to every contract test;
 ``TORCHFAIR_CONTRACT_EXAMPLES=N`` sets the fast profile's examples per row; ``TORCHFAIR_CONTRACT_SHRINK=1``
 shrinks failing examples to minimal ones in the fast profile too.
 """
 from __future__ import annotations
 
+import inspect
 import os
-import zlib
+import pathlib
+import re
 
 import pytest
 import torch
-from hypothesis import given, seed, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import contract_cases as cc
-from tester import MeasureTester
+from tester import ContractTester, draw_call, hypothesis_settings, hypothesis_violations
+from torchfair import metrics as M
 
 pytestmark = pytest.mark.contract
 
@@ -92,64 +77,9 @@ def _one_thread():
     torch.set_num_threads(old)
 
 
-def _settings(profile: str, examples: int, key: str):
-    """The profile's settings; in the fast profile also a fixed seed per test (``key``), so that every row gets
-    its own deterministic examples (derandomized runs of identical inner functions would all draw the same)."""
-    if profile == "slow":
-        return settings(settings.get_profile("contract-slow"), max_examples=max(examples, SLOW_EXAMPLES))
-    s = settings(settings.get_profile("contract-fast"), max_examples=examples)
-
-    def apply(fn):
-        return seed(zlib.crc32(key.encode()))(s(fn))
-
-    return apply
-
-
-def _report(exc: BaseException) -> str:
-    """A violation with hypothesis' notes (the falsifying example); every member of an exception group."""
-    if isinstance(exc, BaseExceptionGroup):
-        return f"{len(exc.exceptions)} distinct failures:\n\n" + "\n\n".join(_report(e) for e in exc.exceptions)
-    notes = "\n".join(getattr(exc, "__notes__", []))
-    head = "" if isinstance(exc, cc.Violation) else f"{type(exc).__name__}: "
-    return f"{head}{exc}" + (f"\n{notes}" if notes else "")
-
-
-def _run_reported(run) -> None:
-    """Run a hypothesis test; report a failure as the violation and its example, without a Python traceback
-    (formatting hundreds of tracebacks would dominate the run time while the library still fails)."""
-    msg = None
-    try:
-        run()
-    except (cc.Violation, BaseExceptionGroup) as e:
-        msg = _report(e)
-    if msg is not None:  # outside the except block: no "during handling" chain in the report
-        pytest.fail(msg, pytrace=False)
-
-
-def _check(fn, *args) -> None:
-    """Call a property check; a violation is reported by its message only."""
-    msg = None
-    try:
-        fn(*args)
-    except cc.Violation as v:
-        msg = str(v)
-    if msg is not None:
-        pytest.fail(msg, pytrace=False)
-
-
 def _fail_all(failures) -> None:
     if failures:
         pytest.fail(f"{len(failures)} violations:\n\n" + "\n\n".join(failures), pytrace=False)
-
-
-def _draw_call(data, row: cc.Row):
-    case = data.draw(cc.cases(), label="case")
-    ordering = data.draw(st.sampled_from(row.ordering_names(case)), label="ordering")
-    mode = data.draw(st.sampled_from(cc.MODES), label="mode")
-    opts = {k: data.draw(st.sampled_from(list(v)), label=k) for k, v in row.options.items()}
-    if "validate_args" in row.params and row.call is None:
-        opts["validate_args"] = data.draw(st.sampled_from([cc.OMIT, False]), label="validate_args")
-    return case, ordering, mode, opts
 
 
 # ============================================================================================== completeness
@@ -175,51 +105,32 @@ def test_every_family_and_ordering_is_swept():
                                 "browsing", "compat", "evaluation"}
     swept = {o for r in cc.ROWS for o in r.ordering_names()}
     assert set(cc.ORDERINGS) <= swept
-
-
-@pytest.mark.parametrize("name", list(cc.MEASURES))
-def test_declared_measure(name):
-    """The shared tester (``tests/tester.py``) on a declared measure: its declaration against the signature, the
-    functional against the metric class, a batch against its lists alone, padding, dtypes, over its options."""
-    MeasureTester(cc.MEASURES[name]).run_all()
-
-
-# ============================================================================================== valid input
-def _sweep_combos(row: cc.Row, case: cc.Case):
-    names = row.ordering_names(case)
-    diff = next((o for o in names if o in cc.DIFFERENTIABLE), names[0])
-    combos = [(o, "fp32") for o in names]
-    for mode in cc.MODES[1:]:
-        combos.append((diff, mode))
-        if "Hard" in names and diff != "Hard":
-            combos.append(("Hard", mode))
-    return combos
+    stale = [k for k in cc.KNOWN_VIOLATIONS if k[0] not in cc.ROW_INDEX or k[1] not in ContractTester.CHECKS]
+    assert not stale, f"KNOWN_VIOLATIONS entries naming no row or check: {stale}"
 
 
 @pytest.mark.parametrize("row", cc.ROWS, ids=ROW_IDS)
-def test_sweep(row):
-    """Fixed degenerate batches through every ordering and every dtype mode; all violations reported at once."""
-    failures = []
-    for soft in (False, True):
-        for ordering, mode in _sweep_combos(row, cc.sweep_batch(soft, "fp32")):
-            case = cc.sweep_batch(soft, mode)
-            for so in row.sweep_opts:
-                try:
-                    cc.run_valid(row, case, ordering, mode, {**cc.default_options(row), **so})
-                except cc.Violation as v:
-                    failures.append(str(v))
-    _fail_all(failures)
+def test_row(row, contract_profile):
+    """Every check of the row over its matrix (:meth:`tester.ContractTester.run_all`), every violation at once."""
+    _fail_all(ContractTester(row, contract_profile, FAST_EXAMPLES).run_all())
 
 
-@pytest.mark.parametrize("row", cc.ROWS, ids=ROW_IDS)
-def test_valid(row, contract_profile):
-    @_settings(contract_profile, FAST_EXAMPLES, row.name)
-    @given(st.data())
-    def run(data):
-        case, ordering, mode, opts = _draw_call(data, row)
-        cc.run_valid(row, case, ordering, mode, opts)
+def test_contract_tester_reports_violations_and_stale_known_ones(monkeypatch):
+    row = cc.ROW_INDEX["metrics.ndcg"]
 
-    _run_reported(run)
+    class Broken(ContractTester):
+        def sweep(self):
+            return ["metrics.ndcg [sweep]: a violation"]
+
+    assert Broken(row).run_all(("sweep",)) == ["metrics.ndcg [sweep]: a violation"]
+    monkeypatch.setitem(cc.KNOWN_VIOLATIONS, ("metrics.ndcg", "sweep"), "a cause")
+    monkeypatch.delenv("TORCHFAIR_CONTRACT_STRICT", raising=False)
+    assert Broken(row).run_all(("sweep",)) == []  # an expected failure that fails
+    stale = ContractTester(row).run_all(("sweep",))  # an expected failure that passes: reported
+    assert len(stale) == 1 and "no longer occurs" in stale[0]
+    # a violation of the library is found: the sweep of a measure whose range is narrowed below its values
+    narrow = cc.replace(row, out=lambda res, ctx: [cc.replace(o, hi=-1.0) for o in row.out(res, ctx)])
+    assert ContractTester(narrow).sweep(), "a value outside a (wrong) declared range went unreported"
 
 
 @pytest.mark.slow
@@ -227,77 +138,62 @@ def test_valid(row, contract_profile):
 def test_valid_family(family, contract_profile):
     rows = cc.FAMILIES[family]
 
-    @_settings(contract_profile, SLOW_EXAMPLES, family)
+    @hypothesis_settings(contract_profile, SLOW_EXAMPLES, family)
     @given(st.data())
     def run(data):
         row = data.draw(st.sampled_from(rows), label="row")
-        case, ordering, mode, opts = _draw_call(data, row)
-        cc.run_valid(row, case, ordering, mode, opts)
+        cc.run_valid(row, *draw_call(data, row))
 
-    _run_reported(run)
+    _fail_all(hypothesis_violations(run))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("row", cc.ROWS, ids=ROW_IDS)
 def test_sweep_full(row):
-    failures = []
-    for case in cc.catalogue():
-        for ordering in row.ordering_names(case):
-            for mode in cc.MODES:
-                for so in row.sweep_opts:
-                    try:
-                        cc.run_valid(row, case, ordering, mode, {**cc.default_options(row), **so})
-                    except cc.Violation as v:
-                        failures.append(str(v))
-    _fail_all(failures[:30])
+    _fail_all(ContractTester(row).sweep_full()[:30])
 
 
 # ============================================================================================== invalid input
-INVALID_ROWS = [r for r in cc.ROWS if cc.invalid_cases_for(r)]
-
-
-@pytest.mark.parametrize("row", INVALID_ROWS, ids=[r.name for r in INVALID_ROWS])
-def test_invalid(row):
-    """Every applicable bad argument (``contract_cases.INVALID``) must raise ValueError naming it; all the cases of
-    a row run and are reported together."""
+def test_invalid_construction():
+    """Bad constructor and helper arguments (``contract_cases.CONSTRUCTOR_INVALID``) raise ValueError naming them."""
     failures = []
-    for inv in cc.invalid_cases_for(row):
+    for label, factory, names in cc.CONSTRUCTOR_INVALID:
         try:
-            cc.run_invalid(row, inv)
+            cc.run_constructor_invalid(label, factory, names)
         except cc.Violation as v:
             failures.append(str(v))
     _fail_all(failures)
 
 
-@pytest.mark.parametrize("label,factory,names", cc.CONSTRUCTOR_INVALID, ids=[c[0] for c in cc.CONSTRUCTOR_INVALID])
-def test_invalid_construction(label, factory, names):
-    _check(cc.run_constructor_invalid, label, factory, names)
-
-
 # ============================================================================================== properties
-@pytest.mark.parametrize("row", cc.LINEAR_ROWS, ids=[r.name for r in cc.LINEAR_ROWS])
-def test_mixture_is_expectation(row, contract_profile):
-    @_settings(contract_profile, FAST_EXAMPLES, "mixture:" + row.name)
-    @given(cc.cases(max_B=3, max_N=8).filter(lambda c: not c.soft))
-    def run(case):
-        cc.mixture_linearity(row, case)
-
-    _run_reported(run)
-
-
-@pytest.mark.parametrize("ordering", cc.SOFT_RELAXATIONS)
-@pytest.mark.parametrize("scale", [1.0, 1e3, 1e10, 1e19, 1e30])
-def test_temperature_scale_invariance(ordering, scale):
-    _check(cc.scale_invariance, ordering, scale)
+def test_temperature_scale_invariance():
+    failures = []
+    for ordering in cc.SOFT_RELAXATIONS:
+        for scale in (1.0, 1e3, 1e10, 1e19, 1e30):
+            try:
+                cc.scale_invariance(ordering, scale)
+            except cc.Violation as v:
+                failures.append(str(v))
+    _fail_all(failures)
 
 
-TIED_ROWS = [r for r in cc.ROWS if r.family == "losses" and "ordering" in r.params] + \
-            [cc.ROW_INDEX[n] for n in ("metrics.dips", "metrics.exposure_misallocation", "metrics.ndcg",
-                                       "metrics.pairwise_accuracy", "metrics.kendall_tau")]
-TIED = [(r, o, v) for r in TIED_ROWS for o in (("default",) if r.family == "losses" else ()) + cc.SOFT_RELAXATIONS
-        for v in (0.0, 5.0)]
+# ============================================================================================== documentation
+def test_measures_have_real_signatures_and_docstrings():
+    """Every public function of torchfair.metrics: no *args / **kwargs passthrough, a docstring with a formula
+    or an example."""
+    for name in M.__all__:
+        obj = getattr(M, name)
+        if inspect.isclass(obj) or not callable(obj):  # NamedTuples, Measure, the MEASURES table
+            continue
+        params = inspect.signature(obj).parameters.values()
+        assert not any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params), name
+        doc = inspect.getdoc(obj) or ""
+        assert "Example" in doc or ">>>" in doc, name
+        assert "math::" in doc or "``" in doc, name
 
 
-@pytest.mark.parametrize("row,ordering,value", TIED, ids=[f"{r.name}-{o}-{v:g}" for r, o, v in TIED])
-def test_tied_scores_gradient_size(row, ordering, value):
-    _check(cc.tied_gradient_size, row, ordering, value)
+def test_no_file_number_citations():
+    root = pathlib.Path(M.__file__).parent
+    for f in ("pairwise", "exposure", "prefix", "utility", "calibration", "monotonicity", "common"):
+        text = (root / f"{f}.py").read_text()
+        assert not re.search(r"``00[0-4]``", text), f

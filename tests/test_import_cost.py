@@ -15,7 +15,7 @@ def _run(code: str) -> subprocess.CompletedProcess:
 def test_import_torchfair_loads_no_heavy_dependency():
     # importing loads none of them, nor numba; the first CPU loss call loads the compiled kernels (numba, which
     # imports scipy itself), never torchmetrics, lightning or pandas
-    code = ("import sys, torchfair, torchfair.losses, torchfair.metrics, torchfair.orderings\n"
+    code = ("import sys, torchfair, torchfair.losses, torchfair.metrics, torchfair.orderings, torchfair.rerank\n"
             "import torchfair.losses as L, torch\n"
             f"heavy = [m for m in {HEAVY + ('numba',)!r} if m in sys.modules]\n"
             "assert not heavy, heavy\n"
@@ -32,7 +32,7 @@ def test_evaluation_loads_on_first_access():
             "assert 'torchfair.evaluation' not in sys.modules\n"
             "assert 'evaluation' in dir(torchfair)\n"
             "ev = torchfair.evaluation\n"
-            "assert ev is sys.modules['torchfair.evaluation'] and hasattr(ev, 'evaluate')\n"
+            "assert ev is sys.modules['torchfair.evaluation'] and hasattr(ev, 'evaluate_lists')\n"
             "from torchfair import compat\n"
             "assert compat is sys.modules['torchfair.compat']\n"
             "try:\n"

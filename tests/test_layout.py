@@ -2,11 +2,14 @@
 
 * every module ``torchfair/<pkg>/<mod>.py`` has a test file ``tests/<pkg>/test_<mod>*.py`` and every top-level
   module ``torchfair/<mod>.py`` a ``tests/test_<mod>*.py`` (the leading underscore of a private module dropped:
-  ``orderings/_sweeps.py`` -> ``tests/orderings/test_sweeps.py``), except the few modules of ``EXCEPTIONS``, each
+  ``orderings/_pairsums.py`` -> ``tests/orderings/test_pairsums.py``), except the few modules of ``EXCEPTIONS``, each
   with the test file that covers it and why;
 * the split test folders hold the files they are split into (``EXPECTED_SPLITS``);
 * no test file and no test is named after an issue number (``issue``, ``bug``, ``gh`` words, or a bare two- or
   three-digit number such as ``_17`` / ``18``): a test is named after what it checks.
+
+``test_layout`` checks every rule over every module and test file and reports every violation at once;
+``test_layout_rules_can_fail`` and ``test_the_tracker_number_rule_itself`` check the rules themselves.
 """
 from __future__ import annotations
 
@@ -14,22 +17,16 @@ import ast
 import re
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "torchfair"
 TESTS = ROOT / "tests"
 
 #: module -> (the test file that covers it, why it has none of its own); keep it short
-EXCEPTIONS = {
-    "torchfair/sweep.py": ("tests/sweeps/test_runner.py",
-                           "a re-export shim of torchfair.sweeps' public names kept for old imports; its names "
-                           "are tested with the modules that define them"),
-}
+EXCEPTIONS: dict = {}
 
 #: folders being split by module, and the files they are split into
 EXPECTED_SPLITS = {
-    "tests/sweeps": ("test_spec.py", "test_trial.py", "test_runner.py", "test_report.py"),
+    "tests/sweeps": ("test_spec.py", "test_trial.py", "test_runner.py", "test_tradeoff.py"),
     "tests/training": ("test_cli.py", "test_datamodule.py", "test_module.py", "test_rankers.py", "test_checkpoint.py",
                        "test_evaluate.py"),
 }
@@ -54,28 +51,29 @@ def _test_pattern(module: str):
     return TESTS.joinpath(*parts[:-1]), f"test_{stem}*.py"
 
 
-@pytest.mark.parametrize("module", MODULES)
-def test_every_module_has_a_test_file(module):
-    if module in EXCEPTIONS:
-        covering, why = EXCEPTIONS[module]
-        assert why and (ROOT / covering).is_file(), f"{module}: the covering test file {covering} is missing"
-        return
-    folder, pattern = _test_pattern(module)
-    found = sorted(folder.glob(pattern))
-    assert found, f"{module} has no test file {folder.relative_to(ROOT).as_posix()}/{pattern}"
-
-
-def test_exceptions_name_existing_modules_and_are_few():
-    assert len(EXCEPTIONS) <= 5
-    for module in EXCEPTIONS:
-        assert module in MODULES, f"stale exception: {module} is not a module of torchfair"
+def _module_violations():
+    out = []
+    for module in MODULES:
+        if module in EXCEPTIONS:
+            covering, why = EXCEPTIONS[module]
+            if not (why and (ROOT / covering).is_file()):
+                out.append(f"{module}: the covering test file {covering} is missing")
+            continue
         folder, pattern = _test_pattern(module)
-        assert not sorted(folder.glob(pattern)), f"{module} has its own test file now: drop the exception"
-
-
-@pytest.mark.parametrize("path", [f"{folder}/{name}" for folder, names in EXPECTED_SPLITS.items() for name in names])
-def test_split_folders_hold_their_files(path):
-    assert (ROOT / path).is_file(), f"{path} is missing"
+        if not sorted(folder.glob(pattern)):
+            out.append(f"{module} has no test file {folder.relative_to(ROOT).as_posix()}/{pattern}")
+    if len(EXCEPTIONS) > 5:
+        out.append(f"EXCEPTIONS holds {len(EXCEPTIONS)} modules (at most 5)")
+    for module in EXCEPTIONS:
+        if module not in MODULES:
+            out.append(f"stale exception: {module} is not a module of torchfair")
+            continue
+        folder, pattern = _test_pattern(module)
+        if sorted(folder.glob(pattern)):
+            out.append(f"{module} has its own test file now: drop the exception")
+    for folder, names in EXPECTED_SPLITS.items():
+        out += [f"{folder}/{name} is missing" for name in names if not (ROOT / folder / name).is_file()]
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ names
@@ -121,9 +119,38 @@ def test_the_tracker_number_rule_itself():
         assert issue_reference(good) is None, good
 
 
-@pytest.mark.parametrize("path", [p.relative_to(ROOT).as_posix() for p in _test_files()])
-def test_no_test_file_or_test_carries_a_tracker_number(path):
-    p = ROOT / path
-    assert issue_reference(p.stem) is None, f"{path}: the file name refers to an issue ({issue_reference(p.stem)!r})"
-    bad = {n: issue_reference(n) for n in _test_names(p) if issue_reference(n)}
-    assert not bad, f"{path}: tests named after an issue: {bad}"
+def _name_violations():
+    out = []
+    for p in _test_files():
+        path = p.relative_to(ROOT).as_posix()
+        if issue_reference(p.stem) is not None:
+            out.append(f"{path}: the file name refers to an issue ({issue_reference(p.stem)!r})")
+        bad = {n: issue_reference(n) for n in _test_names(p) if issue_reference(n)}
+        if bad:
+            out.append(f"{path}: tests named after an issue: {bad}")
+    return out
+
+
+def test_layout():
+    """Every layout rule over every module and test file, every violation reported at once."""
+    violations = _module_violations() + _name_violations()
+    assert not violations, f"{len(violations)} layout violations:\n" + "\n".join(violations)
+
+
+def test_layout_rules_can_fail():
+    """The module rule reports a module without a test file, a stale exception and a missing split file."""
+    global MODULES
+    saved = (MODULES, dict(EXCEPTIONS), dict(EXPECTED_SPLITS))
+    try:
+        MODULES = saved[0] + ["torchfair/nowhere/_absent.py"]
+        EXCEPTIONS["torchfair/gone.py"] = ("tests/test_layout.py", "stale")
+        EXPECTED_SPLITS["tests/nowhere"] = ("test_x.py",)
+        got = "\n".join(_module_violations())
+    finally:
+        MODULES = saved[0]
+        EXCEPTIONS.clear()
+        EXCEPTIONS.update(saved[1])
+        EXPECTED_SPLITS.clear()
+        EXPECTED_SPLITS.update(saved[2])
+    assert "torchfair/nowhere/_absent.py has no test file tests/nowhere/test_absent*.py" in got
+    assert "stale exception: torchfair/gone.py" in got and "tests/nowhere/test_x.py is missing" in got

@@ -19,7 +19,20 @@ def test_license_typed_marker_changelog():
     assert "Copyright (c) 2026 the torchfair authors" in (ROOT / "LICENSE").read_text()
     assert (ROOT / "torchfair" / "py.typed").is_file()
     text = (ROOT / "CHANGELOG.md").read_text()
-    assert "## [Unreleased]" in text and "## [0.1.0]" in text
+    assert "## [Unreleased]" in text
+
+
+def test_changelog_is_keep_a_changelog():
+    """Versions (`## [Unreleased]`, `## [x.y.z] - date`) each grouped by the six kinds of change; no issue numbers."""
+    import re
+    lines = (ROOT / "CHANGELOG.md").read_text().splitlines()
+    versions = [ln for ln in lines if ln.startswith("## ")]
+    assert versions and versions[0] == "## [Unreleased]", versions
+    assert all(re.fullmatch(r"## \[(Unreleased|\d+\.\d+\.\d+)\]( - \d{4}-\d{2}-\d{2})?", v) for v in versions), versions
+    kinds = [ln for ln in lines if ln.startswith("### ")]
+    assert kinds and set(kinds) <= {f"### {k}" for k in ("Added", "Changed", "Deprecated", "Removed", "Fixed",
+                                                          "Security")}, kinds
+    assert not [ln for ln in lines if re.search(r"\bissue \d+", ln, re.I)]
 
 
 @pytest.mark.skipif(tomllib is None, reason="tomllib needs Python 3.11")
@@ -51,3 +64,125 @@ def test_wheel_contains_every_module(tmp_path):
     want = {str(p.relative_to(ROOT)) for p in (ROOT / "torchfair").rglob("*.py")} | {"torchfair/py.typed"}
     assert want <= names, sorted(want - names)
     assert any(n.endswith("licenses/LICENSE") for n in names)
+
+
+# ------------------------------------------------------------------------------- the core install and its extras
+#: what each extra's modules are distributed as (the names pyproject.toml must require)
+DISTRIBUTIONS = {"pytorch_lightning": "pytorch-lightning", "torchmetrics": "torchmetrics", "pandas": "pandas",
+                 "matplotlib": "matplotlib", "jsonargparse": "jsonargparse", "yaml": "pyyaml", "optuna": "optuna",
+                 "filelock": "filelock", "pyarrow": "pyarrow", "ray": "ray"}
+#: made unimportable in the subprocesses below, as in a plain `pip install torchfair` (torch brings filelock, but
+#: torchfair's core must not need it either)
+NOT_CORE = tuple(DISTRIBUTIONS) + ("lightning",)
+BLOCK = (f"import sys\nclass _Uninstalled:\n    def find_spec(self, name, path=None, target=None):\n"
+         f"        if name.partition('.')[0] in {NOT_CORE!r}:\n"
+         f"            raise ModuleNotFoundError(f'No module named {{name!r}}', name=name)\n"
+         f"sys.meta_path.insert(0, _Uninstalled())\n")
+CORE_CODE = """
+import json, os, sys, tempfile, torch
+from torchfair.metrics import dips, ndcg
+from torchfair.losses import DIPSLoss
+from torchfair.orderings import Hard, RampRank
+from torchfair.rerank import fa_ir
+from torchfair.compat import expeval, fairranktune, trec_fair
+from torchfair.evaluation import evaluate_lists, read_trec
+import torchfair.browsing, torchfair.data
+s = torch.tensor([[3.0, 2.0, 1.0, 0.0], [0.5, 2.0, 1.5, 0.1]], dtype=torch.float64)
+y = torch.tensor([[0.0, 1.0, 0.0, 1.0], [1.0, 0.0, 1.0, 0.0]], dtype=torch.float64)
+g = torch.tensor([[0, 1, 0, 1], [1, 1, 0, 0]])
+x = s.clone().requires_grad_()
+DIPSLoss(ordering=RampRank())(x, y, g).backward()
+d = tempfile.mkdtemp()
+with open(os.path.join(d, "run"), "w") as f:
+    f.write("".join(f"q{q} Q0 d{i} {i + 1} {float(s[q, i])} t\\n" for q in range(2) for i in range(4)))
+with open(os.path.join(d, "qrels"), "w") as f:
+    f.write("".join(f"q{q} 0 d{i} {int(y[q, i])}\\n" for q in range(2) for i in range(4)))
+table = evaluate_lists(read_trec(os.path.join(d, "run"), os.path.join(d, "qrels")).lists, ["ndcg"], bootstrap=0)
+print(json.dumps({"dips": dips(s, y, g, reduction="mean").tolist(), "ndcg": ndcg(s, y).tolist(),
+                  "grad": x.grad.tolist(), "fa_ir": fa_ir(s, g, p=0.5).ranking.tolist(),
+                  "table": table.mean["ndcg"], "blocked": [m for m in sys.modules if m in NOT_CORE]}))
+"""
+
+
+def _python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_core_modules_work_without_any_extra():
+    # in a process where no extra can be imported, the core modules import and give the numbers of the full install
+    r = _python(BLOCK + f"NOT_CORE = {NOT_CORE!r}\n" + CORE_CODE)
+    assert r.returncode == 0, r.stderr
+    import json
+    core = json.loads(r.stdout.strip().splitlines()[-1])
+    full: dict = {}
+    with pytest.MonkeyPatch.context() as mp:  # the same code in this process, where every extra is installed
+        import io
+        out = io.StringIO()
+        mp.setattr(sys, "stdout", out)
+        exec(f"NOT_CORE = {NOT_CORE!r}\n" + CORE_CODE, full)
+    assert json.loads(out.getvalue().strip().splitlines()[-1]) | {"blocked": []} == core
+    # NDCG's definition (gain 2^y - 1, discount 1 / log2(1 + rank)) by hand: list 1 ranks its two relevant items
+    # 2nd and 4th, list 2 (order 2.0, 1.5, 0.5, 0.1) 2nd and 3rd; the ideal ranks them 1st and 2nd
+    import math
+    ideal = 1 + 1 / math.log2(3)
+    assert core["ndcg"] == pytest.approx([(1 / math.log2(3) + 1 / math.log2(5)) / ideal,
+                                          (1 / math.log2(3) + 1 / math.log2(4)) / ideal], abs=1e-12)
+    assert core["table"] == pytest.approx(sum(core["ndcg"]) / 2, abs=1e-6)
+
+
+@pytest.mark.parametrize("code, line", [
+    ("import torchfair.training", "torchfair.training needs the [train] extra"),
+    ("import torchfair.sweeps", "torchfair.sweeps needs the [sweep] extra"),
+    ("from torchfair.metrics import DIPS", "torchfair.evaluation.metric (the Metric classes: torchfair.metrics.DIPS"
+                                           "...) needs the [torchmetrics] extra"),
+    ("from torchfair.evaluation import PositionShares",
+     "torchfair.evaluation.PositionShares / PooledMPC needs the [torchmetrics] extra"),
+    ("from torchfair.data import MovieLens", "torchfair.data.movielens needs the [train] extra"),
+])
+def test_a_missing_extra_is_one_import_error_line(code, line):
+    r = _python(BLOCK + code)
+    assert r.returncode == 1
+    last = r.stderr.strip().splitlines()[-1]
+    extra = line.split("the [")[1].split("]")[0]
+    assert last.startswith("torchfair._extras.MissingExtraError: " + line + " (") and \
+        last.endswith(f"not installed): pip install 'torchfair[{extra}]'"), last
+
+
+@pytest.mark.parametrize("argv, extra", [(["metrics", "--run", "r.txt"], "cli"), (["fit", "--help"], "train"),
+                                         (["evaluate", "--ckpts", "x"], "train"), (["sweep", "s.yaml"], "sweep")])
+def test_a_command_without_its_extra_prints_one_line_and_exits_2(argv, extra):
+    r = _python(BLOCK + f"from torchfair.cli import main\nsys.exit(main({argv!r}))")
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    (line,) = r.stderr.splitlines()
+    assert line.startswith(f"torchfair {argv[0]}: error: torchfair {argv[0]} needs the [{extra}] extra (") and \
+        line.endswith(f"not installed): pip install 'torchfair[{extra}]'"), line
+
+
+def _requirement(req: str) -> tuple:
+    """``"torchfair[a,b]"`` -> ``("torchfair", ("a", "b"))``; ``"jsonargparse[signatures]>=4"`` -> its name."""
+    import re
+    m = re.match(r"\s*([A-Za-z0-9_.-]+)\s*(?:\[([^\]]*)\])?", req)
+    return m.group(1).lower().replace("_", "-"), tuple(e.strip() for e in (m.group(2) or "").split(",") if e.strip())
+
+
+@pytest.mark.skipif(tomllib is None, reason="tomllib needs Python 3.11")
+def test_core_dependencies_and_extras():
+    from torchfair._extras import EXTRAS
+
+    proj = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert sorted(_requirement(r)[0] for r in proj["dependencies"]) == ["numba", "numpy", "torch"]
+    extras = proj["optional-dependencies"]
+
+    def closure(extra: str) -> set:
+        out = set()
+        for req in extras[extra]:
+            name, sub = _requirement(req)
+            out |= set().union(*(closure(e) for e in sub)) if name == "torchfair" else {name}
+        return out
+
+    # every module torchfair's error lines attribute to an extra is required by that extra (and the names exist)
+    for extra, modules in EXTRAS.items():
+        assert {DISTRIBUTIONS[m] for m in modules} <= closure(extra), extra
+    # `make install` (.[dev]) installs every extra the test suite exercises, and the docs build
+    assert {n for e in ("train", "sweep", "parquet", "docs", "tensorboard") for n in closure(e)} <= closure("dev")
+    assert {"sphinx", "myst-parser"} <= closure("docs")

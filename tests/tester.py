@@ -5,7 +5,6 @@ values its declaration says are worth testing.
 :class:`MeasureTester` checks, on a small deterministic corpus (several batches of lists of different lengths, two
 groups, graded relevance, padded slots holding NaN scores and garbage relevance / group ids):
 
-* :meth:`~MeasureTester.run_declaration`: the declaration against the function's signature (data tensors, options);
 * :meth:`~MeasureTester.run_functional`: valid values lie in the declared range, invalid ones are 0, and
   ``reduction="mean"`` / ``"sum"`` are the mean / sum of the per-list values over the valid lists (entry by
   entry);
@@ -18,8 +17,9 @@ groups, graded relevance, padded slots holding NaN scores and garbage relevance 
 * :meth:`~MeasureTester.run_dtypes`: fp16 / bf16 / fp32 inputs give float32 results, fp64 float64, all equal to
   the fp64 values up to the float32 rounding.
 
-``tests/test_contract.py::test_declared_measure`` runs :meth:`~MeasureTester.run_all` for every declaration; a
-failure is an ``AssertionError`` naming the check, the options and the entry.
+:class:`ContractTester` runs :meth:`~MeasureTester.run_all` for every declaration
+(``tests/test_contract.py::test_row``); a failure is an ``AssertionError`` naming the check, the options and the entry.  The declaration against the
+function's signature is checked once, in ``tests/metrics/test_declarations.py``.
 """
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 import torch
 from torch import Tensor
 
-from torchfair import evaluation as tev
-from torchfair.metrics.declarations import DATA, Measure, RelevanceBound
+from torchfair import metrics as tm
+from torchfair.metrics.declarations import Measure, RelevanceBound
 from torchfair.orderings import SoftRank
 
 #: options a measure cannot run without (MPC needs one pair-selection threshold)
@@ -84,8 +84,8 @@ class MeasureTester:
         self.m = m
         self.params = inspect.signature(m.fn).parameters
         self.base = {**m.defaults, **REQUIRED.get(m.name, {})}
-        cls = [c for c in (getattr(tev, n) for n in tev.__all__)
-               if inspect.isclass(c) and issubclass(c, tev.FairnessMetric) and getattr(c, "measure", None) == m.name]
+        cls = [c for c in (getattr(tm, n) for n in tm.__all__)
+               if inspect.isclass(c) and issubclass(c, tm.FairnessMetric) and getattr(c, "measure", None) == m.name]
         self.metric_class = cls[0] if cls else None
         self._memo: Dict[Tuple, Any] = {}
 
@@ -138,21 +138,6 @@ class MeasureTester:
         return {"reduction": "none"} if "reduction" in self.params else {}
 
     # ------------------------------------------------------------------------------------------ checks
-    def run_declaration(self) -> None:
-        """The declaration against the function's signature: the data tensors it takes (all of them, the
-        required ones included), options that are parameters (never data) and differ from their default."""
-        m, params = self.m, self.params
-        required = {k for k, p in params.items() if p.default is p.empty and p.kind is not p.VAR_KEYWORD}
-        _assert(set(m.data) <= set(params) and set(DATA) & set(params) <= set(m.data) and required <= set(m.data),
-                f"declared data {m.data} against the parameters {list(params)} (required: {sorted(required)})", {})
-        for k, values in m.options.items():
-            _assert(k in params and k not in DATA, f"declared option {k!r} is not an option of {m.fn.__name__}", {})
-            _assert(not any(_same(v, m.default(k)) for v in values), f"option {k!r}: the grid {values} repeats the "
-                    f"default {m.default(k)!r} (always tested)", {})
-        soft = m.soft_groups if isinstance(m.soft_groups, Mapping) else {}
-        for k in list(m.option_ranges) + list(soft):
-            _assert(k in params, f"{k!r} (option_ranges / soft_groups) is not an option of {m.fn.__name__}", {})
-
     def run_functional(self, opts: Mapping[str, Any], reductions: bool = True) -> None:
         """The declared range on the valid entries, zeros on the invalid ones, and (``reductions``) the
         reductions against the per-list values."""
@@ -252,7 +237,6 @@ class MeasureTester:
         """Every check at the defaults; every declared option value alone through the range, class and batch
         checks, the latter with the exact ordering and integer ids (the values that raise for this corpus, or give
         a batch-level value, are skipped)."""
-        self.run_declaration()
         for i, opts in enumerate(self.option_sets()):
             if not self._applicable(opts):
                 _assert(i > 0, "the default options give no per-list value on the corpus", opts)
@@ -269,7 +253,7 @@ class MeasureTester:
 def pieces(m: Measure, res, B: Optional[int] = None) -> Dict[str, Tuple[Tensor, Optional[Tensor]]]:
     """The pieces of a declared measure's result, ``name -> (value, valid)``: ``"value"`` with its validity
     broadcast to its shape, or each tensor field of a ``record`` with ``<field>_valid`` or ``valid`` of its shape
-    (``None``: the record holds no validity of that field, e.g. RankParity's ``wins``).  With ``B``, the record
+    (``None``: the record holds no validity of that field, e.g. RankParityResult's ``wins``).  With ``B``, the record
     fields whose leading size is not ``B`` (batch-level) are left out."""
     if m.output != "record":
         v, ok = res if isinstance(res, tuple) else (res, torch.ones_like(res, dtype=torch.bool))
@@ -298,10 +282,6 @@ def declared_range(m: Measure, name: str, opts: Mapping[str, Any], max_relevance
 def _fit(valid: Tensor, value: Tensor) -> Tensor:
     valid = valid.to(torch.bool)
     return valid.reshape(tuple(valid.shape) + (1,) * (value.dim() - valid.dim())).expand_as(value)
-
-
-def _same(a: Any, b: Any) -> bool:
-    return a is b or (type(a) is type(b) and a == b)
 
 
 def _assert(cond: bool, msg: str, opts) -> None:
@@ -360,3 +340,196 @@ def _expand(label: str, v: Tensor, ok: Tensor, diagonal: bool = False, gap: bool
                 out[f"{label}_gap" if len(L) == 2 else f"{label}_gap_{L[g]}{L[h]}"] = (v[:, g, h] - v[:, h, g], both)
     return out
 
+
+
+# ==================================================================================================== the contract
+class ContractTester:
+    """Every check of the robustness contract on one row of ``tests/contract_cases.py`` (a declared measure or a
+    hand row: an ordering, a loss, a browsing model, a compat function), over the row's matrix of ordering x dtype
+    mode x declared options; :meth:`run_all` returns every violation, each naming its case (row, check, ordering,
+    mode, options) with a reproduction.
+
+    * :meth:`sweep`: two fixed degenerate batches (integer ids / soft membership) through every ordering in fp32
+      and every dtype mode under a differentiable ordering and ``Hard``, for each of the row's sweep options;
+    * :meth:`valid`: hypothesis draws ``examples`` batches, orderings, modes and options (the ``contract-fast``
+      profile: derandomized, a seed per row; ``profile="slow"``: ``contract-slow``);
+    * :meth:`invalid`: every applicable bad argument of ``contract_cases.INVALID`` and of
+      ``contract_cases.ARGUMENT_INVALID`` raises ``ValueError`` naming it;
+    * :meth:`declared`: a declared measure through :class:`MeasureTester` (functional against the metric class, a
+      batch against its lists alone, padding, dtypes, over the declared options);
+    * :meth:`mixture`: a measure that is an expectation over rankings equals, under ``Sampled(rankings)``, the mean
+      of its values on each ranking;
+    * :meth:`tied`: all-tied scores get finite gradients of ordinary size through every soft relaxation.
+
+    A check listed in ``contract_cases.KNOWN_VIOLATIONS`` is an expected failure, strictly: it must fail (its
+    violations are not reported) and a pass is reported, so that the entry gets removed.
+    ``TORCHFAIR_CONTRACT_STRICT=1`` reports the known violations too.
+
+    >>> import contract_cases as cc
+    >>> ContractTester(cc.ROW_INDEX["metrics.ndcg"]).run_all()
+    []
+    """
+
+    CHECKS = ("sweep", "valid", "invalid", "declared", "mixture", "tied")
+
+    def __init__(self, row, profile: str = "fast", examples: int = 6):
+        import contract_cases as cc
+        self.cc, self.row, self.profile, self.examples = cc, row, profile, examples
+
+    # ------------------------------------------------------------------------------------------ checks
+    def sweep(self) -> List[str]:
+        cc, row, out = self.cc, self.row, []
+        for soft in (False, True):
+            for ordering, mode in self._sweep_combos(cc.sweep_batch(soft, "fp32")):
+                case = cc.sweep_batch(soft, mode)
+                for so in row.sweep_opts:
+                    out += self._violations(cc.run_valid, row, case, ordering, mode,
+                                            {**cc.default_options(row), **so})
+        return out
+
+    def sweep_full(self) -> List[str]:
+        """The whole degenerate catalogue through every ordering x every dtype mode (slow)."""
+        cc, row, out = self.cc, self.row, []
+        for case in cc.catalogue():
+            for ordering in row.ordering_names(case):
+                for mode in cc.MODES:
+                    for so in row.sweep_opts:
+                        out += self._violations(cc.run_valid, row, case, ordering, mode,
+                                                {**cc.default_options(row), **so})
+        return out
+
+    def valid(self) -> List[str]:
+        from hypothesis import given
+        from hypothesis import strategies as st
+        cc, row = self.cc, self.row
+
+        @hypothesis_settings(self.profile, self.examples, row.name)
+        @given(st.data())
+        def run(data):
+            cc.run_valid(row, *draw_call(data, row))
+
+        return hypothesis_violations(run)
+
+    def invalid(self) -> List[str]:
+        cc, row, out = self.cc, self.row, []
+        for inv in cc.invalid_cases_for(row):
+            out += self._violations(cc.run_invalid, row, inv)
+        for label, factory, names in cc.argument_invalid_for(row):
+            out += self._violations(cc.run_constructor_invalid, f"{row.name}: {label}", factory, names)
+        return out
+
+    def declared(self) -> List[str]:
+        m = self.cc.MEASURES.get(self.row.name.split(".", 1)[1]) if self.row.name.startswith("metrics.") else None
+        if m is None or m.fn is not self.row.obj:
+            return []
+        try:
+            MeasureTester(m).run_all()
+        except AssertionError as e:
+            return [f"{self.row.name} [MeasureTester]: {e}"]
+        return []
+
+    def mixture(self) -> List[str]:
+        if not self.row.linear:
+            return []
+        from hypothesis import given
+        cc, row = self.cc, self.row
+
+        @hypothesis_settings(self.profile, self.examples, "mixture:" + row.name)
+        @given(cc.cases(max_B=3, max_N=8).filter(lambda c: not c.soft))
+        def run(case):
+            cc.mixture_linearity(row, case)
+
+        return hypothesis_violations(run)
+
+    def tied(self) -> List[str]:
+        cc, row, out = self.cc, self.row, []
+        if row.name not in cc.TIED_ROWS:
+            return []
+        orderings = (("default",) if row.family == "losses" else ()) + cc.SOFT_RELAXATIONS
+        for ordering in orderings:
+            for value in (0.0, 5.0):
+                out += self._violations(cc.tied_gradient_size, row, ordering, value)
+        return out
+
+    def run_all(self, checks=CHECKS) -> List[str]:
+        """Every check of ``checks``; the violations, the strict expected failures applied."""
+        import os
+        known = self.cc.KNOWN_VIOLATIONS
+        strict = bool(os.environ.get("TORCHFAIR_CONTRACT_STRICT"))
+        out = []
+        for check in checks:
+            found = getattr(self, check)()
+            why = known.get((self.row.name, check))
+            if why is None or strict:
+                out += found
+            elif not found:
+                out.append(f"{self.row.name} [{check}]: the known violation ({why}) no longer occurs: remove it "
+                           f"from contract_cases.KNOWN_VIOLATIONS")
+        return out
+
+    # ------------------------------------------------------------------------------------------ plumbing
+    def _sweep_combos(self, case):
+        cc = self.cc
+        names = self.row.ordering_names(case)
+        diff = next((o for o in names if o in cc.DIFFERENTIABLE), names[0])
+        combos = [(o, "fp32") for o in names]
+        for mode in cc.MODES[1:]:
+            combos.append((diff, mode))
+            if "Hard" in names and diff != "Hard":
+                combos.append(("Hard", mode))
+        return combos
+
+    def _violations(self, fn, *args) -> List[str]:
+        try:
+            fn(*args)
+        except self.cc.Violation as v:
+            return [str(v)]
+        return []
+
+
+def draw_call(data, row):
+    """(case, ordering, mode, options) of one hypothesis example for ``row``."""
+    import contract_cases as cc
+    from hypothesis import strategies as st
+    case = data.draw(cc.cases(), label="case")
+    ordering = data.draw(st.sampled_from(row.ordering_names(case)), label="ordering")
+    mode = data.draw(st.sampled_from(cc.MODES), label="mode")
+    opts = {k: data.draw(st.sampled_from(list(v)), label=k) for k, v in row.options.items()}
+    if "validate_args" in row.params and row.call is None:
+        opts["validate_args"] = data.draw(st.sampled_from([cc.OMIT, False]), label="validate_args")
+    return case, ordering, mode, opts
+
+
+def hypothesis_settings(profile: str, examples: int, key: str):
+    """The profile's settings (``tests/conftest.py``); in the fast profile also a fixed seed per ``key``, so that
+    every row gets its own deterministic examples (derandomized runs of identical inner functions would all draw
+    the same)."""
+    import zlib
+    from hypothesis import seed, settings
+    if profile == "slow":
+        return settings(settings.get_profile("contract-slow"), max_examples=max(examples, 10_000))
+    s = settings(settings.get_profile("contract-fast"), max_examples=examples)
+
+    def apply(fn):
+        return seed(zlib.crc32(key.encode()))(s(fn))
+
+    return apply
+
+
+def hypothesis_violations(run) -> List[str]:
+    """Run a hypothesis test; its violations with hypothesis' notes (the falsifying example)."""
+    import contract_cases as cc
+    try:
+        run()
+    except (cc.Violation, BaseExceptionGroup) as e:
+        return [_report(e)]
+    return []
+
+
+def _report(exc: BaseException) -> str:
+    import contract_cases as cc
+    if isinstance(exc, BaseExceptionGroup):
+        return f"{len(exc.exceptions)} distinct failures:\n\n" + "\n\n".join(_report(e) for e in exc.exceptions)
+    notes = "\n".join(getattr(exc, "__notes__", []))
+    head = "" if isinstance(exc, cc.Violation) else f"{type(exc).__name__}: "
+    return f"{head}{exc}" + (f"\n{notes}" if notes else "")

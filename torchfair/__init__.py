@@ -4,9 +4,13 @@ Layout: :mod:`torchfair.browsing` (position weights F(k)) -> :mod:`torchfair.ord
 ranking: hard, stochastic, soft, Plackett-Luce) -> :mod:`torchfair.metrics` (every measure, once) ->
 :mod:`torchfair.losses` (measures on differentiable orderings, reduced to scalars).
 
-:mod:`torchfair.evaluation` (registry, torchmetrics accumulators, tables, file readers) and
-:mod:`torchfair.compat` are imported on first use (``torchfair.evaluation`` or ``from torchfair import
-evaluation``), so that ``import torchfair`` does not load torchmetrics, pytorch-lightning or scipy.
+:mod:`torchfair.evaluation` (registry, tables, file readers) and :mod:`torchfair.compat` are imported on first use
+(``torchfair.evaluation`` or ``from torchfair import evaluation``), so that ``import torchfair`` stays light.
+
+``pip install torchfair`` is the core (torch, numpy, numba): everything above, the re-rankers and the compat
+layers.  Extras: ``[cli]`` (``torchfair metrics``), ``[torchmetrics]`` (the Metric classes, ``torchfair.metrics.DIPS``),
+``[train]`` (:mod:`torchfair.training`, MovieLens, ``torchfair fit|evaluate``), ``[sweep]``, ``[ray]``, ``[parquet]``,
+``[docs]``, ``[dev]``; a module whose extra is missing raises one line naming it (``pip install 'torchfair[train]'``).
 """
 from __future__ import annotations
 
@@ -14,9 +18,10 @@ import importlib
 from typing import Any, List
 
 from . import browsing, data, losses, metrics, orderings
+from .kernels import warmup  # compile the CPU kernels up front (torchfair.kernels)
 
 __version__ = "0.1.0"
-__all__ = ["browsing", "orderings", "metrics", "losses", "evaluation", "compat", "data", "__version__"]
+__all__ = ["browsing", "orderings", "metrics", "losses", "evaluation", "compat", "data", "warmup", "__version__"]
 
 #: subpackages imported on first attribute access (PEP 562)
 _LAZY_SUBMODULES = ("evaluation", "compat")

@@ -28,7 +28,6 @@ Example::
 """
 from __future__ import annotations
 
-import warnings
 from typing import Callable, Optional, Sequence, Union
 
 import torch
@@ -47,14 +46,6 @@ class BrowsingModel:
     #: True when the exposure of a position also depends on the relevance of the items ranked above it
     #: (:class:`Cascade`): orderings then pass the relevance in ranked order to :meth:`item_exposure`.
     relevance_dependent: bool = False
-
-    @property
-    def position_based(self) -> bool:
-        """Deprecated alias of ``not relevance_dependent``."""
-        warnings.warn("`BrowsingModel.position_based` is deprecated: use `not browsing.relevance_dependent` (and "
-                      "`browsing.item_exposure(relevance_sorted)` for the exposure of ranked positions)",
-                      DeprecationWarning, stacklevel=2)
-        return not self.relevance_dependent
 
     def weight(self, k: Tensor) -> Tensor:
         """F at 0-based positions ``k`` (integer positions are converted to the default float dtype).

@@ -21,6 +21,8 @@ import sys
 import typing
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from ._extras import command_error
+
 __all__ = ["main", "build_parser", "COMMANDS", "LIGHTNING_SUBCOMMANDS"]
 
 #: ``torchfair fit|validate|test|predict ...`` are LightningCLI's (torchfair.training.cli.FairLightningCLI)
@@ -41,16 +43,13 @@ COMMANDS: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = {
 #: flags that print a list and exit (handled before parsing: the command's required options are not needed)
 _LISTINGS = {("metrics", "--list_measures"): "torchfair.evaluation.files:print_measures",
              ("evaluate", "--list_rerankers"): "torchfair.cli:_print_rerankers"}
-#: options of earlier releases, still read: old name -> parameter name
-_RENAMED = {"--ckpt": "--ckpts", "--name": "--names", "--trials": "--n_trials"}
 #: output options checked before any work (their folder exists; not a directory / not a file)
 _OUTPUT_FILES = ("out_json", "out_csv")
 
 
 def _norm(tok: str) -> str:
-    """``--out-json`` -> ``--out_json``; an earlier option name -> its parameter's."""
-    tok = "--" + tok[2:].replace("-", "_") if tok.startswith("--") else tok
-    return _RENAMED.get(tok, tok)
+    """``--out-json`` -> ``--out_json``."""
+    return "--" + tok[2:].replace("-", "_") if tok.startswith("--") else tok
 
 
 def _print_rerankers() -> None:
@@ -97,7 +96,7 @@ def build_parser(command: str):
 
 def _argv(parser, argv: List[str]) -> List[str]:
     """argparse's forms of the list options (``--run a --run b``, ``--measures dips igi``) as one list value each;
-    dashed and earlier option names (``--out-json``, ``--ckpt``) as the parameter's name."""
+    dashed option names (``--out-json``) as the parameter's name."""
     lists = {s for a in parser._actions if _is_list(getattr(a, "_typehint", None)) for s in a.option_strings}
     known = {s for a in parser._actions for s in a.option_strings}
     out: List[str] = []
@@ -212,6 +211,8 @@ def _usage() -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``torchfair`` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and (missing := command_error(argv[0])):  # the command's extra is not installed: one line, exit 2
+        return print(missing, file=sys.stderr) or 2
     if argv and argv[0] in LIGHTNING_SUBCOMMANDS:
         from .training.cli import run_lightning
         return run_lightning(argv)

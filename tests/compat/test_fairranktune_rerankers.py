@@ -126,10 +126,9 @@ def test_detconstsort_against_fairranktune(block):
 
 
 def test_detconstsort_plain_python_kernel(monkeypatch):
-    """The plain-Python walk (used where numba cannot be imported) gives FRT's outputs too."""
+    """The plain-Python walk (TORCHFAIR_KERNELS=torch, or numba missing) gives FRT's outputs too."""
     R_ = _frt()
-    from torchfair.rerank import detconstsort as dcs
-    monkeypatch.setattr(dcs, "_KERNEL", dcs._kernel_py)
+    monkeypatch.setenv("TORCHFAIR_KERNELS", "torch")
     for seed in range(60):
         rng, R, grp, S, labels, items = _case(seed)
         dist = _distribution(rng, labels)

@@ -8,8 +8,9 @@ import torch
 
 import torchfair.evaluation.metric as M
 from evaluation_lists import direct_mean, make_lists, pad
-from torchfair.evaluation import (DIPS, IGI, REE, FairnessMetric, KendallTau, PairwiseAccuracy, available_measures,
-                                  parse_browsing)
+from torchfair.evaluation import available_measures
+from torchfair.evaluation.registry import parse_browsing
+from torchfair.metrics import DIPS, IGI, REE, FairnessMetric, KendallTau, PairwiseAccuracy
 from torchfair.metrics import pairwise as pw
 from torchfair.evaluation.registry import get_measure
 from torchfair.metrics import dips
@@ -66,21 +67,39 @@ def test_lightningcli_parser_sees_the_options():
     assert m.request.options == {"k": 5, "gain": "linear"}
 
 
-def test_renamed_names_still_work_with_a_deprecation_warning():
-    """``evaluation.evaluate`` is ``evaluate_lists`` and the RBP metric class is ``RankBiasedPrecision`` (``RBP`` is
-    the browsing model); the old names keep working, with a DeprecationWarning."""
+def test_the_metric_classes_live_beside_the_functions():
+    """One import path: ``torchfair.metrics.DIPS`` beside ``torchfair.metrics.dips`` (torchmetrics keeps a domain's
+    classes in its domain package), loaded on first access; ``torchfair.evaluation`` does not export them, and
+    ``import torchfair.metrics`` does not import torchmetrics."""
+    import subprocess
+    import sys
+
+    import torchfair.evaluation as ev
+    import torchfair.metrics as tm
+
+    classes = [n for n in M.__all__]
+    assert set(classes) <= set(tm.__all__) and set(classes) <= set(dir(tm))
+    for n in classes:
+        assert getattr(tm, n) is getattr(M, n), n
+        assert n not in ev.__all__ and not hasattr(ev, n), n
+    assert tm.DIPS.measure == "dips" and tm.dips is pw.dips
+    code = ("import sys, torchfair.metrics as tm; a = 'torchmetrics' in sys.modules; tm.NDCG; "
+            "print(a, 'torchmetrics' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True"]
+
+
+def test_earlier_names_are_gone():
+    """``evaluation.evaluate`` (now ``evaluate_lists``) and the RBP metric class ``evaluation.RBP`` (now
+    ``RankBiasedPrecision``; ``RBP`` is the browsing model) were dropped before the 0.1.0 release, without shims."""
     import pytest
 
     import torchfair.evaluation as ev
-    from torchfair.browsing import RBP as BrowsingRBP
 
-    with pytest.warns(DeprecationWarning, match="evaluate_lists"):
-        assert ev.evaluate is ev.evaluate_lists
-    with pytest.warns(DeprecationWarning, match="RankBiasedPrecision"):
-        assert ev.RBP is ev.RankBiasedPrecision
-    assert ev.RankBiasedPrecision is not BrowsingRBP and "RBP" not in ev.__all__
-    with pytest.raises(AttributeError):
-        ev.no_such_name
+    for old in ("evaluate", "RBP"):
+        assert old not in ev.__all__
+        with pytest.raises(AttributeError):
+            getattr(ev, old)
 
 
 @pytest.mark.parametrize("cls,fn,kw", [(DIPS, pw.dips, {"browsing": "uniform", "tie_weight": 0.5}),
@@ -178,9 +197,9 @@ def test_metric_distributed_style_merge():
 
 
 def test_optional_metric_classes_exist_only_when_registered():
-    import torchfair.evaluation as ev
+    import torchfair.metrics as tm
     for cls_name, measure in [("NDCG", "ndcg"), ("AWRF", "awrf"), ("RND", "rnd")]:
-        assert hasattr(ev, cls_name) == (measure in available_measures())
+        assert hasattr(tm, cls_name) == (measure in available_measures())
 
 
 @pytest.mark.skipif("ndcg" not in available_measures(), reason="utility module absent")

@@ -5,8 +5,9 @@ import torch
 
 from evaluation_lists import make_lists, pad
 from torchfair.browsing import RBP, Uniform
-from torchfair.evaluation import (FairnessMetric, available_measures, compute_columns, get_measure, parse_browsing,
-                                  parse_request, register, unregister)
+from torchfair.evaluation import available_measures, compute_columns, get_measure, parse_request, register, unregister
+from torchfair.evaluation.registry import parse_browsing
+from torchfair.metrics import FairnessMetric
 from torchfair.metrics import pairwise as pw
 
 

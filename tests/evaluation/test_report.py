@@ -88,7 +88,7 @@ def _file_report():
     extra = {"plain": {"meta": meta, "group_names": ["M", "F"], "position_share": [[0.25, 0.75], [1.0, 0.0]],
                        "mpc": {"defined": True, "group": 1, "estimate": 0.5, "ci_low": -0.25, "ci_high": 1.25,
                                "n_pairs": 7}},
-             "fair": {"meta": {**meta, "rerank": "fair:p=0.5"}, "group_names": ["M", "F"],
+             "fair": {"meta": {**meta, "rerank": "fa_ir:p=0.5"}, "group_names": ["M", "F"],
                       "position_share": [[0.5, 0.5], [0.5, 0.5]], "mpc": {"defined": False}}}
     rep = compare(t, bootstrap=20, seed=3, extra=extra)
     rep["split"] = "test"
@@ -114,7 +114,7 @@ def test_write_report_writes_json_markdown_csv_and_the_plot(tmp_path):
     assert ("- **plain**: `/runs/p.ckpt` (epoch 3); ranker `mf`; fairness loss DIPSLoss() (lambda 0.5); 3 lists; "
             "groups A = M, B = F.") in md
     assert "  MPC(group 1) = +0.5000 [-0.2500, +1.2500] over 7 adjacent pairs (> 0: the group is under-ranked)." in md
-    assert "re-ranked by `fair:p=0.5`; 3 lists" in md[-1] and sum("MPC(" in ln for ln in md) == 1
+    assert "re-ranked by `fa_ir:p=0.5`; 3 lists" in md[-1] and sum("MPC(" in ln for ln in md) == 1
     # without position shares: no plot; a run without a checkpoint: its number of lists
     plain = compare({"x": _table([1.0, 2.0], ["a", "b"])}, bootstrap=0)
     paths = write_report(plain, tmp_path / "p", title="runs")

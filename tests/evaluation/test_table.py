@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from evaluation_lists import direct_mean, make_lists, pad
-from torchfair.evaluation import DIPS, EvaluationTable, evaluate_lists
+from torchfair.evaluation import EvaluationTable, evaluate_lists
+from torchfair.metrics import DIPS
 from torchfair.evaluation.table import bootstrap_interval
 from torchfair.metrics import pairwise as pw
 

@@ -24,7 +24,7 @@ def test_a_lazy_config_trains_the_fairness_term_on_one_step_in_k(mod):
                               steps=2)
     data = mod.load_data(args)
     model, opt = mod.build_model("dips_ramp_every4", data["dm"].info, torch.device("cpu"))
-    assert model.objective.every == 4
+    assert model.objective.fairness_every == 4
     calls = []
     real = model.fairness_loss.forward
     model.fairness_loss.forward = lambda *a, **k: calls.append(model.objective.current_step) or real(*a, **k)

@@ -6,7 +6,6 @@ from experiment_loader import experiment_fixture
 
 from torchfair.metrics import dips
 
-pytest.importorskip("numba")
 peer = experiment_fixture("fenwick_reference")
 
 

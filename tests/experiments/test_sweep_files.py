@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from torchfair.cli import main as cli_main
-from torchfair.sweeps import expand_trials, load_sweep, trial_args
+from torchfair.sweeps import expand_trials, load_sweep
+from torchfair.sweeps.trial import trial_args
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = [p for p in sorted((ROOT / "configs").glob("sweep_*.yaml")) if p.name != "sweep_loss_tradeoff.yaml"]

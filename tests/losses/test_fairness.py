@@ -14,8 +14,8 @@ import exposure_reference as eref
 import loss_reference as ref
 import reference as pref
 from loss_cases import (ALL_ORDERINGS, F64, FAIRNESS, ORDERED, PL_LOSSES, SOFT_ORDERINGS, TAU, _batch_with_undefined,
-                        _cat, _data, _gap_ref, _good, _kind_lists, _mean_valid, _rows, check_autocast_bfloat16,
-                        check_gradcheck, check_half_precision_inputs, check_padding,
+                        _cat, _data, _gap_ref, _good, _kind_lists, _mean_valid, _rows, check_gradcheck,
+                        check_half_precision_inputs, check_padding,
                         check_undefined_lists_are_excluded, check_undefined_lists_reduction_sum_and_none, lowp_cases,
                         mask_cases, reduction_names, undefined_cases)
 from torchfair.losses import (deltr_loss, dips_loss, exposure_misallocation_loss, fair_pg_rank_loss,
@@ -26,29 +26,43 @@ from torchfair.orderings import Hard, NeuralSort, PlackettLuce, SoftRank, SoftSo
 
 
 # =============================================================================================== 1. gradcheck
-@pytest.mark.parametrize("oname", list(SOFT_ORDERINGS))
-@pytest.mark.parametrize("name", list(ORDERED))
-def test_gradcheck_soft_orderings(name, oname):
-    check_gradcheck(name, SOFT_ORDERINGS[oname])
+def _each(check, cases) -> None:
+    """Run ``check(*case)`` for every case; every failure reported at once, each naming its case."""
+    failures = []
+    for case in cases:
+        try:
+            check(*case)
+        except Exception as e:  # noqa: BLE001  (any exception fails the case; all cases run)
+            failures.append(f"{case}: {type(e).__name__}: {e}")
+    assert not failures, f"{len(failures)} of {len(cases)} cases fail:\n" + "\n".join(failures)
 
 
-@pytest.mark.parametrize("name", PL_LOSSES)
-def test_gradcheck_plackett_luce_exact(name):
-    """At an absolute temperature (logits s): the default ``scale="std"`` divides by the list's std, detached (a
+def _orderings(name, cases):
+    """The orderings of ``cases`` (``(loss, ordering)`` pairs) for the loss ``name``."""
+    return [(n, o) for n, o in cases if n == name]
+
+
+@pytest.mark.parametrize("name", FAIRNESS)
+def test_gradcheck(name):
+    """Against finite differences, under every soft relaxation (the losses taking an ordering, and exact
+    Plackett-Luce at an absolute temperature: the default ``scale="std"`` divides by the list's std, detached (a
     constant of the loss), which finite differences of the loss value would differentiate too; the frozen-std
-    gradient is checked against the enumeration in tests/orderings/test_plackett_luce.py."""
-    check_gradcheck(name, lambda: PlackettLuce(exact=True, temperature=1.0, scale="none"))
-
-
-@pytest.mark.parametrize("name", ["deltr", "correlation"])
-def test_gradcheck_ordering_free(name):
-    check_gradcheck(name, None)
+    gradient is checked against the enumeration in tests/orderings/test_plackett_luce.py), or alone."""
+    if name not in ORDERED:
+        return _each(check_gradcheck, [(name, None)])
+    cases = [(name, SOFT_ORDERINGS[o]) for o in SOFT_ORDERINGS]
+    if name in PL_LOSSES:
+        cases.append((name, lambda: PlackettLuce(exact=True, temperature=1.0, scale="none")))
+    _each(check_gradcheck, cases)
 
 
 # =============================================================================================== 2. values
 @pytest.mark.parametrize("mode", ["abs", "square", "one_sided"])
-@pytest.mark.parametrize("oname", ["softrank", "neuralsort", "pl_exact"])
-def test_dips_loss_is_reduced_metric(mode, oname):
+def test_dips_loss_is_reduced_metric(mode):
+    _each(_dips_loss_is_reduced_metric, [(mode, o) for o in ("softrank", "neuralsort", "pl_exact")])
+
+
+def _dips_loss_is_reduced_metric(mode, oname):
     s, r, g, m = _batch_with_undefined()
     o = ALL_ORDERINGS[oname]()
     M, V = dips(s, r, g, mask=m, num_groups=2, ordering=o, return_valid=True)
@@ -118,9 +132,12 @@ def test_dips_loss_three_groups_takes_largest_pairwise_gap(oname):
 
 
 @pytest.mark.parametrize("target", ["ee", "ea", "ea-dp"])
-@pytest.mark.parametrize("norm", ["l1", "l2sq"])
-@pytest.mark.parametrize("oname", ["softrank", "softsort", "pl_exact"])
-def test_exposure_loss_is_reduced_metric(target, norm, oname):
+def test_exposure_loss_is_reduced_metric(target):
+    _each(_exposure_loss_is_reduced_metric, [(target, n, o) for n in ("l1", "l2sq")
+                                             for o in ("softrank", "softsort", "pl_exact")])
+
+
+def _exposure_loss_is_reduced_metric(target, norm, oname):
     s, r, g, m = _data()
     r = torch.cat([r, torch.zeros(1, 5, dtype=F64)])  # no relevant item: undefined under "ea"
     s = torch.cat([s, torch.tensor([[0.1, 0.9, -0.4, 1.3, 2.1]], dtype=F64)])
@@ -186,8 +203,11 @@ def _acc_batch():
 
 
 @pytest.mark.parametrize("which", ["inter", "intra", "both"])
-@pytest.mark.parametrize("oname", ["softrank", "softsort", "pl_exact"])
-def test_accuracy_gap_loss_is_reduced_metric(which, oname):
+def test_accuracy_gap_loss_is_reduced_metric(which):
+    _each(_accuracy_gap_loss_is_reduced_metric, [(which, o) for o in ("softrank", "softsort", "pl_exact")])
+
+
+def _accuracy_gap_loss_is_reduced_metric(which, oname):
     s, r, g, m = _acc_batch()
     o = ALL_ORDERINGS[oname]()
     A, V = pairwise_accuracy(s, r, g, num_groups=2, ordering=o, return_valid=True)
@@ -296,21 +316,21 @@ def test_pairwise_correlation_sorted_path_equals_the_pair_tensors():
 
 
 # =============================================================================================== 3. masks
-@pytest.mark.parametrize("name,oname", mask_cases(FAIRNESS))
-def test_padding_zero_gradient_and_same_value(name, oname):
-    check_padding(name, oname)
+@pytest.mark.parametrize("name", FAIRNESS)
+def test_padding_zero_gradient_and_same_value(name):
+    """Padded slots change neither the value nor the gradient of the real items, under every ordering."""
+    _each(check_padding, _orderings(name, mask_cases(FAIRNESS)))
 
 
 # =============================================================================================== 4. undefined lists
-@pytest.mark.parametrize("name,oname", undefined_cases(FAIRNESS))
-def test_undefined_lists_are_excluded(name, oname):
-    check_undefined_lists_are_excluded(name, oname)
+@pytest.mark.parametrize("name", [n for n in FAIRNESS if undefined_cases([n])])
+def test_undefined_lists_are_excluded(name):
+    _each(check_undefined_lists_are_excluded, _orderings(name, undefined_cases(FAIRNESS)))
 
 
-@pytest.mark.parametrize("name", reduction_names(FAIRNESS))
-@pytest.mark.parametrize("oname", ["softrank", "pl_exact"])
-def test_undefined_lists_reduction_sum_and_none(name, oname):
-    check_undefined_lists_reduction_sum_and_none(name, oname)
+@pytest.mark.parametrize("name", [n for n in reduction_names(FAIRNESS) if n != "correlation"])  # pooled: no reduction
+def test_undefined_lists_reduction_sum_and_none(name):
+    _each(check_undefined_lists_reduction_sum_and_none, [(name, o) for o in ("softrank", "pl_exact")])
 
 
 @pytest.mark.parametrize("norm", ["l1", "l2sq"])
@@ -345,15 +365,12 @@ def test_ee_l_undefined_kinds_finite():
 
 
 # =============================================================================================== 5. low precision
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
-@pytest.mark.parametrize("name,oname", lowp_cases(FAIRNESS))
-def test_half_precision_inputs(name, oname, dtype):
-    check_half_precision_inputs(name, oname, dtype)
-
-
-@pytest.mark.parametrize("name,oname", lowp_cases(FAIRNESS))
-def test_autocast_bfloat16(name, oname):
-    check_autocast_bfloat16(name, oname)
+@pytest.mark.parametrize("name", FAIRNESS)
+def test_half_precision_inputs(name):
+    """float16 / bfloat16 inputs under every relaxation: finite loss, gradients of the input dtype, zero on padding,
+    and the float32 value up to the input rounding (finiteness under autocast: tests/test_contract.py)."""
+    _each(check_half_precision_inputs, [(n, o, dt) for n, o in _orderings(name, lowp_cases(FAIRNESS))
+                                        for dt in (torch.float16, torch.bfloat16)])
 
 
 @pytest.mark.parametrize("case", ["dips_loss_neuralsort_sinkhorn2", "dips_loss_softsort_sinkhorn2"])
@@ -370,7 +387,9 @@ def test_sinkhorn_with_padding_finite_gradient(case):
 
 
 # =============================================================================================== 6. bad arguments
-@pytest.mark.parametrize("call", [
+def test_loss_bad_arguments():
+    s, r, g, m = _data()
+    calls = [
     lambda s, r, g: dips_loss(s, r, g, mode="max", num_groups=2),
     lambda s, r, g: dips_loss(s, r, g, mode="one_sided", num_groups=2),
     lambda s, r, g: dips_loss(s, r, g, mode="one_sided", protected=2, num_groups=2),
@@ -379,11 +398,11 @@ def test_sinkhorn_with_padding_finite_gradient(case):
     lambda s, r, g: exposure_misallocation_loss(s, r, g, target="xx", num_groups=2),
     lambda s, r, g: pairwise_accuracy_gap_loss(s, r, g, which="all", num_groups=2),
     lambda s, r, g: pairwise_accuracy_gap_loss(s, r, g, protected=1, reference=1, num_groups=2),
-])
-def test_loss_bad_arguments(call):
-    s, r, g, m = _data()
-    with pytest.raises(ValueError):
-        call(s, r, g)
+]
+    for i, call in enumerate(calls):
+        with pytest.raises(ValueError):
+            call(s, r, g)
+            pytest.fail(f"bad call {i} of test_loss_bad_arguments accepted")
 
 
 # =============================================================================================== 7. gradient sanity

@@ -100,22 +100,22 @@ def test_regularizer_lam_zero_logs_fairness_without_graph():
 
 
 @pytest.mark.parametrize("kw", [dict(lam=-0.1), dict(lam=float("nan")), dict(schedule="cosine"),
-                                dict(schedule="linear", warmup_steps=0), dict(schedule="linear"), dict(every=0),
-                                dict(every=1.5), dict(every=-2)])
+                                dict(schedule="linear", warmup_steps=0), dict(schedule="linear"), dict(fairness_every=0),
+                                dict(fairness_every=1.5), dict(fairness_every=-2)])
 def test_regularizer_bad_arguments(kw):
-    with pytest.raises(ValueError, match=f"`{next(iter(kw)) if 'every' in kw else ''}"):
+    with pytest.raises(ValueError, match=f"`{next(iter(kw)) if 'fairness_every' in kw else ''}"):
         FairnessRegularizer(ListNetLoss(), DIPSLoss(), **kw)
 
 
 def test_lazy_regularizer_trains_fairness_every_kth_step_with_k_times_lambda():
-    """``every=3``: steps 0, 3, 6 give ``u + 3 lam f`` (u and f computed directly), the others ``u`` without
+    """``fairness_every=3``: steps 0, 3, 6 give ``u + 3 lam f`` (u and f computed directly), the others ``u`` without
     calling the fairness loss; over 3 steps on the same batch the summed gradient is that of 3 steps of
     ``u + lam f``."""
     s, r, g, m = _reg_inputs()
     o = SoftRank(TAU, scale="none")
     calls = []
     lam, k = 0.7, 3
-    reg = FairnessRegularizer(ListNetLoss(), _spy(calls, num_groups=2, ordering=o), lam=lam, every=k)
+    reg = FairnessRegularizer(ListNetLoss(), _spy(calls, num_groups=2, ordering=o), lam=lam, fairness_every=k)
     u = listnet_loss(s, r, mask=m)
     f = dips_loss(s, r, g, mask=m, num_groups=2, ordering=o)
     grads, due = [], []
@@ -132,7 +132,7 @@ def test_lazy_regularizer_trains_fairness_every_kth_step_with_k_times_lambda():
     (g_ref,) = torch.autograd.grad(k * (u + lam * f), s)
     torch.testing.assert_close(sum(grads[:k]), g_ref)
     # the phase is the step count, which resumes from the state dict
-    again = FairnessRegularizer(ListNetLoss(), DIPSLoss(num_groups=2, ordering=o), lam=lam, every=k)
+    again = FairnessRegularizer(ListNetLoss(), DIPSLoss(num_groups=2, ordering=o), lam=lam, fairness_every=k)
     again.load_state_dict(reg.state_dict())
     assert again.current_step == 7 and not again.regularizes_now
     again.step(), again.step()
@@ -142,7 +142,7 @@ def test_lazy_regularizer_trains_fairness_every_kth_step_with_k_times_lambda():
 def test_lazy_regularizer_logs_its_off_steps_without_graph():
     s, r, g, m = _reg_inputs()
     seen = []
-    reg = FairnessRegularizer(ListNetLoss(), _spy(seen, num_groups=2), lam=1.0, every=2, log_fairness_every=1)
+    reg = FairnessRegularizer(ListNetLoss(), _spy(seen, num_groups=2), lam=1.0, fairness_every=2, log_fairness_every=1)
     for _ in range(4):
         total = reg(s, r, g, m)
         assert "fairness" in reg.last

@@ -6,8 +6,8 @@ reducer's shape, the fields of record outputs.  The API: ``default``, ``range_fo
 type and value), ``field_range``, ``accepts_soft``, ``direction``, ``RelevanceBound``; ``__post_init__`` rejects
 malformed declarations naming the field; ``get_declaration``.
 
-(That every public measure function is declared, that ``needs`` / ``browsing`` match the signature and the
-per-list output shape, and that the registry reads the declarations, are in tests/test_design.py; the declared
+(That every public measure function is declared and that the registry reads the declarations are in
+tests/test_design.py; the declared
 ranges, soft membership and expectation flags are exercised on data by the contract harness,
 tests/contract_cases.py.)
 """
@@ -46,30 +46,63 @@ def _small_batch(m):
     return m.fn(data["scores"], **kw)
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_declared_data_are_the_tensor_parameters_of_the_function(name):
+def _declaration_violations(name):
+    """What of declaration ``name`` its function's signature and output contradict."""
     m = MEASURES[name]
     params = _params(m)
-    assert list(params)[0] == "scores"
-    assert set(m.data) == {p for p in params if p in D.DATA}
+    out = []
+
+    def check(cond, what):
+        if not cond:
+            out.append(f"{name}: {what}")
+
+    check(list(params)[0] == "scores", "the first argument is not `scores`")
+    check(set(m.data) == {p for p in params if p in D.DATA}, f"declared data {m.data} != the tensor parameters")
     for need in set(m.needs) - {"browsing"}:  # needed tensors are required arguments
-        assert params[need].default is inspect.Parameter.empty
+        check(need in params and params[need].default is inspect.Parameter.empty, f"needed {need!r} is optional")
+    check(("browsing" in m.needs) == ("browsing" in params), "`browsing` in needs and in the signature disagree")
     for opt in set(m.data) - set(m.needs) - {"scores", "mask"}:  # the others are optional (IAA's groups)
-        assert params[opt].default is None
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_every_option_the_declaration_names_is_an_option_of_the_function(name):
-    m = MEASURES[name]
-    params = _params(m)
+        check(params[opt].default is None, f"optional data {opt!r} does not default to None")
+    required = {p for p, v in params.items() if v.default is v.empty and v.kind is not v.VAR_KEYWORD}
+    check(required <= set(m.data), f"required arguments that are not data: {sorted(required - set(m.data))}")
     named = set(m.options) | set(m.option_ranges) | set(m.defaults) | set(m.ignore_global)
     if not isinstance(m.soft_groups, bool):
         named |= set(m.soft_groups)
     for opt in named:
-        assert opt in params and opt not in D.DATA, (name, opt)
-        assert params[opt].kind is inspect.Parameter.KEYWORD_ONLY, (name, opt)
+        check(opt in params and opt not in D.DATA and params[opt].kind is inspect.Parameter.KEYWORD_ONLY,
+              f"{opt!r} is not a keyword-only option of the function")
     for opt, value in m.defaults.items():  # evaluation defaults differ from the function's own
-        assert value != m.default(opt), (name, opt)
+        check(opt not in params or value != m.default(opt), f"evaluation default {opt}={value!r} is the function's")
+    for opt, values in m.options.items():  # the grid adds values: the default is always tested
+        default = m.default(opt) if opt in params else object()
+        check(not any(v is default or (type(v) is type(default) and v == default) for v in values),
+              f"the grid of {opt!r} repeats the default")
+    check(bool(m.description and m.source and m.validity), "description, source or validity is empty")
+    check("000" not in m.source and "seeds" not in m.source, f"source cites a file: {m.source!r}")
+    if not out:
+        res = _small_batch(m)
+        if m.output == "record":
+            check(hasattr(res, "_fields") and (not m.loss_field or m.loss_field in res._fields),
+                  "the record has no loss field")
+        else:
+            value = res[0] if isinstance(res, tuple) else res
+            check(value.dim() - 1 == {"list": 0, "group": 1, "pair": 2}[m.output],
+                  f"a {m.output} output of shape {tuple(value.shape)}")
+    return out
+
+
+def test_every_declaration_matches_its_function():
+    """The one check of the declarations against the signatures (data tensors, needed / optional / required
+    arguments, option names and grids, text fields) and the per-list output shape; every violation at once."""
+    violations = [v for name in NAMES for v in _declaration_violations(name)]
+    assert not violations, "\n".join(violations)
+
+
+def test_the_declaration_check_can_fail(monkeypatch):
+    ndcg_m = MEASURES["ndcg"]
+    bad = dataclasses.replace(ndcg_m, options={**ndcg_m.options, "gain": (ndcg_m.default("gain"),)})
+    monkeypatch.setitem(MEASURES, "ndcg", bad)
+    assert any("repeats the default" in v for v in _declaration_violations("ndcg"))
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if MEASURES[n].loss is not None])

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 import reference as ref
 from torchfair.browsing import RBP, Cascade, TopK
-from torchfair.orderings import Hard, HardOrderedBatch, scores_from_ranking
+from torchfair.orderings import Hard, scores_from_ranking
+from torchfair.orderings.hard import HardOrderedBatch
 
 F64 = torch.float64
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from torchfair.browsing import RBP, TopK
-from torchfair.orderings import Hard, MixtureOrderedBatch, SoftRank, scores_from_ranking
+from torchfair.orderings import Hard, SoftRank, scores_from_ranking
+from torchfair.orderings.mixture import MixtureOrderedBatch
 from torchfair.orderings.base import LevelPairWeight, OrderedBatch
 
 F64 = torch.float64

@@ -26,7 +26,6 @@ from hypothesis import strategies as st
 from torchfair.browsing import RBP, Cascade, Logarithmic, TopK
 from torchfair.orderings import (DoublyStochastic, FastSoftRank, Hard, NeuralSort, PlackettLuce, Sampled, SoftRank,
                                  SoftSort)
-from torchfair.orderings.fast_soft_rank import numba_available
 
 FAST = 12
 SLOW = int(os.environ.get("TORCHFAIR_ROBUST_EXAMPLES", "10000"))
@@ -46,8 +45,7 @@ ORDERINGS = {
     "pl_relaxed": lambda: PlackettLuce(3, estimator="relaxed", generator=torch.Generator().manual_seed(0)),
     "pl_exact": lambda: PlackettLuce(exact=True),
 }
-if numba_available():
-    ORDERINGS["fastsoftrank_numba"] = lambda: FastSoftRank(0.01, backend="numba")
+ORDERINGS["fastsoftrank_numba"] = lambda: FastSoftRank(0.01, backend="numba")  # numba: a core dependency
 
 BROWSING = [RBP(0.8), Logarithmic(), TopK(RBP(0.9), 2), Cascade(0.9, max_grade=3.0), TopK(Cascade(0.7), 3)]
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
@@ -209,8 +207,7 @@ test_orderings_robust_slow = pytest.mark.slow(_family_test(SLOW))
 
 
 # --------------------------------------------------------------------------- soft orderings: scale equivariance
-STD_SCALED = ["softrank", "neuralsort", "softsort", "fastsoftrank"] + (
-    ["fastsoftrank_numba"] if numba_available() else [])
+STD_SCALED = ["softrank", "neuralsort", "softsort", "fastsoftrank", "fastsoftrank_numba"]
 
 
 def _equivariance_test(examples):

@@ -108,10 +108,9 @@ def fair_test_passes(ranking: Sequence[int], groups: Sequence[int], protected: i
 def fa_ir(scores: Sequence[float], groups: Sequence[int], protected: int, m: Sequence[int], K: int) -> List[int]:
     """Zehlike et al., Algorithm 1, position by position: while the top holds fewer protected items than m(i)
     (i the prefix being filled, i <= K), the best remaining protected item is placed; otherwise the better of the
-    two queue heads by score (a tie: the one earlier in the starting ranking).  An empty queue yields to the other;
+    two queue heads by score (a tie: the protected head, the authors' ``>=``).  An empty queue yields to the other;
     past K (or past len(m)) no prefix is constrained and the merge by score continues."""
     start = start_order(scores)
-    rank_of = {item: r for r, item in enumerate(start)}
     P = [i for i in start if groups[i] == protected]  # protected queue, best first
     Q = [i for i in start if groups[i] != protected]  # everyone else (unknown group included)
     out: List[int] = []
@@ -123,7 +122,7 @@ def fa_ir(scores: Sequence[float], groups: Sequence[int], protected: int, m: Seq
             take_p = True
         elif P and Q:
             a, b = P[0], Q[0]
-            take_p = scores[a] > scores[b] or (scores[a] == scores[b] and rank_of[a] < rank_of[b])
+            take_p = scores[a] >= scores[b]
         else:
             take_p = False
         if take_p:

@@ -13,7 +13,7 @@ from torchfair.rerank import Reranking, get_reranker
 from torchfair.rerank._common import finish_rerank, groups_present, integer_codes, prepare_rerank, start_order
 
 
-@pytest.mark.parametrize("spec", ["none", "fair:p=0.4", "detconstsort", "epsgreedy:epsilon=0.5,seed=1",
+@pytest.mark.parametrize("spec", ["none", "fa_ir:p=0.4", "detconstsort", "epsgreedy:epsilon=0.5,seed=1",
                                   "targeted:measure=exposure_misallocation,keep=1",
                                   "targeted:measure=pairwise_accuracy,relevance=scores", "targeted:measure=awrf"])
 def test_every_reranker_permutes_real_items_keeps_padding_and_one_group_lists(spec):
@@ -39,7 +39,7 @@ def test_every_reranker_permutes_real_items_keeps_padding_and_one_group_lists(sp
     assert one.ranking.dim() == 1
 
 
-SPECS = ["none", "fair:p=0.4", "fair:p=0.5,alpha=0.2,k=3", "detconstsort", "detconstsort:distribution=0.3/0.7,k=4",
+SPECS = ["none", "fa_ir:p=0.4", "fa_ir:p=0.5,alpha=0.2,k=3", "detconstsort", "detconstsort:distribution=0.3/0.7,k=4",
          "epsgreedy:epsilon=0.5,seed=1", "targeted", "targeted:measure=exposure_misallocation,keep=1",
          "targeted:measure=pairwise_accuracy,relevance=scores", "targeted:measure=awrf,max_utility_loss=0.1"]
 
@@ -73,7 +73,7 @@ def test_common_properties(spec, data):
     assert not out.scores.is_floating_point() or torch.isfinite(out.scores).all()
     for b in range(B):
         idx, sb, gb = _real(b, s.double(), g, mask)
-        if _is_one_group(gb) and spec != "none" and not spec.startswith("fair"):
+        if _is_one_group(gb) and spec != "none" and not spec.startswith("fa_ir"):
             assert bool(out.one_group[b])
         if out.one_group[b]:
             assert out.ranking[b, :len(idx)].tolist() == [idx[i] for i in R.start_order(sb)]
@@ -101,8 +101,8 @@ def test_one_group_lists_are_returned_unchanged(spec):
     if spec != "none":
         assert out.one_group.tolist() == [True, True, True]
     assert out.ranking.tolist() == [[1, 2, 3, 0], [1, 2, 3, 0], [0, 1, 2, 3]]
-    if spec.startswith("fair"):  # all protected: met; no protected item: met only if the table asks for none
-        m = fair_mtable(**({"k": 4, "p": 0.4, "alpha": 0.1} if spec == "fair:p=0.4" else
+    if spec.startswith("fa_ir"):  # all protected: met; no protected item: met only if the table asks for none
+        m = fair_mtable(**({"k": 4, "p": 0.4, "alpha": 0.1} if spec == "fa_ir:p=0.4" else
                            {"k": 3, "p": 0.5, "alpha": 0.2})).tolist()
         assert out.met.tolist() == [True, m[-1] == 0, m[-1] == 0]
     else:

@@ -12,14 +12,14 @@ from torchfair.rerank import fa_ir
 
 
 def _fair_loop(s, g, n, protected, m, K):
-    """Zehlike et al., CIKM 2017, Algorithm 1, one list (ties: the earlier item in the stable score order)."""
+    """Zehlike et al., CIKM 2017, Algorithm 1, one list (a tie between the queue heads: the protected one)."""
     order = sorted(range(n), key=lambda i: (-s[i], i))
     P = [i for i in order if g[i] == protected]
     Q = [i for i in order if g[i] != protected]
     out, tp = [], 0
     for pos in range(n):
         need = pos < K and tp < m[pos]
-        if P and (need or not Q or order.index(P[0]) < order.index(Q[0])):
+        if P and (need or not Q or s[P[0]] >= s[Q[0]]):
             out.append(P.pop(0))
             tp += 1
         else:
@@ -111,12 +111,29 @@ def test_fa_ir_worked_examples():
     # k = 4: only prefix 4 is constrained, then the merge by score continues
     out = fa_ir(s, g, p=0.5, alpha=0.1, k=4, adjust=False)
     assert out.ranking.tolist() == [0, 1, 2, 5, 3, 4, 6, 7, 8, 9]
-    # a tie between a protected and a non-protected item goes to the earlier one (the lower index)
+    # a tie between a protected and a non-protected item goes to the protected one (the authors' rule)
     out = fa_ir(torch.tensor([2., 1., 1., 0.]), torch.tensor([0, 0, 1, 1]), p=0.1, alpha=0.1, adjust=False)
-    assert out.ranking.tolist() == [0, 1, 2, 3]
+    assert out.ranking.tolist() == [0, 2, 1, 3]
     out = fa_ir(torch.tensor([2., 1., 1., 0.]), torch.tensor([0, 1, 0, 1]), p=0.1, alpha=0.1, adjust=False)
     assert out.ranking.tolist() == [0, 1, 2, 3]
 
+
+
+def test_fa_ir_puts_the_protected_item_first_at_equal_scores():
+    """Item 6: the documented tie rule, on the minimal example (two items, equal scores, one protected, no prefix
+    requiring a protected item: m = 0, 0), as the authors' Algorithm 1 (``>=``) and fairsearchcore do; a
+    score-order (stable) merge would keep [0, 1]. Within a group, ties keep index order; padding stays last."""
+    s, g = torch.tensor([1., 1.]), torch.tensor([0, 1])
+    assert fair_mtable(2, 0.5, 0.1, adjust=False).tolist() == [0, 0]
+    out = fa_ir(s, g, adjust=False)
+    assert out.ranking.tolist() == [1, 0] and bool(out.met) and not bool(out.one_group)
+    assert fa_ir(s, torch.tensor([1, 0]), adjust=False).ranking.tolist() == [0, 1]  # protected already first
+    # three-way tie, two protected (ids 1), and a padded item: protected in index order, then the other, padding last
+    out = fa_ir(torch.tensor([[3., 3., 3., 9.]]), torch.tensor([[0, 1, 1, 0]]),
+                mask=torch.tensor([[True, True, True, False]]), adjust=False)
+    assert out.ranking.tolist() == [[1, 2, 0, 3]]
+    # the same scores one group only: unchanged
+    assert fa_ir(s, torch.tensor([0, 0]), adjust=False).ranking.tolist() == [0, 1]
 
 @SETTINGS
 @given(data=st.data())
@@ -138,8 +155,11 @@ def test_fa_ir_met_passes_fair_test_and_a_passing_ranking_is_unchanged(data):
     K = N if k is None else k
     m = fair_mtable(K, p, alpha).tolist()
     for b in range(B):
-        if R.satisfies_mtable(start[b].tolist(), g[b].tolist(), 1, m):  # already fair: identity
-            assert out.ranking[b].tolist() == start[b].tolist()
+        if R.satisfies_mtable(start[b].tolist(), g[b].tolist(), 1, m):  # already fair: the score order, only
+            # ties reordered (protected first at equal scores, index order within a group)
+            assert s[b][out.ranking[b]].tolist() == s[b][start[b]].tolist()
+            protected_first = sorted(range(N), key=lambda i: (-s[b, i].item(), g[b, i].item() != 1, i))
+            assert out.ranking[b].tolist() == (start[b].tolist() if bool(out.one_group[b]) else protected_first)
             assert bool(out.met[b]) and bool(before[b])
 
 

@@ -10,7 +10,7 @@ from torchfair.rerank import (RERANKERS, Guard, Reranker, epsilon_greedy, fa_ir,
 
 
 @pytest.mark.parametrize("spec", [
-    "none", "fair", "fair:p=0.4,alpha=0.05", "fair:p=0.5,k=none,adjust=false", "fa*ir:protected=0",
+    "none", "fa_ir", "fa_ir:p=0.4,alpha=0.05", "fa_ir:p=0.5,k=none,adjust=false", "fa*ir:protected=0",
     "detconstsort:distribution=0.3/0.7,k=10", "dcs:k=3", "epsgreedy:epsilon=0.1,seed=2", "epsilon_greedy",
     "targeted:measure=dips,keep=10,relevance=top:10,tie_weight=0.5", "targeted:boosts=1/inf",
     "targeted:measure=exposure_misallocation,max_utility_loss=0.02,relevance=top:10,browsing=rbp:0.8",
@@ -28,10 +28,14 @@ def test_parse_spec_round_trips(spec):
 
 def test_parse_spec_values():
     assert parse_spec("targeted:relevance=top:10,keep=3") == ("targeted", {"relevance": "top:10", "keep": 3})
-    assert parse_spec("FAIR: p = 0.5 , adjust = true") == ("fair", {"p": 0.5, "adjust": True})
+    assert parse_spec("FA_IR: p = 0.5 , adjust = true") == ("fa_ir", {"p": 0.5, "adjust": True})
     assert parse_spec("targeted:boosts=0.5/inf") == ("targeted", {"boosts": [0.5, math.inf]})
     assert parse_spec("identity") == ("none", {})
-    r = get_reranker("fair:p=0.5,alpha=0.2,k=3")
+    # "fair" is R&E's FAIR measure (metrics.fair); the FA*IR re-ranker is "fa_ir" (or "fa*ir"), no other spelling
+    assert parse_spec("fa*ir:p=0.5") == ("fa_ir", {"p": 0.5})
+    with pytest.raises(ValueError, match="unknown re-ranker 'fair'"):
+        parse_spec("fair:p=0.5")
+    r = get_reranker("fa_ir:p=0.5,alpha=0.2,k=3")
     s, g = torch.tensor([5., 4., 3., 2., 1.]), torch.tensor([0, 0, 0, 1, 1])
     assert torch.equal(r(s, None, g).ranking, fa_ir(s, g, p=0.5, alpha=0.2, k=3).ranking)
 
@@ -44,11 +48,11 @@ def test_list_rerankers_names_every_entry():
         for o in opts:
             if not o.startswith("("):  # every listed option is accepted by the spec language
                 get_reranker(f"{name}:{o}=none")
-    assert "p" in dict((r[0], r[3]) for r in rows)["fair"]
+    assert "p" in dict((r[0], r[3]) for r in rows)["fa_ir"]
 
 
 def test_registry_round_trip_and_listing():
-    for spec in ("fair:p=0.4,alpha=0.05", "detconstsort:distribution=0.3/0.7,k=10", "epsgreedy:epsilon=0.1,seed=2",
+    for spec in ("fa_ir:p=0.4,alpha=0.05", "detconstsort:distribution=0.3/0.7,k=10", "epsgreedy:epsilon=0.1,seed=2",
                  "targeted:measure=dips,keep=10,relevance=top:10,tie_weight=0.5", "targeted:boosts=1/inf"):
         assert get_reranker(get_reranker(spec).spec).spec == get_reranker(spec).spec
     assert parse_spec("targeted:relevance=top:10,keep=3") == ("targeted", {"relevance": "top:10", "keep": 3})
@@ -60,12 +64,12 @@ _S, _G = torch.randn(5), torch.tensor([0, 1, 0, 1, 0])
 
 @pytest.mark.parametrize("call, arg", [
     (lambda: get_reranker("nope"), "spec"),
-    (lambda: get_reranker("fair:q=1"), "spec"),
-    (lambda: get_reranker("fair:p"), "spec"),
+    (lambda: get_reranker("fa_ir:q=1"), "spec"),
+    (lambda: get_reranker("fa_ir:p"), "spec"),
     (lambda: get_reranker(""), "spec"),
-    (lambda: get_reranker("fair:mask=1"), "spec"),
+    (lambda: get_reranker("fa_ir:mask=1"), "spec"),
     (lambda: Reranker("nope"), "name"),
-    (lambda: get_reranker("fair")(_S), "groups"),
+    (lambda: get_reranker("fa_ir")(_S), "groups"),
 ])
 def test_bad_input_names_the_argument(call, arg):
     with pytest.raises(ValueError, match=f"`{arg}`"):
@@ -92,12 +96,12 @@ def test_reranker_call_routes_the_inputs():
     assert torch.equal(oracle.ranking, targeted_rerank(s, g, "top:3", measure="dips", browsing="uniform",
                                                        mask=mask).ranking)
     with pytest.raises(ValueError, match="`protected`"):  # num_groups reaches FA*IR's own check
-        get_reranker("fair:protected=2")(s, None, g, mask, num_groups=2)
+        get_reranker("fa_ir:protected=2")(s, None, g, mask, num_groups=2)
     assert torch.equal(get_reranker("epsgreedy:epsilon=0.5,seed=3")(s, None, None, mask).ranking,
                        epsilon_greedy(s, epsilon=0.5, seed=3, mask=mask).ranking)  # group-blind: no groups needed
 
 
-@pytest.mark.parametrize("spec, why", [("fair:relevance=top:3", "relevance"), ("detconstsort:seed=1", "seed"),
+@pytest.mark.parametrize("spec, why", [("fa_ir:relevance=top:3", "relevance"), ("detconstsort:seed=1", "seed"),
                                         ("epsgreedy:groups=1", "groups"), ("targeted:num_groups=2", "num_groups")])
 def test_options_are_checked_against_the_function(spec, why):
     """Only the keyword options of the function (and the targeted re-ranker's relevance estimate) are accepted;
@@ -110,7 +114,7 @@ def test_spec_formats_values_back_to_the_language():
     r = Reranker("targeted", {"boosts": [0.5, math.inf], "keep": 2, "relevance": "top:4", "max_utility_loss": None})
     assert r.spec == "targeted:boosts=0.5/inf,keep=2,relevance=top:4,max_utility_loss=None"
     assert parse_spec(r.spec) == ("targeted", r.options)
-    assert Reranker("none").spec == "none" and get_reranker("FA*IR").name == "fair"
+    assert Reranker("none").spec == "none" and get_reranker("FA*IR").name == "fa_ir"
 
 
 def test_targeted_guard_specs():
@@ -176,7 +180,7 @@ def test_rerank_lists_equals_the_reranker_on_each_list_alone():
             out.append({"list_id": b, "scores": torch.randn(m, generator=g), "relevance": torch.rand(m, generator=g),
                         "groups": torch.randint(0, 2, (m,), generator=g)})
     for spec, lists in (("none", ragged), ("detconstsort:distribution=0.5/0.5", ragged),
-                        ("fair:p=0.6,alpha=0.1", same), ("detconstsort:distribution=0.3/0.7", same)):
+                        ("fa_ir:p=0.6,alpha=0.1", same), ("detconstsort:distribution=0.3/0.7", same)):
         r = get_reranker(spec)
         out = rerank_lists(lists, spec, num_groups=2, batch_size=5)
         assert len(out) == len(lists)
@@ -189,8 +193,8 @@ def test_rerank_lists_equals_the_reranker_on_each_list_alone():
         assert spec == "none" or moved > 0, spec  # the re-ranker did something
     for bad, name in (({"num_groups": 0}, "num_groups"), ({"batch_size": 0}, "batch_size")):
         with pytest.raises(ValueError, match=f"`{name}`"):
-            rerank_lists(ragged, "fair", **{"num_groups": 2, **bad})
+            rerank_lists(ragged, "fa_ir", **{"num_groups": 2, **bad})
     with pytest.raises(ValueError, match="`lists`"):
-        rerank_lists([{"scores": torch.ones(2)}], "fair", num_groups=2)
+        rerank_lists([{"scores": torch.ones(2)}], "fa_ir", num_groups=2)
     with pytest.raises(ValueError, match="`spec`"):
         rerank_lists(ragged, "nope", num_groups=2)

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-import torchfair.sweep
 from torchfair.cli import main as cli_main
 from torchfair.sweeps import SweepLockedError, collect_results, run_sweep
 from torchfair.sweeps.runner import _Progress
@@ -34,15 +33,17 @@ def _trials(out: Path, name: str):
 def test_runner_arguments_are_checked(tmp_path, sweep_file):
     cfg = sweep_file({"model.lam": [0.0]})
     for kw, match in (({"workers": 0}, "`workers`"), ({"threads": 0}, "`threads`"), ({"search": "bayes"}, "`search`"),
-                      ({"backend": "slurm"}, "`backend`"), ({"search": "optuna"}, "`n_trials`"),
-                      ({"backend": "ray", "share": True}, "`share`")):
+                      ({"executor": "slurm"}, "`executor`"), ({"search": "optuna"}, "`n_trials`"),
+                      ({"executor": "ray", "share": True}, "`share`")):
         with pytest.raises(ValueError, match=match):
             run_sweep(cfg, tmp_path / "out", **kw)
     assert not (tmp_path / "out").exists()
 
 
-def test_the_sweep_module_still_exports_the_api():
-    assert torchfair.sweep.run_sweep is run_sweep and torchfair.sweep.SweepLockedError is SweepLockedError
+def test_the_sweep_shim_module_is_gone():
+    """``torchfair.sweep`` re-exported ``torchfair.sweeps`` for old imports; dropped before 0.1.0 (one import path)."""
+    import importlib.util
+    assert importlib.util.find_spec("torchfair.sweep") is None
 
 
 def test_the_objective_direction_is_the_declared_one():
@@ -123,7 +124,7 @@ def test_sweep_resumes_after_a_kill_and_refuses_a_concurrent_sweep(tmp_path, swe
 
 @pytest.mark.slow
 def test_optuna_search_proposes_in_the_space_and_resumes(tmp_path, sweep_file):
-    pytest.importorskip("optuna", reason="optuna is an optional extra (pip install torchfair[optuna])")
+    pytest.importorskip("optuna", reason="optuna is an optional extra (pip install torchfair[sweep])")
     cfg = sweep_file({"seed_everything": [0, 1]}, random={"model.lam": {"loguniform": [0.01, 1.0]}})
     out = tmp_path / "out"
     res = run_sweep(cfg, out, workers=2, threads=1, search="optuna", n_trials=3)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-optuna = pytest.importorskip("optuna", reason="the local backend's study store (pip install torchfair[optuna])")
+optuna = pytest.importorskip("optuna", reason="the local executor's study store (pip install torchfair[sweep])")
 
 from torchfair.sweeps import SweepLockedError, expand_trials, load_sweep  # noqa: E402
 from torchfair.sweeps.study import JOURNAL, SweepStudy, _lock  # noqa: E402
@@ -125,7 +125,7 @@ def test_a_widened_grid_keeps_its_finished_trials(tmp_path, sweep_file):
 
 
 def test_a_result_file_no_study_knows_is_recorded(tmp_path, sweep_file):
-    # e.g. a trial the Ray backend ran into the same directory
+    # e.g. a trial the Ray executor ran into the same directory
     spec = load_sweep(sweep_file({"model.lam": [0.0, 1.0]}))
     trials, out = expand_trials(spec), tmp_path / "out"
     _result(out, trials[0], **{"val/ndcg@10": 0.75})

@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from torchfair.cli import main as cli_main
-from torchfair.sweeps import expand_trials, load_sweep, run_sweep, run_trial, trial_args
+from torchfair.sweeps import expand_trials, load_sweep, run_sweep
+from torchfair.sweeps.trial import run_trial, trial_args
 from torchfair.sweeps.trial import _log_error, _prepare, _status
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -40,7 +40,7 @@ def test_bad_files_are_one_line_errors(ckpt, tmp_path):
                       (plain, "not a Lightning checkpoint"), (foreign, "another model")):
         with pytest.raises(ValueError, match=msg) as e:
             load_checkpoint(str(path))
-        assert "\n" not in str(e.value) and "`--ckpt`" in str(e.value)
+        assert "\n" not in str(e.value) and "`--ckpts`" in str(e.value)
     with pytest.raises(ValueError, match="`--config`"):
         bad = tmp_path / "bad.yaml"
         bad.write_text("- a list\n")

@@ -77,10 +77,10 @@ def test_report_numbers_are_those_of_the_scored_lists(ckpt, tmp_path):
 
 
 def test_streamed_evaluation_equals_the_eager_one(ckpt):
-    kw = dict(names=["a", "b"], bootstrap=200, seed=5, rerank=["fair:p=0.5,alpha=0.1"], popularity=True)
+    kw = dict(names=["a", "b"], bootstrap=200, seed=5, rerank=["fa_ir:p=0.5,alpha=0.1"], popularity=True)
     eager = evaluate_checkpoints([ckpt, ckpt], None, stream=False, **kw)
     streamed = evaluate_checkpoints([ckpt, ckpt], None, stream=True, chunk_users=7, **kw)
-    assert eager["order"] == streamed["order"] == ["a", "a + fair:p=0.5,alpha=0.1", "b", "b + fair:p=0.5,alpha=0.1",
+    assert eager["order"] == streamed["order"] == ["a", "a + fa_ir:p=0.5,alpha=0.1", "b", "b + fa_ir:p=0.5,alpha=0.1",
                                                    "popularity"]
     e, s = _numbers(eager), _numbers(streamed)
     assert e.keys() == s.keys()

@@ -101,7 +101,7 @@ def test_module_measures_are_the_evaluation_engine_metrics():
     requests), one per requested measure, plus the mean utility loss."""
     from torchmetrics.aggregation import MeanMetric
 
-    from torchfair.evaluation import FairnessMetric
+    from torchfair.metrics import FairnessMetric
 
     model = FairRankingModule("mf", measures=["ndcg@5", "dips:tie_weight=0,label=d0"],
                               data_info={"num_users": 3, "num_items": 6, "num_groups": 2})
@@ -161,7 +161,7 @@ def test_module_trains_with_a_multi_measure_loss_logs_its_terms_and_checkpoints_
 def test_module_rerank_validates_the_reranked_scores():
     """FairRankingModule(rerank=...) computes its exact validation measures on the re-ranked lists: equal to the
     measures of a plain model's scores re-ranked by hand."""
-    from torchfair.evaluation import NDCG
+    from torchfair.metrics import NDCG
     from torchfair.rerank import get_reranker
 
     dm = MovieLensDataModule("synthetic", n_test=3, n_val=2, num_negatives=5, batch_size=16)

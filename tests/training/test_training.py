@@ -105,8 +105,8 @@ def tiny_checkpoints(tmp_path_factory):
 
 def test_evaluate_writes_the_three_files(tiny_checkpoints, tmp_path, capsys):
     out = tmp_path / "rep"
-    rc = cli_main(["evaluate", "--ckpt", str(tiny_checkpoints[0]), "--ckpt", str(tiny_checkpoints[1]),
-                   "--out", str(out), "--name", "plain", "--name", "fair", "--bootstrap", "50"])
+    rc = cli_main(["evaluate", "--ckpts", str(tiny_checkpoints[0]), "--ckpts", str(tiny_checkpoints[1]),
+                   "--out", str(out), "--names", "plain", "--names", "fair", "--bootstrap", "50"])
     assert rc == 0, capsys.readouterr().err
     for f in ("report.json", "report.md", "exposure_by_position.png"):
         assert (out / f).stat().st_size > 0, f
@@ -128,7 +128,7 @@ def test_evaluate_writes_the_three_files(tiny_checkpoints, tmp_path, capsys):
     assert all(abs(sum(row) - 1) < 1e-9 for row in share)
     assert "| ndcg@10 |" in (out / "report.md").read_text()
     # a second run into the same directory: refused before any work unless --overwrite
-    again = ["evaluate", "--ckpt", str(tiny_checkpoints[0]), "--out", str(out), "--bootstrap", "0"]
+    again = ["evaluate", "--ckpts", str(tiny_checkpoints[0]), "--out", str(out), "--bootstrap", "0"]
     assert cli_main(again) == 2
     assert "--overwrite" in capsys.readouterr().err
     assert cli_main(again + ["--overwrite"]) == 0
@@ -142,7 +142,7 @@ def test_evaluate_rejects_files_that_are_not_its_checkpoints(tmp_path, capsys):
     torch.save({"state_dict": {"layer.weight": torch.zeros(2)}, "epoch": 0}, other)
     for path, msg in ((text, "not a PyTorch checkpoint"), (other, "another model"),
                       (tmp_path / "missing.ckpt", "no such file")):
-        assert cli_main(["evaluate", "--ckpt", str(path), "--out", str(tmp_path / "o")]) == 2
+        assert cli_main(["evaluate", "--ckpts", str(path), "--out", str(tmp_path / "o")]) == 2
         assert msg in capsys.readouterr().err
 
 
@@ -230,7 +230,7 @@ def test_evaluate_rerank_columns_are_the_measures_of_the_reranked_lists(tiny_che
     from torchfair.training.checkpoint import load_checkpoint, score_lists
     from torchfair.training.evaluate import evaluate_checkpoints
 
-    specs = ["fair:p=0.5,alpha=0.1", "targeted:measure=dips,keep=1"]
+    specs = ["fa_ir:p=0.5,alpha=0.1", "targeted:measure=dips,keep=1"]
     rep = evaluate_checkpoints([str(tiny_checkpoints[0])], None, names=["m"], bootstrap=20, rerank=specs)
     assert rep["order"] == ["m"] + [f"m + {s}" for s in specs]
     run = load_checkpoint(str(tiny_checkpoints[0]))
@@ -272,7 +272,7 @@ def test_evaluate_popularity_run_ranks_by_training_counts(tiny_checkpoints, tmp_
                         rel_tol=1e-6)
     assert rep["differences"]["popularity"]["reference"] == "m" and rep["differences"]["popularity"]["paired"]
     assert "popularity (training rating counts)" in (tmp_path / "rep" / "report.md").read_text()
-    assert cli_main(["evaluate", "--ckpt", str(tiny_checkpoints[0]), "--out", str(tmp_path / "r2"),
+    assert cli_main(["evaluate", "--ckpts", str(tiny_checkpoints[0]), "--out", str(tmp_path / "r2"),
                      "--bootstrap", "5", "--popularity"]) == 0
     with pytest.raises(ValueError, match="`names`"):
         evaluate_checkpoints([str(tiny_checkpoints[0])], None, names=["popularity"], bootstrap=0, popularity=True)
@@ -283,15 +283,15 @@ def test_evaluate_popularity_run_ranks_by_training_counts(tiny_checkpoints, tmp_
 def test_evaluate_cli_rerank_and_list_rerankers(tiny_checkpoints, tmp_path, capsys):
     assert cli_main(["evaluate", "--list-rerankers"]) == 0
     listed = capsys.readouterr().out
-    for name in ("fair", "detconstsort", "epsgreedy", "targeted"):
+    for name in ("fa_ir", "detconstsort", "epsgreedy", "targeted"):
         assert f"\n{name} " in "\n" + listed
     out = tmp_path / "rep"
-    rc = cli_main(["evaluate", "--ckpt", str(tiny_checkpoints[0]), "--out", str(out), "--bootstrap", "10",
+    rc = cli_main(["evaluate", "--ckpts", str(tiny_checkpoints[0]), "--out", str(out), "--bootstrap", "10",
                    "--rerank", "detconstsort", "--rerank", "epsgreedy:epsilon=0.2,seed=3"])
     assert rc == 0
     md = (out / "report.md").read_text()
     assert "+ detconstsort" in md and "+ epsgreedy:epsilon=0.2,seed=3" in md and "re-ranked by" in md
-    assert cli_main(["evaluate", "--ckpt", str(tiny_checkpoints[0]), "--out", str(tmp_path / "rep2"), "--rerank",
+    assert cli_main(["evaluate", "--ckpts", str(tiny_checkpoints[0]), "--out", str(tmp_path / "rep2"), "--rerank",
                      "nope"]) == 2
     assert "unknown re-ranker 'nope'" in capsys.readouterr().err
 

@@ -82,7 +82,7 @@ from .. import _linalg
 from .._validation import check_choice, check_number, check_reduction
 from ..browsing import RBP, Cascade
 from ..metrics.common import reduce
-from ..metrics.exposure import ExpectedExposure, ideal_exposure
+from ..metrics.exposure import ExpectedExposureResult, ideal_exposure
 from ..orderings.stochastic import Sampled
 
 __all__ = ["expeval", "rankings_from_ranks"]
@@ -152,7 +152,7 @@ def expeval(ranks: Tensor, relevance: Tensor, groups: Optional[Tensor] = None, *
             normalize: bool = False, unlabeled_group: bool = True, relevant_only: Optional[bool] = None,
             num_groups: Optional[int] = None, mask: Optional[Tensor] = None, reduction: str = "none",
             return_valid: bool = False, validate_args: bool = True
-            ) -> Union[ExpectedExposure, Tuple[ExpectedExposure, Tensor]]:
+            ) -> Union[ExpectedExposureResult, Tuple[ExpectedExposureResult, Tensor]]:
     """expeval's EE-D / EE-R / EE-L (see the module docstring for the conventions and the flag table).
 
     ``ranks``: 1-based rank of every document, ``[N]`` / ``[B, N]`` (one ranking per query, shaped like
@@ -162,7 +162,7 @@ def expeval(ranks: Tensor, relevance: Tensor, groups: Optional[Tensor] = None, *
     0/1 membership (a document counts in full in each of its groups).  ``user_model`` ``"gerr"`` (default, as
     expeval) or ``"rbp"``; ``patience`` is ``-p``, ``utility`` is ``-r``, ``complete`` is ``-C``, ``binarize`` is
     ``-B``, ``normalize`` is the absence of ``-U``.  Returns
-    :class:`~torchfair.metrics.exposure.ExpectedExposure` ``(loss, disparity, relevance, target_norm)`` per
+    :class:`~torchfair.metrics.exposure.ExpectedExposureResult` ``(loss, disparity, relevance, target_norm)`` per
     query (reduced over the valid queries by ``reduction``), and the validity ``[B]`` with ``return_valid``
     (False where expeval skips the query: no document with grade > 0 when ``complete=False``; values 0 there).
     """
@@ -271,7 +271,7 @@ def expeval(ranks: Tensor, relevance: Tensor, groups: Optional[Tensor] = None, *
         v = torch.where(valid, v, zero)
         v = reduce(v, valid, reduction, batched=not squeeze)
         out.append(v.squeeze(0) if squeeze else v)
-    res = ExpectedExposure(*out)
+    res = ExpectedExposureResult(*out)
     if not return_valid:
         return res
     ok = valid.any() if (reduction != "none" and not squeeze) else (valid.squeeze(0) if squeeze else valid)

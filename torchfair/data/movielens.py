@@ -56,7 +56,12 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
-import pandas as pd
+
+from .._extras import require
+
+require("torchfair.data.movielens", "train", ("pandas",))
+
+import pandas as pd  # noqa: E402
 
 __all__ = ["MovieLens", "load_movielens", "synthetic_movielens", "DataFormatError", "ChecksumError",
            "DataUnavailableError", "VARIANTS", "default_cache_dir"]

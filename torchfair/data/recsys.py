@@ -38,7 +38,12 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
-import pandas as pd
+
+from .._extras import require
+
+require("torchfair.data.recsys", "train", ("pandas",))
+
+import pandas as pd  # noqa: E402
 import torch
 
 from .._validation import check_int

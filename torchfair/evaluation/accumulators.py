@@ -19,7 +19,12 @@ from typing import Any, Dict, Optional, Tuple
 
 import torch
 from torch import Tensor
-from torchmetrics import Metric
+
+from .._extras import require
+
+require("torchfair.evaluation.PositionShares / PooledMPC", "torchmetrics")
+
+from torchmetrics import Metric  # noqa: E402
 
 from ..metrics.calibration import adjacent_candidates
 

@@ -528,7 +528,7 @@ def _table_rows(path, fmt: str):
             df = pd.read_parquet(path)
         except ImportError as e:
             raise ImportError(f"reading Parquet ({path}) needs pandas with pyarrow or fastparquet "
-                              f"(pip install pandas pyarrow); or convert the file to CSV") from e
+                              f"(pip install 'torchfair[parquet]'); or convert the file to CSV") from e
         header = [str(c) for c in df.columns]
         rows = [(f"{path} row {i + 1}",
                  dict(zip(header, ["" if v is None or (isinstance(v, float) and v != v) else str(v) for v in r])))

@@ -1,5 +1,9 @@
 """torchmetrics wrappers: accumulate any registered measure over batches, exactly, across processes.
 
+Public as :mod:`torchfair.metrics` names, beside the functions (``from torchfair.metrics import DIPS, dips``), as
+torchmetrics keeps a domain's classes in its domain package; ``import torchfair.metrics`` loads this module (and
+torchmetrics) only when a class is first used.
+
 Each metric keeps two ``[C]`` states per instance, one entry per column of the measure (see
 :mod:`torchfair.evaluation.registry`): ``total`` (sum of the column over the lists where it is valid) and ``count``
 (the number of such lists), both declared with ``dist_reduce_fx="sum"``.  ``compute()`` returns
@@ -24,7 +28,12 @@ from typing import Any, Dict, List, Optional, Union
 
 import torch
 from torch import Tensor
-from torchmetrics import Metric
+
+from .._extras import require
+
+require("torchfair.evaluation.metric (the Metric classes: torchfair.metrics.DIPS...)", "torchmetrics")
+
+from torchmetrics import Metric  # noqa: E402
 
 from .registry import _DATA_ARGS, MeasureRequest, get_measure, parse_request
 
@@ -156,7 +165,14 @@ def metric_class(measure: str, class_name: Optional[str] = None,
     Its ``__init__`` has the measure's real signature: ``num_groups``, ``column``, ``validate_args`` and every
     option of the measure function as a keyword (defaults and types from the function), so IDEs, ``help()`` and
     LightningCLI see them; an unknown keyword is a ``ValueError`` naming it.  ``higher_is_better`` defaults to the
-    measure's declaration (:data:`torchfair.metrics.MEASURES`)."""
+    measure's declaration (:data:`torchfair.metrics.MEASURES`).
+
+    Example (a class for a measure, e.g. one added with :func:`torchfair.evaluation.register`)::
+
+        >>> MyNDCG = metric_class("ndcg", "MyNDCG")
+        >>> MyNDCG(k=10).request.options, MyNDCG.higher_is_better
+        ({'k': 10}, True)
+    """
     spec = get_measure(measure)
     hib = spec.higher_is_better if higher_is_better is None else higher_is_better
     name = class_name or measure.upper()

@@ -24,7 +24,7 @@ sweep report and :class:`~torchfair.evaluation.table.EvaluationTable` use too), 
 ``report.md`` (:func:`report_markdown`), optionally ``report.csv`` (:func:`long_csv`) and, when the runs carry
 ``position_share`` (:class:`~torchfair.evaluation.accumulators.PositionShares`), ``exposure_by_position.png``
 (:func:`plot_position_shares`); :func:`pyplot`, :func:`save_figure` and :func:`write_markdown` are the plotting
-and markdown primitives the sweep report (:mod:`torchfair.sweeps.report`) writes through too.
+and markdown primitives the sweep report (:mod:`torchfair.sweeps.tradeoff`) writes through too.
 """
 from __future__ import annotations
 

@@ -208,7 +208,7 @@ class EvaluationTable:
         try:
             import pandas as pd
         except ImportError as e:  # pragma: no cover - depends on the environment
-            raise ImportError("EvaluationTable.to_pandas needs pandas (pip install pandas)") from e
+            raise ImportError("EvaluationTable.to_pandas needs pandas: pip install 'torchfair[parquet]' (or pandas)") from e
         if per_list:
             return pd.DataFrame(self.values, index=pd.Index(self.list_ids, name="list_id"), columns=self.columns)
         return pd.DataFrame(self.aggregate()).T

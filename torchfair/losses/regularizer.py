@@ -20,7 +20,7 @@ class FairnessRegularizer(nn.Module):
     ``warmup_steps`` calls of :meth:`step` (call it once per optimiser step).  The step counter is part of the
     module's ``state_dict``, so a run resumed from a checkpoint continues its warm-up where it stopped.
 
-    ``every = k > 1`` regularises lazily: the fairness term enters the loss only on the steps with
+    ``fairness_every = k > 1`` regularises lazily: the fairness term enters the loss only on the steps with
     ``current_step % k == 0``, weighted ``k * lambda_t`` there, so that over ``k`` steps its gradient weighs what
     ``lambda_t`` every step weighs, at ``1/k`` of its cost ("lazy regularization", Karras et al. 2020, *Analyzing
     and Improving the Image Quality of StyleGAN*, CVPR, section 3.1: their R1 term every 16 minibatches).  Steps
@@ -32,7 +32,7 @@ class FairnessRegularizer(nn.Module):
     so a regulariser at ``lam=0`` costs what the utility loss costs.  Measured (``experiments/bench_regularizer.py``,
     B = 64, N = 500, DIPS on SoftRank, 2 CPU threads): a lambda = 0 step costs 1.0x a ListNet step with ``0``,
     16x with ``10`` and 144x with ``1``.  While ``lambda_t > 0`` it is computed on every regularised step (every
-    call with ``every=1``); the other calls of a lazy regulariser follow the same logging rule.
+    call with ``fairness_every=1``); the other calls of a lazy regulariser follow the same logging rule.
 
     After each forward, :attr:`last` holds detached ``utility``, ``lambda``, ``total`` and, when it was computed,
     ``fairness`` (e.g. ``self.log_dict(reg.last)`` in a LightningModule), with ``fairness/<name>`` for each term of
@@ -52,7 +52,7 @@ class FairnessRegularizer(nn.Module):
     """
 
     def __init__(self, utility: nn.Module, fairness: nn.Module, lam: float = 1.0, schedule: str = "constant",
-                 warmup_steps: int = 0, log_fairness_every: int = 0, every: int = 1):
+                 warmup_steps: int = 0, log_fairness_every: int = 0, fairness_every: int = 1):
         super().__init__()
         check_choice(schedule, "schedule", _SCHEDULES)
         self.lam = check_number(lam, "lam", low=0)
@@ -60,7 +60,7 @@ class FairnessRegularizer(nn.Module):
         if schedule == "linear" and self.warmup_steps < 1:
             raise ValueError(f"`warmup_steps` must be >= 1 for the linear schedule; got {warmup_steps!r}")
         self.log_fairness_every = check_number(log_fairness_every, "log_fairness_every", low=0, integer=True)
-        self.every = check_number(every, "every", low=1, integer=True)
+        self.fairness_every = check_number(fairness_every, "fairness_every", low=1, integer=True)
         if not callable(utility) or not callable(fairness):
             raise ValueError("`utility` and `fairness` must be losses called as loss(scores, relevance, groups, mask)")
         self.utility = utility
@@ -80,15 +80,15 @@ class FairnessRegularizer(nn.Module):
 
     @property
     def regularizes_now(self) -> bool:
-        """Whether the next call trains the fairness term: ``lambda_t > 0`` and, with ``every = k``, a step
+        """Whether the next call trains the fairness term: ``lambda_t > 0`` and, with ``fairness_every = k``, a step
         ``current_step % k == 0``."""
-        return self.current_lambda > 0 and self.current_step % self.every == 0
+        return self.current_lambda > 0 and self.current_step % self.fairness_every == 0
 
     @property
     def weight(self) -> float:
-        """The weight of the fairness term in the next call's loss: ``every * lambda_t`` when it
+        """The weight of the fairness term in the next call's loss: ``fairness_every * lambda_t`` when it
         :attr:`regularizes_now`, else 0."""
-        return self.every * self.current_lambda if self.regularizes_now else 0.0
+        return self.fairness_every * self.current_lambda if self.regularizes_now else 0.0
 
     def step(self) -> None:
         """Advance the schedule by one optimiser step."""
@@ -105,7 +105,7 @@ class FairnessRegularizer(nn.Module):
     def terms(self, scores: Tensor, relevance: Tensor, groups: Tensor,
               mask: Optional[Tensor] = None) -> Dict[str, Optional[Tensor]]:
         """Both terms with their graphs: ``{"utility": u, "fairness": f, "lambda": w}``, ``w`` = :attr:`weight`
-        (``lambda_t``, or ``every * lambda_t`` on the regularised steps of a lazy regulariser; 0 on its other
+        (``lambda_t``, or ``fairness_every * lambda_t`` on the regularised steps of a lazy regulariser; 0 on its other
         steps).
 
         ``fairness`` is ``None`` when ``w = 0`` and this call is not a logging call (see the class doc); when

@@ -5,12 +5,17 @@ differentiable value.  Families: :mod:`.pairwise` (DIPS, IGI, REE, pairwise accu
 :mod:`.exposure` (misallocation, expected exposure, IAA, AWRF, DP/EUR/RUR, expRR), :mod:`.prefix` (rND, rRD, rKL,
 PreF, skew, NDKL, FAIR), :mod:`.calibration` (matched pair calibration), :mod:`.monotonicity` (the monotonicity
 test), :mod:`.utility` (NDCG, DCG, precision, recall, MRR, AP, R-precision, RBP, ERR).
+
+The torchmetrics classes live here too, as in torchmetrics: ``dips`` computes a batch, ``DIPS()`` accumulates the
+exact corpus mean over ``update`` calls and processes (``pip install 'torchfair[torchmetrics]'``)::
+
+    from torchfair.metrics import DIPS, dips
 """
 from .calibration import MatchedPairs, MPCResult, matched_pair_calibration, matched_pairs, mpc_cluster_variance
-from .exposure import (ExpectedExposure, awrf, exposure_share, dp, eur, exp_rr, expected_exposure, exposure_misallocation, iaa,
+from .exposure import (ExpectedExposureResult, awrf, exposure_share, dp, eur, exp_rr, expected_exposure, exposure_misallocation, iaa,
                        ideal_exposure, individual_misallocation, log_dp, log_eur, log_rur, misallocation_norm, rur)
 from .monotonicity import MonotonicityTest, isotonic_regression, monotonicity_test
-from .pairwise import (RankParity, accuracy_gaps, dips, discordant_fraction, igi, individual_dissatisfaction,
+from .pairwise import (RankParityResult, accuracy_gaps, dips, discordant_fraction, igi, individual_dissatisfaction,
                        kendall_tau, pairwise_accuracy, pairwise_gap, rank_parity, ree)
 from .prefix import (FairTest, fair, fair_adjusted_alpha, fair_mtable, fair_test, ndkl, pref, prefix_mass, rkl, rnd,
                      rrd, skew)
@@ -18,13 +23,24 @@ from .utility import average_precision, dcg, err, ideal_dcg, ideal_ranking, mrr,
 from .disparity import disparate_exposure, top1_exposure_gap
 from .declarations import MEASURES, Measure, get_declaration
 
+#: the torchmetrics ``Metric`` classes, beside the functions they accumulate (``DIPS`` and ``dips``), as torchmetrics
+#: keeps a domain's classes in its domain package: exact corpus means over batches and processes, defined in
+#: :mod:`torchfair.evaluation.metric` (they run the measure registry) and imported on first access (PEP 562), so that
+#: ``import torchfair.metrics`` does not import torchmetrics (the [torchmetrics] extra)
+_METRIC_CLASSES = (
+    "FairnessMetric", "metric_class", "DIPS", "IGI", "REE", "PairwiseAccuracy", "RankParity", "KendallTau",
+    "DiscordantFraction", "NDCG", "DCG", "Precision", "Recall", "MRR", "AveragePrecision", "RPrecision",
+    "RankBiasedPrecision", "ERR", "ExposureShare", "AWRF", "IAA", "ExpectedExposure", "ExposureMisallocation", "ExpRR",
+    "DP", "EUR", "RUR", "RND", "RRD", "RKL", "Skew", "NDKL", "PreF", "FAIR", "MPC", "Top1ExposureGap",
+    "DisparateExposure")
+
 __all__ = [
     # pairwise
     "dips", "individual_dissatisfaction", "igi", "ree", "pairwise_gap", "pairwise_accuracy", "accuracy_gaps",
-    "rank_parity", "RankParity", "discordant_fraction", "kendall_tau",
+    "rank_parity", "RankParityResult", "discordant_fraction", "kendall_tau",
     # exposure
     "exposure_misallocation", "misallocation_norm", "individual_misallocation", "ideal_exposure",
-    "expected_exposure", "ExpectedExposure", "iaa", "exposure_share", "awrf", "dp", "eur", "rur", "log_dp", "log_eur", "log_rur",
+    "expected_exposure", "ExpectedExposureResult", "iaa", "exposure_share", "awrf", "dp", "eur", "rur", "log_dp", "log_eur", "log_rur",
     "exp_rr",
     # prefix
     "rnd", "rrd", "rkl", "pref", "skew", "ndkl", "fair", "prefix_mass", "fair_test", "fair_mtable",
@@ -39,4 +55,20 @@ __all__ = [
     "top1_exposure_gap", "disparate_exposure",
     # declarations
     "MEASURES", "Measure", "get_declaration",
+    # the torchmetrics classes (loaded on first access)
+    *_METRIC_CLASSES,
 ]
+
+
+def __getattr__(name: str):
+    if name in _METRIC_CLASSES:
+        import importlib
+
+        value = getattr(importlib.import_module("torchfair.evaluation.metric"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_METRIC_CLASSES))

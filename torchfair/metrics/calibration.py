@@ -38,7 +38,9 @@ from .. import _linalg
 from .._validation import check_choice, check_group_id, check_number, prepare
 from ..browsing import BrowsingModel, get_browsing
 from ..orderings.base import OrderingLike
-from ..orderings import Hard, HardOrderedBatch, row_blocks
+from ..orderings import Hard
+from ..orderings.base import row_blocks
+from ..orderings.hard import HardOrderedBatch
 from .common import check_bool, check_ordering, order
 
 __all__ = ["MatchedPairs", "MPCResult", "matched_pairs", "matched_pair_calibration", "mpc_cluster_variance",

@@ -30,7 +30,8 @@ from torch import Tensor
 
 from .._validation import Batch, check_choice, check_number, check_reduction
 from ..browsing import BrowsingModel, TopK, get_browsing
-from ..orderings import Hard, MixtureOrderedBatch, OrderedBatch, Ordering
+from ..orderings import Hard, OrderedBatch, Ordering
+from ..orderings.mixture import MixtureOrderedBatch
 from ..orderings.hard import sort_order
 
 __all__ = ["order", "check_k", "check_bool", "cut_browsing", "check_target_string", "expectation_over_rankings",
@@ -132,7 +133,7 @@ def expectation_over_rankings(ob: OrderedBatch, per_ranking: Callable[[OrderedBa
 
     ``per_ranking(inner, S)`` evaluates the measure on an ordered batch of ``S * B`` lists (``S = 1`` for a
     plain ordering; inputs tiled ``S`` times, sample-major, e.g. ``relevance.repeat(S, 1)``) and returns
-    ``[S * B, ...]``.  For a :class:`~torchfair.orderings.MixtureOrderedBatch` (``Sampled``, ``PlackettLuce``)
+    ``[S * B, ...]``.  For a :class:`~torchfair.orderings.mixture.MixtureOrderedBatch` (``Sampled``, ``PlackettLuce``)
     it is evaluated on the mixture's ``inner`` rankings and averaged with the mixture's weights ``[S, B]``
     (for Plackett-Luce, the score-function weights when the policy carries them, so that the expectation gets
     the score-function gradient; their value is the plain ``1/S``).  Nested mixtures are expanded recursively.

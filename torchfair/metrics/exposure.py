@@ -61,7 +61,7 @@ from .common import (check_bool, check_k, check_target_string, clamp_rounding, c
                       order, safe_div, safe_log)
 
 __all__ = ["exposure_misallocation", "misallocation_norm", "individual_misallocation", "ideal_exposure",
-           "expected_exposure", "ExpectedExposure", "iaa", "exposure_share", "awrf", "dp", "eur", "rur", "log_dp", "log_eur",
+           "expected_exposure", "ExpectedExposureResult", "iaa", "exposure_share", "awrf", "dp", "eur", "rur", "log_dp", "log_eur",
            "log_rur", "exp_rr"]
 
 BrowsingLike = Union[BrowsingModel, str, None]
@@ -266,7 +266,7 @@ def individual_misallocation(scores: Optional[Tensor], relevance: Optional[Tenso
 
 
 # ----------------------------------------------------------------------------------------- expected exposure
-class ExpectedExposure(NamedTuple):
+class ExpectedExposureResult(NamedTuple):
     """Result of :func:`expected_exposure`, each ``[...]`` (per list, or reduced)."""
 
     #: EE-L ``||eps - eps*||^2`` (Raj & Ekstrand, SIGIR 2022, eq. 9): 0 is ideal
@@ -283,7 +283,7 @@ class ExpectedExposure(NamedTuple):
 def expected_exposure(scores: Optional[Tensor], relevance: Tensor, groups: Optional[Tensor] = None, *,
                       browsing: BrowsingLike = None, k: Optional[int] = None, mask: Optional[Tensor] = None,
                       num_groups: Optional[int] = None, ordering: OrderingLike = None, reduction: str = "none",
-                      validate_args: bool = True) -> ExpectedExposure:
+                      validate_args: bool = True) -> ExpectedExposureResult:
     r"""Expected exposure metrics (Diaz et al.; Raj & Ekstrand, SIGIR 2022, eq. 5, 9, 10).
 
     .. math:: \mathrm{EE\text{-}L} = \|\epsilon - \epsilon^*\|_2^2, \quad \mathrm{EE\text{-}D} = \|\epsilon\|_2^2,
@@ -297,7 +297,7 @@ def expected_exposure(scores: Optional[Tensor], relevance: Tensor, groups: Optio
     items of unknown group are ranked but in no group).  Exposure is not normalised.  **EE-R convention**:
     ``eps . eps*`` as in Diaz et al. and expeval; Raj & Ekstrand (SIGIR 2022, eq. 10 and their code) report
     ``2 eps . eps*``.  ``browsing`` defaults to ``RBP(0.9)`` (Raj & Ekstrand, SIGIR 2022, table 1: RBP or cascade);
-    ``k`` truncates it.  Returns an :class:`ExpectedExposure` of four ``[B]`` (``[]``) tensors.  All values are always defined.
+    ``k`` truncates it.  Returns an :class:`ExpectedExposureResult` of four ``[B]`` (``[]``) tensors.  All values are always defined.
 
     Example (expeval's convention, see :mod:`torchfair.compat.expeval`)::
 
@@ -318,7 +318,7 @@ def expected_exposure(scores: Optional[Tensor], relevance: Tensor, groups: Optio
     tnorm = (star ** 2).sum(-1)
     valid = torch.ones_like(loss, dtype=torch.bool)
     out = [finish(b, x, valid, reduction, False) for x in (loss, disp, rel, tnorm)]
-    return ExpectedExposure(*out)
+    return ExpectedExposureResult(*out)
 
 
 # ------------------------------------------------------------------------------------------------------ IAA

@@ -60,7 +60,7 @@ from ..orderings.base import LevelPairWeight, OrderingLike
 from .common import check_k, clamp_rounding, cut_browsing, finish, order, reduce, safe_div
 
 __all__ = ["dips", "individual_dissatisfaction", "igi", "ree", "pairwise_gap", "pairwise_accuracy",
-           "accuracy_gaps", "rank_parity", "RankParity", "discordant_fraction", "kendall_tau"]
+           "accuracy_gaps", "rank_parity", "RankParityResult", "discordant_fraction", "kendall_tau"]
 
 
 
@@ -362,7 +362,7 @@ def accuracy_gaps(A: Tensor, protected: int = 1, reference: int = 0, *, valid: O
     return (torch.where(v_inter, inter, zero), v_inter), (torch.where(v_intra, intra, zero), v_intra)
 
 
-class RankParity(NamedTuple):
+class RankParityResult(NamedTuple):
     """Result of :func:`rank_parity`."""
 
     #: ``[..., G, G]`` fraction of the (g, h) pairs in which the g item is ranked above the h item
@@ -378,7 +378,7 @@ class RankParity(NamedTuple):
 
 
 def rank_parity(scores: Tensor, groups: Tensor, *, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
-                ordering: OrderingLike = None, reduction: str = "none", validate_args: bool = True) -> RankParity:
+                ordering: OrderingLike = None, reduction: str = "none", validate_args: bool = True) -> RankParityResult:
     r"""Pairwise statistical parity, relevance-free: Kuhlman et al.'s ``pair`` (Kuhlman et al., AIES 2021, eq. 8-9)
     and ARP (FairRankTune docs; Cachel et al., FairRankTune 0.0.7).
 
@@ -388,7 +388,7 @@ def rank_parity(scores: Tensor, groups: Tensor, *, mask: Optional[Tensor] = None
     ``per_group[g]`` is ``pair_g`` (= ARP's "avgpairs": mixed pairs won / mixed pairs, FairRankTune docs (Cachel et
     al., FairRankTune 0.0.7)), ``pair[g]`` the ``pair`` metric with g protected, ``wins[g, h]`` the fraction of (g, h)
     pairs won by g.  Items of unknown group (id -1) take part in no mixed pair.  With one group in a list nothing is
-    defined (``valid`` False, value 0). Returns a :class:`RankParity` of ``[B, G, G]`` / ``[B, G]`` tensors (``[G,
+    defined (``valid`` False, value 0). Returns a :class:`RankParityResult` of ``[B, G, G]`` / ``[B, G]`` tensors (``[G,
     G]`` / ``[G]`` for one list or a reduced batch), values in ``[0, 1]``.  No cut-off: every mixed pair counts.
 
     Example::
@@ -412,7 +412,7 @@ def rank_parity(scores: Tensor, groups: Tensor, *, mask: Optional[Tensor] = None
     pg = finish(b, per_group, valid, reduction, False)
     pr = finish(b, pair, valid, reduction, False)
     v = valid.any(0) if (reduction != "none" and not b.squeeze) else b.out(valid)
-    return RankParity(wins=wins, per_group=pg, pair=pr, valid=v)
+    return RankParityResult(wins=wins, per_group=pg, pair=pr, valid=v)
 
 
 def discordant_fraction(scores: Tensor, relevance: Tensor, *, mask: Optional[Tensor] = None,

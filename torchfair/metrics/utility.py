@@ -612,8 +612,8 @@ def average_precision(scores: Tensor, relevance: Tensor, *, k: Optional[int] = N
     ranked in the top ``k`` (0 for one not ranked); its batch mean is MAP (Manning, Raghavan & Schütze,
     Introduction to IR, 2008, ch. 8.4; trec_eval's ``map`` / ``map_cut_k``, Voorhees & Harman, TREC, 2005).
 
-    .. math:: \mathrm{AP@}k = rac{1}{R} \sum_{i:\, r_i > 	heta,\ \mathrm{pos}_i < k}
-              rac{|\{j: r_j > 	heta,\ \mathrm{pos}_j \le \mathrm{pos}_i\}|}{\mathrm{pos}_i + 1}
+    .. math:: \mathrm{AP@}k = \frac{1}{R} \sum_{i:\, r_i > \theta,\ \mathrm{pos}_i < k}
+              \frac{|\{j: r_j > \theta,\ \mathrm{pos}_j \le \mathrm{pos}_i\}|}{\mathrm{pos}_i + 1}
 
     ``R`` is the number of relevant items of the list, or, with ``ideal_relevance`` (``[B, M]`` / ``[M]``: the grades
     of every judged item of the query padded with 0, as in :func:`ndcg`), of all judged items, also those the
@@ -648,7 +648,7 @@ def r_precision(scores: Tensor, relevance: Tensor, *, threshold: float = 0.0,
     r"""R-precision: the precision at ``R``, the number of relevant judged items (Manning, Raghavan & Schütze,
     Introduction to IR, 2008, ch. 8.4; trec_eval's ``Rprec``, Voorhees & Harman, TREC, 2005).
 
-    .. math:: \mathrm{R	ext{-}prec} = rac{1}{R} \sum_i 1(r_i > 	heta)\, 1(\mathrm{pos}_i < R)
+    .. math:: \mathrm{R\text{-}prec} = \frac{1}{R} \sum_i 1(r_i > \theta)\, 1(\mathrm{pos}_i < R)
 
     ``R`` counts the relevant items of the list, or, with ``ideal_relevance`` (``[B, M]`` / ``[M]``, the grades of
     every judged item of the query padded with 0, as in :func:`ndcg`), all relevant judged items; the divisor is

@@ -48,7 +48,7 @@ from .. import _linalg
 from ..browsing import BrowsingModel
 from .._validation import check_int
 # the sorted sweeps (pair counts independent of the ordering, O(N log N)) and the pair weight they read
-from ._sweeps import LevelPairWeight, contract_all_pairs
+from ._pairsums import LevelPairWeight, contract_all_pairs
 
 __all__ = ["Ordering", "OrderedBatch", "OrderingLike", "PairBlock", "PAIR_BLOCK_ELEMENTS", "DENSE_PAIR_ELEMENTS",
            "row_blocks", "ranked_exposure", "dense_pairs"]

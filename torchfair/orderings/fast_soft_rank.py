@@ -21,10 +21,10 @@ blocks ``1 / |block|`` (paper Lemma 1), so the backward is ``g - unsort(blockmea
 
 Two isotonic solvers (``backend``):
 
-* ``"numba"`` -- sequential PAV compiled by numba (the paper authors' own reference implementation uses numba for
-  this step): one kernel per list does everything after the sort (gap compression, PAV, positions, unsorting) and
-  one does the backward.  Used automatically for CPU tensors when numba is importable (optional dependency,
-  ``pip install numba``); compiled on first use (a few seconds, cached on disk).
+* ``"numba"`` -- sequential PAV compiled by numba (:mod:`torchfair.kernels.pav`; the paper authors' own reference
+  implementation uses numba for this step): one kernel per list does everything after the sort (gap compression,
+  PAV, positions, unsorting) and one does the backward.  Used by ``"auto"`` for CPU tensors as
+  :func:`torchfair.kernels.load` decides (``TORCHFAIR_KERNELS``); compiled on first use, cached on disk.
 * ``"torch"`` -- pure PyTorch, runs on any device, no compilation.  Parallel PAV over blocks, in rounds.  A plain
   round pools every maximal run of adjacent violators (``mean_k <= mean_{k+1}``; a violating pair always ends in
   one final block).  Plain rounds absorb a *staircase* (a block whose pooled mean keeps violating with the next
@@ -106,104 +106,23 @@ WINDOW_BUDGET = 2 ** 16
 
 
 # ------------------------------------------------------------------------------------------- numba backend
-_NUMBA = None  # None: not tried yet; False: unavailable; else the compiled kernels (forward, backward)
+def _numba_kernel(backend: str = "auto"):
+    """The compiled PAV kernels (:mod:`torchfair.kernels.pav`), or ``None`` where the loader picks the torch code."""
+    from .. import kernels
 
-
-def _numba_kernel():
-    global _NUMBA
-    if _NUMBA is None:
-        try:
-            import numba
-            import numpy as np
-        except Exception:  # pragma: no cover - depends on the environment
-            _NUMBA = False
-            return _NUMBA
-
-        @numba.njit(cache=True, nogil=True)
-        def _project_rows(theta, eps, order, n, pos, blk):  # pragma: no cover - compiled
-            """Everything after the sort, one pass per list: z = -theta / eps in sorted order, gaps above n
-            compressed (module docstring, Numerics), PAV, positions, unsorted into ``pos`` (zeros on entry)."""
-            B, N = theta.shape
-            t = np.empty(N, dtype=np.float64)  # compressed sorted z
-            bs = np.empty(N, dtype=np.float64)  # block sums of y = t - w'
-            bc = np.empty(N, dtype=np.int64)  # block sizes
-            for b in range(B):
-                m = n[b]
-                for k in range(m, N):
-                    blk[b, k] = k  # padded positions: singleton blocks (ids >= number of real blocks)
-                if m == 0:
-                    continue
-                e = eps[b]
-                cap = m + 1.0
-                zprev = -theta[b, order[b, 0]] / e
-                t[0] = 0.0
-                top = -1
-                for k in range(m):
-                    if k > 0:
-                        z = -theta[b, order[b, k]] / e
-                        d = zprev - z
-                        if not (d > 0.0):  # negative rounding, or NaN (inf - inf: tied at infinity)
-                            d = 0.0
-                        elif d > cap:
-                            d = cap
-                        t[k] = t[k - 1] - d
-                        zprev = z
-                    top += 1
-                    bs[top] = t[k] - (m - 1 - k)
-                    bc[top] = 1
-                    # non-increasing fit: pool while the previous block mean <= current block mean
-                    while top > 0 and bs[top - 1] * bc[top] <= bs[top] * bc[top - 1]:
-                        bs[top - 1] += bs[top]
-                        bc[top - 1] += bc[top]
-                        top -= 1
-                k = 0
-                hi = m - 1.0
-                for q in range(top + 1):
-                    mean = bs[q] / bc[q]
-                    for _ in range(bc[q]):
-                        p = t[k] - mean  # = (t_k - mean of t) + (mean of w') over the block
-                        if p < 0.0:
-                            p = 0.0
-                        elif p > hi:
-                            p = hi
-                        pos[b, order[b, k]] = p
-                        blk[b, k] = q
-                        k += 1
-            return 0
-
-        @numba.njit(cache=True, nogil=True)
-        def _backward_rows(grad, eps, order, blk, n, out):  # pragma: no cover - compiled
-            """``out[i] = -(g_i - mean of g over i's block) / eps`` for real items (``out`` zeros on entry)."""
-            B, N = grad.shape
-            for b in range(B):
-                m = n[b]
-                e = eps[b]
-                a = 0
-                while a < m:
-                    c = a
-                    acc = 0.0
-                    while c < m and blk[b, c] == blk[b, a]:
-                        acc += grad[b, order[b, c]]
-                        c += 1
-                    mean = acc / (c - a)
-                    for k in range(a, c):
-                        i = order[b, k]
-                        out[b, i] = -(grad[b, i] - mean) / e
-                    a = c
-            return 0
-
-        _NUMBA = (_project_rows, _backward_rows)
-    return _NUMBA
+    return kernels.load("pav", backend)
 
 
 def numba_available() -> bool:
     """True when the numba backend can be used (numba importable)."""
-    return _numba_kernel() is not False
+    from .. import kernels
+
+    return kernels.numba_available()
 
 
 def _solve_numba(theta: Tensor, eps: Tensor, order: Tensor, n: Tensor) -> Tuple[Tensor, Tensor]:
     """Positions ``[B, N]`` (``theta``'s dtype) and sorted block ids ``[B, N]`` from the sort ``order``."""
-    project, _ = _numba_kernel()
+    project = _numba_kernel("numba").project_rows
     pos = torch.zeros(theta.shape, dtype=theta.dtype)
     blk = torch.empty(theta.shape, dtype=torch.int64)
     project(theta.detach().contiguous().numpy(), eps.detach().to(torch.float64).reshape(-1).contiguous().numpy(),
@@ -212,7 +131,7 @@ def _solve_numba(theta: Tensor, eps: Tensor, order: Tensor, n: Tensor) -> Tuple[
 
 
 def _backward_numba(grad: Tensor, eps: Tensor, order: Tensor, blk: Tensor, n: Tensor) -> Tensor:
-    _, backward = _numba_kernel()
+    backward = _numba_kernel("numba").backward_rows
     out = torch.zeros(grad.shape, dtype=grad.dtype)
     backward(grad.contiguous().numpy(), eps.to(torch.float64).reshape(-1).contiguous().numpy(), order.numpy(),
              blk.numpy(), n.numpy(), out.numpy())
@@ -341,12 +260,11 @@ def _check_window_budget(window_budget):
 def _pick_backend(backend: str, device: torch.device) -> str:
     check_choice(backend, "backend", _BACKENDS)
     if backend == "auto":
-        return "numba" if device.type == "cpu" and numba_available() else "torch"
+        return "numba" if device.type == "cpu" and _numba_kernel("auto") is not None else "torch"
     if backend == "numba":
         if device.type != "cpu":
             raise ValueError("backend='numba' needs CPU tensors; use backend='torch' (or 'auto') on other devices")
-        if not numba_available():
-            raise ValueError("backend='numba' needs numba (pip install numba); backend='torch' needs nothing")
+        _numba_kernel("numba")  # ValueError naming the backend when numba cannot be loaded
     return backend
 
 

@@ -14,10 +14,10 @@ To evaluate a ranking produced elsewhere (an explicit permutation), use :func:`s
 
 Two implementations of the sort and of the pair-free contraction (``Hard(backend=...)``): the torch code below,
 which runs on every device without a host synchronisation and is the reference, and compiled kernels for plain
-float32 / float64 CPU tensors (:mod:`torchfair.orderings._fenwick`: a radix sort of the float bits, and one sweep
+float32 / float64 CPU tensors (:mod:`torchfair.kernels.sorting`: a radix sort of the float bits, and one sweep
 per list with per-rank sums or a Fenwick tree over the relevance ranks, lists spread over torch's threads), used by
 default there.  They give the same order and the same values up to float64 rounding of the sums
-(tests/orderings/test_fenwick.py).
+(tests/kernels/test_pairs.py).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from torch import Tensor
 from .._validation import check_choice
 from ..browsing import BrowsingModel
 from .base import PAIR_BLOCK_ELEMENTS, LevelPairWeight, OrderedBatch, Ordering, PairBlock, ranked_exposure, _promote
-from ._sweeps import (BACKENDS, _accumulation_dtype, _at, _combine, _dense_rank, _less_before, _prefix, _rank_bits,
+from ._pairsums import (BACKENDS, _accumulation_dtype, _at, _combine, _dense_rank, _less_before, _prefix, _rank_bits,
                       _segments, _take, _untake, contract_all_pairs, kernels)
 
 
@@ -42,7 +42,7 @@ def sort_order(key: Tensor, mask: Tensor, backend: str = "auto") -> Tensor:
     """``[B, N]`` long: each list's items by ``key`` descending, ties by index, padded items last -- the order
     :class:`Hard` sorts with (its compiled radix sort on plain float CPU tensors, torch's stable sort elsewhere),
     without building an ordering; the measures sort their ideal rankings with it."""
-    K = kernels(backend, key, mask)
+    K = kernels("sorting", backend, key, mask)
     if K is not None and not bool(torch.isnan(key).any()):
         return K.sort_desc(key, mask)[0]
     masked = torch.where(mask, key, torch.full_like(key, float("-inf")))
@@ -95,7 +95,7 @@ class HardOrderedBatch(OrderedBatch):
         self.backend = check_choice(backend, "backend", BACKENDS)
         B, N = scores.shape
         dev = scores.device
-        K = kernels(backend, scores, mask)
+        K = kernels("sorting", backend, scores, mask)
         if K is not None:  # the same stable order by a radix sort of the float bits
             order, self.positions = K.sort_desc(scores, mask)
             sorted_key = None
@@ -210,7 +210,7 @@ class HardOrderedBatch(OrderedBatch):
         or the tied-pair joint) are segment sums inside the block.  Graded or continuous relevance alike; same
         result as the generic path up to rounding (accumulated in float64 where the device has it; tests in
         tests/orderings/test_orderings_robust.py compare both).  On CPU tensors the compiled kernels do the same
-        walk (:mod:`torchfair.orderings._fenwick`, ``O(B N H log L)`` for ``L`` relevance levels, ``O(N)`` scratch
+        walk (:mod:`torchfair.kernels.pairs`, ``O(B N H log L)`` for ``L`` relevance levels, ``O(N)`` scratch
         per thread besides the ``[B, N, H]`` result); ``backend="torch"`` keeps the torch code."""
         if which not in ("above", "joint", "one") or (which == "joint" and browsing is None) or (
                 pair_weight is not None and not isinstance(pair_weight, LevelPairWeight)):
@@ -223,7 +223,7 @@ class HardOrderedBatch(OrderedBatch):
         backend = getattr(self, "backend", "auto")
         if which == "one":  # every other real item, whatever the order
             return contract_all_pairs(right, self.mask, pw, backend)
-        K = kernels(backend, self.order, self.mask, right, *(() if pw is None else (pw.relevance,)))
+        K = kernels("pairs", backend, self.order, self.mask, right, *(() if pw is None else (pw.relevance,)))
         if K is not None:
             if self.ties == "first":  # exposure by position: the kernel reads it down the ranking
                 f, by = None, "item"
@@ -300,7 +300,7 @@ class HardOrderedBatch(OrderedBatch):
 class Hard(Ordering):
     """Sort the scores (descending). See the module docstring for ``ties`` ("first" or "average").
 
-    ``backend``: ``"auto"`` (default: the compiled kernels of :mod:`torchfair.orderings._fenwick` for plain
+    ``backend``: ``"auto"`` (default: the compiled kernels of :mod:`torchfair.kernels` for plain
     float32 / float64 CPU tensors, the torch code elsewhere), ``"numba"`` (those kernels; an error where they
     cannot run) or ``"torch"`` (the torch code, the reference, on every device).  Same values either way, up to
     float64 rounding of the sums."""

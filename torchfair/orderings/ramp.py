@@ -32,7 +32,8 @@ import torch
 from torch import Tensor
 
 from ..browsing import BrowsingModel
-from ._sweeps import LevelPairWeight, _dense_rank, _prefix, _take, _untake, kernels
+from .._validation import check_choice
+from ._pairsums import BACKENDS, LevelPairWeight, _dense_rank, _prefix, _take, _untake, kernels
 from .base import OrderedBatch, PairBlock, row_blocks
 from .soft import MIN_SCALE, REL_MIN_SCALE, SoftRankOrderedBatch, _Tempered, _offdiag, _work
 
@@ -46,7 +47,8 @@ class _Window:
     """The sort and window bounds of one ramp contraction (they depend only on the scores, the temperature and the
     grouping, not on the values summed): computed once, reused for every sum over the same ordering."""
 
-    def __init__(self, z: Tensor, mask: Tensor, group: Optional[Tensor] = None):
+    def __init__(self, z: Tensor, mask: Tensor, group: Optional[Tensor] = None, backend: str = "auto"):
+        self.backend = backend
         acc = torch.float32 if z.device.type == "mps" else torch.float64
         B, N = z.shape
         u = z.to(acc) / 4
@@ -61,11 +63,11 @@ class _Window:
         with torch.no_grad():
             base = group.to(acc) * span if group is not None else torch.zeros_like(self.off)
             key = base + self.off
-            K = kernels("auto", key) if group is None and acc == torch.float64 else None
+            K = kernels("sorting", backend, key) if group is None and acc == torch.float64 else None
             if K is not None:  # CPU: the compiled radix sort (ascending key = descending -key), the same bounds
                 # by two pointers up the sorted keys
                 self.order = K.sort_desc(-key, torch.ones_like(mask))[0]
-                self.hi, self.lo = K.window_bounds(key.gather(-1, self.order), self.order)
+                self.hi, self.lo = kernels("windows", backend, key).window_bounds(key.gather(-1, self.order), self.order)
             else:
                 key_s, self.order = torch.sort(key, dim=-1)
                 # the window [lo, hi) = keys in (key - 1/2, key + 1/2) and the end of the group, in one binary
@@ -99,7 +101,7 @@ def _window_pass(X: Tensor, off: Tensor, win: "_Window", lower: bool) -> Tuple[T
     window of ``i`` is ``|u_j - u_i| < 1/2`` in ``i``'s group and the second term is
     ``sum_{u_j >= u_i + 1/2} X_j + (1/2 - u_i) W_i + sum_W u_j X_j`` (``lower=False``: the forward sum) or
     ``sum_{u_j <= u_i - 1/2} X_j + (1/2 + u_i) W_i - sum_W u_j X_j`` (``lower=True``: the transposed kernel)."""
-    K = kernels("auto", X, off) if X.dtype == torch.float64 and off.dtype == torch.float64 else None
+    K = kernels("windows", win.backend, X, off) if X.dtype == torch.float64 and off.dtype == torch.float64 else None
     if K is not None:  # CPU: the same pass fused into one compiled walk per list (no [B, N, 2H] temporaries)
         return K.window_pass(X, off, win.order, win.hi, win.lo, win.start, win.end, lower)
     H = X.shape[-1]
@@ -139,14 +141,14 @@ class _WindowSum(torch.autograd.Function):
 
 class _LevelWindowSum(torch.autograd.Function):
     """:class:`_WindowSum` with a :class:`LevelPairWeight` fused in (the compiled CPU pass
-    :func:`torchfair.orderings._fenwick.level_window_pass`): ``out_i = sum_j w(l_i, l_j) ramp(u_j - u_i) R_j``
+    :func:`torchfair.kernels.windows.level_window_pass`): ``out_i = sum_j w(l_i, l_j) ramp(u_j - u_i) R_j``
     with ``w = greater / equal / less`` for ``l_j`` below / equal to / above ``l_i``.  Backward: the transposed
     kernel with the transposed weight (``less / equal / greater``) and ``du_i = sum_h (R_ih WG_ih - G_ih WR_ih)``,
     ``WR``, ``WG`` the weighted window sums."""
 
     @staticmethod
     def forward(ctx, R: Tensor, off: Tensor, win: "_Window", level: Tensor, weights: Tuple[float, float, float]):
-        from . import _fenwick as K
+        K = kernels("windows", "numba", R, off)
 
         g, e, l = weights
         w, out = K.level_window_pass(R, off, level, win.order, win.hi, win.lo, False, g, e, l)
@@ -156,7 +158,7 @@ class _LevelWindowSum(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, G: Tensor):
-        from . import _fenwick as K
+        K = kernels("windows", "numba", G, ctx.level)
 
         R, off, wR = ctx.saved_tensors
         g, e, l = ctx.weights
@@ -194,7 +196,7 @@ def ramp_contract(z: Tensor, right: Tensor, mask: Tensor, pair_weight: Optional[
     if pair_weight is None:
         return win.sums(R) - self_term
     pw = pair_weight
-    K = kernels("auto", win.off.detach(), R.detach(), pw.relevance.detach()) if (
+    K = kernels("sorting", win.backend, win.off.detach(), R.detach(), pw.relevance.detach()) if (
         win.acc == torch.float64 and win.group is None) else None
     if K is not None:  # CPU: compiled dense ranks, and the level weights inside the compiled pass
         level, L = K.dense_rank(pw.relevance, mask)
@@ -242,7 +244,7 @@ class RampRankOrderedBatch(SoftRankOrderedBatch):
 
     def _window(self) -> _Window:
         if getattr(self, "_win", None) is None:
-            self._win = _Window(self._z(), self.mask)
+            self._win = _Window(self._z(), self.mask, backend=getattr(self, "backend", "auto"))
         return self._win
 
     def _pair(self, start: int, stop: int) -> Tensor:
@@ -291,6 +293,9 @@ class RampRank(_Tempered):
     ``O(N log N)`` per list (module docstring).  Same temperature rule as :class:`~torchfair.orderings.SoftRank`
     (``scale="std"``: relative to each list's spread, with the ``min_scale`` floor for tied lists) and the same
     slope at ties, so the same temperatures apply; converges to the exact measures as ``temperature -> 0``.
+    ``backend``: ``"auto"`` (default: the compiled window passes of :mod:`torchfair.kernels` for plain CPU
+    tensors), ``"numba"`` (those kernels, an error where they cannot run) or ``"torch"``; the same values up to
+    float64 rounding.
 
     Example::
 
@@ -300,17 +305,22 @@ class RampRank(_Tempered):
     """
 
     def __init__(self, temperature: float = 0.1, scale: str = "std", *, min_scale: float = MIN_SCALE,
-                 rel_min_scale: float = REL_MIN_SCALE, min_position_std: float = 0.1, sinkhorn_iters: int = 0):
+                 rel_min_scale: float = REL_MIN_SCALE, min_position_std: float = 0.1, sinkhorn_iters: int = 0,
+                 backend: str = "auto"):
         from .soft import _check_iters
         from .._validation import check_number
 
         self._init_temperature(temperature, scale, min_scale, rel_min_scale)
         self.min_position_std = check_number(min_position_std, "min_position_std", low=0, low_open=True)
         self.sinkhorn_iters = _check_iters(sinkhorn_iters)
+        self.backend = check_choice(backend, "backend", BACKENDS)
 
     def __call__(self, scores: Tensor, mask: Tensor) -> RampRankOrderedBatch:
         s, mask = _work(scores, mask)
-        return RampRankOrderedBatch(s, mask, self._tau(s, mask), self.min_position_std, self.sinkhorn_iters, None)
+        batch = RampRankOrderedBatch(s, mask, self._tau(s, mask), self.min_position_std, self.sinkhorn_iters, None)
+        batch.backend = self.backend
+        return batch
 
     def __repr__(self) -> str:
-        return f"RampRank(temperature={self.temperature}, scale={self.scale!r})"
+        extra = "" if self.backend == "auto" else f", backend={self.backend!r}"
+        return f"RampRank(temperature={self.temperature}, scale={self.scale!r}{extra})"

@@ -8,7 +8,7 @@ returns a :class:`Reranking` (the ranking, scores reproducing it for any measure
 * :func:`epsilon_greedy`: ε-greedy exploration (Feng & Shah, AAAI 2022), seeded;
 * :func:`targeted_rerank`: lowers any declared exact fairness measure under a utility constraint and optional
   guards on other fairness measures (:class:`Guard`, :func:`parse_guards`; torchfair's own);
-* :func:`get_reranker` / :data:`RERANKERS`: the spec language (``"fair:p=0.5"``, ``"targeted:measure=dips,keep=10"``)
+* :func:`get_reranker` / :data:`RERANKERS`: the spec language (``"fa_ir:p=0.5"``, ``"targeted:measure=dips,keep=10"``)
   shared by ``torchfair evaluate --rerank``, the training loop and the sweeps; :func:`rerank_lists` re-ranks
   ragged lists (dicts of 1-D tensors, as the evaluation engine takes them).
 """

@@ -14,20 +14,22 @@ order, so ties go to the item that ranked higher.  The walk stops when the prefi
 with ``p_g > 0`` has items left; the items it did not place (groups with ``p_g = 0``, unknown group -1, the rest
 beyond ``k``) follow in score order.
 
-The algorithm is sequential within a list: it runs as a compiled CPU kernel (numba, a dependency of torchfair;
-a plain-Python loop if numba cannot be imported), ``O(k^2)`` per list in the worst case of the insertion;
+The algorithm is sequential within a list: it runs as a compiled CPU kernel (:mod:`torchfair.kernels.detconstsort`;
+``backend="torch"``, or a missing numba, runs the same walk as a plain Python loop), ``O(k^2)`` per list in the
+worst case of the insertion;
 inputs on another device are copied to the host and the result copied back (one synchronisation per call: a
 post-processing step, not a training hot path).
 """
 from __future__ import annotations
 
-import math
 from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from .._validation import check_choice
+from ..kernels import BACKENDS, load
 from ._common import Reranking, finish_rerank, groups_present, integer_codes, prepare_rerank, start_order
 
 __all__ = ["det_const_sort", "check_distribution"]
@@ -35,125 +37,27 @@ __all__ = ["det_const_sort", "check_distribution"]
 DistributionLike = Union[Sequence[float], Mapping[int, float], Tensor]
 
 
-def _kernel_py(codes_sorted, n, p, k, out, key, slack, floor_eps, whole_batches):
-    """One list at a time: ``codes_sorted[b, q]`` the group of the item at start position q; writes into
-    ``out[b, :]`` the start positions in output order (all real ones, the unplaced after the prefix).
-
-    ``key[b, q]``: the comparison key of the item at start position q (lower = better;
-    :func:`detconstsort_walk` passes ``q``
-    itself by default).  ``slack``: how many positions an item may sit past its deadline (0: the paper; 1:
-    FairRankTune's 0-based reading).  ``floor_eps``: added before the floor of ``k' p_g``.  ``whole_batches``: the
-    items of one step are all placed even past ``k`` (FairRankTune), else the walk stops at ``k``."""
-    B, N = codes_sorted.shape
-    G = p.shape[1]
-    queue = np.empty((G, N), dtype=np.int64)
-    qlen = np.zeros(G, dtype=np.int64)
-    taken = np.zeros(G, dtype=np.int64)
-    minc = np.zeros(G, dtype=np.int64)
-    att = np.empty(N, dtype=np.int64)
-    rank = np.empty(N, dtype=np.int64)
-    dead = np.empty(N, dtype=np.int64)
-    used = np.zeros(N, dtype=np.bool_)
-    cand = np.empty(G, dtype=np.int64)
-    for b in range(B):
-        m = n[b]
-        for g in range(G):
-            qlen[g] = 0
-            taken[g] = 0
-            minc[g] = 0
-        for q in range(m):
-            used[q] = False
-            g = codes_sorted[b, q]
-            if g >= 0:
-                queue[g, qlen[g]] = q
-                qlen[g] += 1
-        last = 0
-        kk = 0
-        limit = min(k, m)
-        while last < limit:
-            alive = False
-            for g in range(G):
-                if p[b, g] > 0.0 and taken[g] < qlen[g]:
-                    alive = True
-            if not alive:
-                break
-            kk += 1
-            nc = 0
-            for g in range(G):
-                want = int(math.floor(kk * p[b, g] + floor_eps))
-                if minc[g] < want and taken[g] < qlen[g]:
-                    cand[nc] = g
-                    nc += 1
-                if want > minc[g]:
-                    minc[g] = want
-            # the changed groups in the order of their next items' keys (default: start positions), stably
-            for a in range(1, nc):
-                c = cand[a]
-                t = a
-                while t > 0 and key[b, queue[cand[t - 1], taken[cand[t - 1]]]] > key[b, queue[c, taken[c]]]:
-                    cand[t] = cand[t - 1]
-                    t -= 1
-                cand[t] = c
-            for a in range(nc):
-                if last >= limit and not whole_batches:
-                    break
-                g = cand[a]
-                q = queue[g, taken[g]]
-                taken[g] += 1
-                att[last] = g
-                rank[last] = q
-                dead[last] = kk
-                used[q] = True
-                start = last
-                # 1-based: the item at `start - 1` may move to 1-based position start + 1 if its deadline allows
-                # (FairRankTune: ``slack`` positions more)
-                while (start > 0 and dead[start - 1] + slack >= start + 1
-                       and key[b, rank[start - 1]] > key[b, rank[start]]):
-                    att[start - 1], att[start] = att[start], att[start - 1]
-                    rank[start - 1], rank[start] = rank[start], rank[start - 1]
-                    dead[start - 1], dead[start] = dead[start], dead[start - 1]
-                    start -= 1
-                last += 1
-        for i in range(last):
-            out[b, i] = rank[i]
-        j = last
-        for q in range(m):
-            if not used[q]:
-                out[b, j] = q
-                j += 1
-        for q in range(m, N):
-            out[b, q] = q
-    return 0
-
-
-_KERNEL = None
-
-
-def _kernel():
-    global _KERNEL
-    if _KERNEL is None:
-        try:
-            import numba
-            _KERNEL = numba.njit(cache=True, nogil=True)(_kernel_py)
-        except Exception:  # pragma: no cover - numba missing or unable to compile
-            _KERNEL = _kernel_py
-    return _KERNEL
-
-
 def detconstsort_walk(codes_sorted: np.ndarray, n: np.ndarray, p: np.ndarray, k: int, *,
                       key: Optional[np.ndarray] = None, deadline_slack: int = 0, floor_eps: float = 1e-9,
-                      whole_batches: bool = False) -> np.ndarray:
+                      whole_batches: bool = False, backend: str = "auto") -> np.ndarray:
     """Run the DetConstSort walk on host arrays: ``codes_sorted [B, N]`` int64 groups in start order (-1: none),
     ``n [B]`` real items, ``p [B, G]`` float64 shares, prefix length ``k``.  Returns ``[B, N]`` int64: the start
     positions in output order.  The keywords are the knobs :func:`torchfair.compat.fairranktune.DETCONSTSORT`
     needs (``key [B, N]`` int64 comparison keys, lower = better, default the start positions; ``deadline_slack=1``;
     ``floor_eps=0``; ``whole_batches=True``); the defaults are the paper's algorithm as :func:`det_const_sort` runs
-    it."""
+    it.  ``backend``: ``"auto"`` / ``"numba"`` (the compiled walk of :mod:`torchfair.kernels.detconstsort`) or
+    ``"torch"`` (the same walk as a plain Python loop, no compilation; slow for long lists)."""
+    check_choice(backend, "backend", BACKENDS)
     B, N = codes_sorted.shape
     if key is None:
         key = np.ascontiguousarray(np.broadcast_to(np.arange(N, dtype=np.int64), (B, N)))
     out = np.empty((B, N), dtype=np.int64)
-    _kernel()(codes_sorted, n, p, int(k), out, key, int(deadline_slack), float(floor_eps), bool(whole_batches))
+    K = load("detconstsort", backend)
+    if K is None:
+        from ..kernels.detconstsort import walk_python as walk
+    else:
+        walk = K.walk
+    walk(codes_sorted, n, p, int(k), out, key, int(deadline_slack), float(floor_eps), bool(whole_batches))
     return out
 
 
@@ -198,7 +102,7 @@ def check_distribution(distribution: DistributionLike, G: int, B: int, name: str
 
 def det_const_sort(scores: Tensor, groups: Tensor, *, distribution: Optional[DistributionLike] = None,
                    k: Optional[int] = None, mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
-                   validate_args: bool = True) -> Reranking:
+                   backend: str = "auto", validate_args: bool = True) -> Reranking:
     r"""DetConstSort re-ranking (Geyik et al., KDD 2019, Algorithm 3) to a target group distribution.
 
     Every prefix ``i <= k`` of the output holds at least ``min(floor(i p_g), |g|)`` items of every group ``g``
@@ -210,7 +114,8 @@ def det_const_sort(scores: Tensor, groups: Tensor, *, distribution: Optional[Dis
     ``[B, G]``; must sum to 1 and name no id outside ``[0, G)``); default: each group's share of the whole batch's
     real items.  ``k``: the length of the constructed prefix (default: the padded length ``N``); ``1 <= k <= N``.
     ``groups``: ``[B, N]`` int ids (-1: unknown group, placed after the prefix).  Lists with fewer than two groups
-    present are returned unchanged (``one_group``).
+    present are returned unchanged (``one_group``).  ``backend``: ``"auto"`` (the compiled walk, as
+    :func:`torchfair.kernels.load` decides), ``"numba"`` or ``"torch"`` (a plain Python loop); the same ranking.
 
     Example (2 groups, 50/50 target; scores favour group 0)::
 
@@ -218,6 +123,7 @@ def det_const_sort(scores: Tensor, groups: Tensor, *, distribution: Optional[Dis
         ...                distribution=[0.5, 0.5]).ranking
         tensor([0, 3, 1, 4, 2, 5])
     """
+    check_choice(backend, "backend", BACKENDS)
     b = prepare_rerank(scores, groups, mask, num_groups, validate_args=validate_args)
     codes, G = integer_codes(groups, b, num_groups, "det_const_sort", validate_args)
     B, N = b.mask.shape
@@ -233,7 +139,7 @@ def det_const_sort(scores: Tensor, groups: Tensor, *, distribution: Optional[Dis
     codes_sorted = codes.gather(-1, order)
     n = b.mask.sum(-1)
     out = detconstsort_walk(codes_sorted.cpu().numpy().astype(np.int64), n.cpu().numpy().astype(np.int64),
-                            p.numpy(), int(K))
+                            p.numpy(), int(K), backend=backend)
     sel = torch.from_numpy(out).to(order.device)  # start positions in output order
     ranking = order.gather(-1, sel)
     one_group = groups_present(b) < 2

@@ -4,8 +4,8 @@ Zehlike, Bonchi, Castillo, Hajian, Megahed, Baeza-Yates. *FA*IR: A Fair Top-k Ra
 Algorithm 1 with the adjusted m-table of §4.3 (:func:`torchfair.metrics.fair_mtable`).
 
 Algorithm 1 fills positions one by one: if the top ``i`` holds fewer protected items than ``m(i)``, the best
-remaining protected item is placed; otherwise the better of the best remaining protected and non-protected items.
-Both queues are in score order, so the ``j``-th protected item lands at ``min(o_j, d_j)``, where ``o_j`` is its
+remaining protected item is placed; otherwise the better of the best remaining protected and non-protected items,
+the protected one at equal scores (the authors' rule, and fairsearchcore's).  Both queues are in score order, so the ``j``-th protected item lands at ``min(o_j, d_j)``, where ``o_j`` is its
 position in the score order and ``d_j = min{i : m(i) >= j}`` the first prefix that requires ``j`` protected items
 (``m`` grows by at most 1 per position, so both sequences and their minimum are strictly increasing); the
 non-protected items fill the remaining positions in score order.  That closed form is what runs here: one sort, a
@@ -20,7 +20,7 @@ from torch import Tensor
 
 from .._validation import check_bool, check_group_id
 from ..metrics.prefix import fair_mtable
-from ._common import Reranking, finish_rerank, integer_codes, prepare_rerank, start_order
+from ._common import Reranking, finish_rerank, integer_codes, prepare_rerank
 
 __all__ = ["fa_ir"]
 
@@ -42,6 +42,11 @@ def fa_ir(scores: Tensor, groups: Tensor, *, protected: int = 1, p: float = 0.5,
     filled by score and ``met`` is False for it.  The output passes :func:`torchfair.metrics.fair_test` with the
     same ``p``, ``alpha``, ``k`` whenever ``met``.
 
+    Ties: at equal scores the protected item comes first, as in the authors' Algorithm 1 (the protected candidate
+    wins when its score is not below the non-protected one's) and in fairsearchcore, so that outputs match theirs
+    on tied scores; ties within a group keep index order.  A tie costs no utility, so the rule only ever helps the
+    protected group.  ``met`` and the m-table do not depend on it.
+
     Shapes: ``scores`` ``[B, N]`` (or ``[N]``), ``groups`` ``[B, N]`` int ids, ``mask`` ``[B, N]`` bool.  Returns
     :class:`~torchfair.rerank.Reranking`.  Lists with fewer than two groups present are returned unchanged
     (``one_group``).
@@ -52,6 +57,11 @@ def fa_ir(scores: Tensor, groups: Tensor, *, protected: int = 1, p: float = 0.5,
         tensor([0, 1, 2, 3])
         >>> fa_ir(torch.tensor([5., 4., 3., 2., 1.]), torch.tensor([0, 0, 0, 0, 1]), k=5, adjust=False).ranking
         tensor([0, 1, 2, 4, 3])
+
+    The tie rule, minimal example (two items, equal scores, item 1 protected; no prefix requires it, m = 0, 0)::
+
+        >>> fa_ir(torch.tensor([1., 1.]), torch.tensor([0, 1]), adjust=False).ranking
+        tensor([1, 0])
     """
     check_group_id(protected, "protected", num_groups)
     check_bool(adjust, "adjust")
@@ -63,8 +73,8 @@ def fa_ir(scores: Tensor, groups: Tensor, *, protected: int = 1, p: float = 0.5,
     K = N if k is None else k
     m = fair_mtable(K, p, alpha, adjust=adjust).to(b.scores.device)  # [K]
     dev = b.scores.device
-    order, _ = start_order(b)
     is_p = (codes == protected) & b.mask
+    order = _protected_first_order(b, is_p)
     p_sorted = is_p.gather(-1, order)  # [B, N]: is the item at start position k protected
     ar = torch.arange(N, device=dev)
     j = torch.cumsum(p_sorted.long(), -1)  # 1-based rank among protected items (at protected positions)
@@ -91,3 +101,12 @@ def fa_ir(scores: Tensor, groups: Tensor, *, protected: int = 1, p: float = 0.5,
     # like any other's: a list without protected items fails every prefix that requires one
     one_group = ~(is_p.any(-1) & (~is_p & b.mask).any(-1))
     return finish_rerank(b, ranking, order, one_group, met)
+
+
+def _protected_first_order(b, is_p: Tensor) -> Tensor:
+    """The start order of FA*IR: descending scores, at equal scores the protected items first (then index order),
+    padded items last: the authors' tie rule (Algorithm 1 takes the protected candidate when its score is not
+    below the other's; fairsearchcore 1.0.4 does the same)."""
+    pre = torch.sort(is_p.to(torch.uint8), dim=-1, descending=True, stable=True).indices  # protected first
+    key = torch.where(b.mask, b.scores, torch.full_like(b.scores, float("-inf"))).gather(-1, pre)
+    return pre.gather(-1, torch.sort(key, dim=-1, descending=True, stable=True).indices)

@@ -3,7 +3,7 @@
 A spec is ``name`` or ``name:key=value,key=value`` (values are numbers, ``inf``, ``true``/``false``, ``none``,
 lists as ``a/b/c``, or strings)::
 
-    fair:p=0.5,alpha=0.1,protected=1,k=100
+    fa_ir:p=0.5,alpha=0.1,protected=1,k=100
     detconstsort:distribution=0.5/0.5,k=100
     epsgreedy:epsilon=0.1,seed=0
     targeted:measure=dips,keep=10,tie_weight=0.5
@@ -51,7 +51,7 @@ def _identity(scores: Tensor, groups: Optional[Tensor] = None, *, mask: Optional
 #: name -> (function, one-line description, source)
 RERANKERS: Dict[str, Tuple[Callable[..., Reranking], str, str]] = {
     "none": (_identity, "no re-ranking (the ranker's own order)", ""),
-    "fair": (fa_ir, "FA*IR: every prefix passes the ranked group fairness test for the protected group",
+    "fa_ir": (fa_ir, "FA*IR: every prefix passes the ranked group fairness test for the protected group",
              "Zehlike et al., CIKM 2017, Algorithm 1"),
     "detconstsort": (det_const_sort, "DetConstSort: minimum counts of a target group distribution in every prefix",
                      "Geyik et al., KDD 2019, Algorithm 3"),
@@ -61,7 +61,7 @@ RERANKERS: Dict[str, Tuple[Callable[..., Reranking], str, str]] = {
                  "and optional guards on other fairness measures",
                  "torchfair (torchfair.rerank.targeted)"),
 }
-_ALIASES = {"fa*ir": "fair", "fa_ir": "fair", "dcs": "detconstsort", "epsilon_greedy": "epsgreedy",
+_ALIASES = {"fa*ir": "fa_ir", "dcs": "detconstsort", "epsilon_greedy": "epsgreedy",
             "epsilongreedy": "epsgreedy", "identity": "none"}
 _DATA = {"scores", "groups", "relevance", "mask", "num_groups", "validate_args"}
 
@@ -88,7 +88,7 @@ def _value(text: str) -> Any:
 def parse_spec(spec: str) -> Tuple[str, Dict[str, Any]]:
     """``"name:key=value,..."`` -> ``(name, options)``; ``ValueError`` naming ``spec`` when malformed or unknown."""
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"`spec` must be a re-ranker spec such as 'fair:p=0.5'; got {spec!r}")
+        raise ValueError(f"`spec` must be a re-ranker spec such as 'fa_ir:p=0.5'; got {spec!r}")
     name, _, rest = spec.strip().partition(":")
     name = _ALIASES.get(name.strip().lower(), name.strip().lower())
     if name not in RERANKERS:
@@ -112,7 +112,7 @@ def parse_spec(spec: str) -> Tuple[str, Dict[str, Any]]:
 
 @dataclass
 class Reranker:
-    """A configured re-ranker: ``Reranker("fair", {"p": 0.4})(scores, relevance, groups, mask)``."""
+    """A configured re-ranker: ``Reranker("fa_ir", {"p": 0.4})(scores, relevance, groups, mask)``."""
 
     name: str
     options: Dict[str, Any] = field(default_factory=dict)
@@ -183,8 +183,8 @@ def get_reranker(spec: "str | Reranker") -> Reranker:
 
     Example::
 
-        >>> get_reranker("fair:p=0.4").spec
-        'fair:p=0.4'
+        >>> get_reranker("fa_ir:p=0.4").spec
+        'fa_ir:p=0.4'
     """
     if isinstance(spec, Reranker):
         return spec

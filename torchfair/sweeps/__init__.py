@@ -43,16 +43,18 @@ with one row per trial (``trial_id``, ``status``, ``sweep``: the ``<sweep file>-
 ``current``, the parameters, every measure), ``DIR/pareto_<measure>.png`` and ``DIR/report.md`` (the Pareto front
 of every fairness column against the objective's measure, over the current sweep's trials, as figures and tables;
 kinds and directions from the measure declarations).
-``torchfair sweep-report DIR`` rebuilds them from a finished or partial sweep.  ``--backend ray [--address ...]``
+``torchfair sweep-report DIR`` rebuilds them from a finished or partial sweep.  ``--executor ray [--address ...]``
 runs the trials through Ray Tune (the grid as Tune's ``param_space``, one Tune trial per trial, GPUs as resources,
 an interrupted run resumed with ``Tuner.restore``) into the same ``DIR``.
 """
-from .report import collect_results, pareto_front, write_sweep_report
+from .._extras import require
+
+require("torchfair.sweeps", "sweep")
+
+from .tradeoff import collect_results, pareto_front, write_sweep_report
 from .runner import run_sweep
 from .study import SweepLockedError
 from .spec import UTILITY_COLUMN, SweepSpec, Trial, column_direction, expand_trials, load_sweep
-from .trial import check_trial_keys, run_trial, trial_args
 
 __all__ = ["SweepSpec", "Trial", "load_sweep", "expand_trials", "run_sweep", "collect_results", "pareto_front",
-           "write_sweep_report", "SweepLockedError", "column_direction", "check_trial_keys", "run_trial",
-           "trial_args", "UTILITY_COLUMN"]
+           "write_sweep_report", "SweepLockedError", "column_direction", "UTILITY_COLUMN"]

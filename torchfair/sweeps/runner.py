@@ -1,5 +1,5 @@
 """Running a sweep: the forkserver / ``Popen`` pool of trial processes (one GPU each when there are GPUs), fed by
-the sweep's Optuna study (:mod:`.study`), the progress line, and the dispatch to the Ray Tune backend."""
+the sweep's Optuna study (:mod:`.study`), the progress line, and the dispatch to the Ray Tune executor."""
 from __future__ import annotations
 
 import contextlib
@@ -15,7 +15,7 @@ from jsonargparse.typing import PositiveInt
 
 __all__ = ["run_sweep", "SweepLockedError"]
 
-from .report import write_sweep_report
+from .tradeoff import write_sweep_report
 from .spec import SweepSpec, Trial, _goodness, _objective_direction, expand_trials, load_sweep
 from .study import SweepLockedError, SweepStudy, _lock, optuna_space
 from .trial import (_atomic_json, _log_attempt, _log_error, _prepare, _provenance, _status, _trial_process,
@@ -124,7 +124,7 @@ def _start_trial(tdir: Path, threads: int, gpu: Optional[int], warm, slot: Optio
 
 def run_sweep(config: os.PathLike, out: str, *, workers: Optional[PositiveInt] = None,
               threads: Optional[PositiveInt] = None, search: Literal["grid", "optuna"] = "grid",
-              n_trials: Optional[PositiveInt] = None, backend: Literal["local", "ray"] = "local",
+              n_trials: Optional[PositiveInt] = None, executor: Literal["local", "ray"] = "local",
               address: Optional[str] = None, stream=None, report: bool = True, share: bool = False) -> dict:
     """Run (or resume) the sweep of ``config`` into ``out``; returns ``{"done", "failed", "skipped", "total"}``.
 
@@ -135,7 +135,7 @@ def run_sweep(config: os.PathLike, out: str, *, workers: Optional[PositiveInt] =
     ``search="grid"`` runs every trial of the file (grid x random draws), enqueued in the sweep's Optuna study
     (``out/study.journal``); ``search="optuna"`` lets TPE ask ``n_trials`` distinct trials in the same space,
     optimising the file's ``objective`` in its declared direction (trials of an earlier run count).
-    ``backend="ray"`` runs the grid through Ray Tune on the cluster at ``address`` (default: a local Ray
+    ``executor="ray"`` runs the grid through Ray Tune on the cluster at ``address`` (default: a local Ray
     instance), GPUs as trial resources, results in the same ``out`` (a directory every node sees).
 
     Every key the sweep sets is checked against the base config before any trial starts (``ValueError`` naming
@@ -150,8 +150,8 @@ def run_sweep(config: os.PathLike, out: str, *, workers: Optional[PositiveInt] =
         threads: torch threads per trial (default: CPUs / workers).
         search: grid (every trial of the file) or optuna (TPE over the same space; the optuna extra).
         n_trials: number of trials for search optuna.
-        backend: local processes, or ray (Ray Tune on a cluster; the ray extra).
-        address: Ray cluster address for backend ray (auto, ray://head:10001; default: a local Ray).
+        executor: local processes, or ray (Ray Tune on a cluster; the ray extra).
+        address: Ray cluster address for executor ray (auto, ray://head:10001; default: a local Ray).
         stream: where the live progress table goes (a file object; default: stderr).
         report: write the report (results.csv, Pareto figures, report.md) at the end.
         share: work on out together with other share processes (each trial run once).
@@ -161,11 +161,11 @@ def run_sweep(config: os.PathLike, out: str, *, workers: Optional[PositiveInt] =
     started = datetime.now()
     spec = load_sweep(config)
     check_choice(search, "search", ("grid", "optuna"))
-    check_choice(backend, "backend", ("local", "ray"))
-    if backend == "ray" and search != "grid":
-        raise ValueError("`search`: the ray backend runs grid / random sweeps; use --backend local for optuna")
-    if share and backend != "local":
-        raise ValueError("`share`: shared sweeps run on the local backend (Ray schedules its cluster itself)")
+    check_choice(executor, "executor", ("local", "ray"))
+    if executor == "ray" and search != "grid":
+        raise ValueError("`search`: the ray executor runs grid / random sweeps; use --executor local for optuna")
+    if share and executor != "local":
+        raise ValueError("`share`: shared sweeps run on the local executor (Ray schedules its cluster itself)")
     out = Path(out)
     gpus = _gpu_count()
     workers = workers if workers is not None else max(1, gpus)
@@ -182,8 +182,8 @@ def run_sweep(config: os.PathLike, out: str, *, workers: Optional[PositiveInt] =
     check_trial_keys(spec, trials)
     provenance = _provenance()
     with (contextlib.nullcontext() if share else _lock(out)):
-        if backend == "ray":
-            from .ray_backend import run_ray
+        if executor == "ray":
+            from .ray_executor import run_ray
 
             todo = [t for t in trials if _status(out / "trials" / t.trial_id) != "done"]
             run_ray(out, spec, todo, workers, threads, 1.0 if gpus else 0.0, address, provenance)

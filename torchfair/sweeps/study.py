@@ -68,8 +68,8 @@ def _optuna():
     try:
         import optuna
     except ImportError:
-        raise ValueError("`backend`: the local backend keeps its study in Optuna's journal storage; install it "
-                         "with `pip install torchfair[optuna]`") from None
+        raise ValueError("`executor`: the local executor keeps its study in Optuna's journal storage; install it "
+                         "with `pip install 'torchfair[sweep]'`") from None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna
 
@@ -172,7 +172,7 @@ class SweepStudy:
     def prepare(self, trials: Sequence[Trial] = ()) -> int:
         """Grid / random: enqueue the ``trials`` that are not complete, queued or running (a failed trial is
         retried, unless it failed since this sweep started: another process of a shared sweep ran it); a
-        ``result.json`` the study does not count as complete (written without it, e.g. by the Ray backend) is
+        ``result.json`` the study does not count as complete (written without it, e.g. by the Ray executor) is
         recorded as a complete trial.  Returns the number of trials complete before this run."""
         index = self._index()
         if self.space is not None:

@@ -6,16 +6,19 @@ from __future__ import annotations
 import importlib
 from typing import Any, List
 
+from .._extras import require
+
+require("torchfair.training", "train")
+
 __all__ = ["FairRankingModule", "DEFAULT_MEASURES", "MatrixFactorization", "TwoTower", "Popularity", "RANKERS", "build_ranker",
-           "MovieLensDataModule", "FairLightningCLI", "evaluate_checkpoints", "check_out", "REPORT_BROWSING",
-           "STREAM_ENTRIES", "USERS_FILE", "LoadedRun", "load_checkpoint", "score_lists", "iter_score_lists"]
+           "MovieLensDataModule", "FairLightningCLI", "evaluate_checkpoints", "REPORT_BROWSING", "LoadedRun",
+           "load_checkpoint", "score_lists"]
 
 _WHERE = {"FairRankingModule": "module", "DEFAULT_MEASURES": "module", "MatrixFactorization": "rankers",
           "TwoTower": "rankers", "Popularity": "rankers", "RANKERS": "rankers", "build_ranker": "rankers",
           "MovieLensDataModule": "datamodule", "FairLightningCLI": "cli",
-          **{n: "evaluate" for n in ("evaluate_checkpoints", "check_out", "REPORT_BROWSING", "STREAM_ENTRIES",
-                                     "USERS_FILE")},
-          **{n: "checkpoint" for n in ("LoadedRun", "load_checkpoint", "score_lists", "iter_score_lists")}}
+          **{n: "evaluate" for n in ("evaluate_checkpoints", "REPORT_BROWSING")},
+          **{n: "checkpoint" for n in ("LoadedRun", "load_checkpoint", "score_lists")}}
 
 
 def __getattr__(name: str) -> Any:

@@ -34,15 +34,15 @@ class LoadedRun:
 
 def _read(path: str) -> Dict[str, Any]:
     if not os.path.isfile(path):
-        raise ValueError(f"`--ckpt` {path}: no such file")
+        raise ValueError(f"`--ckpts` {path}: no such file")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as e:  # a text file, a truncated file, a pickle of something else
-        raise ValueError(f"`--ckpt` {path}: not a PyTorch checkpoint ({type(e).__name__}: {e})") from None
+        raise ValueError(f"`--ckpts` {path}: not a PyTorch checkpoint ({type(e).__name__}: {e})") from None
     if not isinstance(ckpt, Mapping) or "state_dict" not in ckpt:
-        raise ValueError(f"`--ckpt` {path}: not a Lightning checkpoint (no `state_dict`)")
+        raise ValueError(f"`--ckpts` {path}: not a Lightning checkpoint (no `state_dict`)")
     if "torchfair" not in ckpt or not any(k.startswith("ranker.") for k in ckpt["state_dict"]):
-        raise ValueError(f"`--ckpt` {path}: a checkpoint of another model; expected one written by `torchfair fit` "
+        raise ValueError(f"`--ckpts` {path}: a checkpoint of another model; expected one written by `torchfair fit` "
                          f"(a FairRankingModule with its `torchfair` record)")
     return ckpt
 
@@ -84,13 +84,13 @@ def load_checkpoint(path: str, config: Optional[str] = None, device: str = "cpu"
         if "measures" in model_cfg:
             model_over["measures"] = model_cfg["measures"]
     if not data_hp and not data_over:
-        raise ValueError(f"`--ckpt` {path}: the checkpoint has no data settings (its data module did not save "
+        raise ValueError(f"`--ckpts` {path}: the checkpoint has no data settings (its data module did not save "
                          f"hyperparameters); give them with `--config` (a YAML with a `data:` section)")
     if data_overrides:
         data_over.update(data_overrides)
     info = hp.get("data_info") or record.get("data_info")
     if not info:
-        raise ValueError(f"`--ckpt` {path}: the checkpoint records no `data_info`, so its ranker cannot be rebuilt")
+        raise ValueError(f"`--ckpts` {path}: the checkpoint records no `data_info`, so its ranker cannot be rebuilt")
     model_over["data_info"] = info
     if not isinstance(hp.get("ranker", "mf"), str) or "ranker" not in hp:  # a module passed in Python: not saved
         model_over["ranker"] = (record.get("ranker") or {}).get("class_path", "mf")
@@ -99,10 +99,10 @@ def load_checkpoint(path: str, config: Optional[str] = None, device: str = "cpu"
         # loss's own state (e.g. the regulariser's schedule); the ranker's weights are checked below
         model = FairRankingModule.load_from_checkpoint(path, map_location="cpu", strict=False, **model_over)
     except RuntimeError as e:  # load_state_dict: weights of another shape
-        raise ValueError(f"`--ckpt` {path}: its weights do not fit the ranker "
+        raise ValueError(f"`--ckpts` {path}: its weights do not fit the ranker "
                          f"{model_over.get('ranker', hp.get('ranker'))!r}: {e}") from None
     if {f"ranker.{k}" for k in model.ranker.state_dict()} != ranker_keys:
-        raise ValueError(f"`--ckpt` {path}: its weights do not fit the ranker "
+        raise ValueError(f"`--ckpts` {path}: its weights do not fit the ranker "
                          f"{model_over.get('ranker', hp.get('ranker'))!r} (other parameter names)")
     model.eval().to(device)
     if data_hp:

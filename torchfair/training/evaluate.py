@@ -70,7 +70,7 @@ def evaluate_checkpoints(ckpts: List[str], out: Optional[str] = None, *, fit_con
         top: number of positions of the position shares (the plot's depth).
         split: the lists to score: test or val.
         measures: measures instead of those the runs were validated with (comma separated or a list).
-        rerank: re-ranker specs ('fair:p=0.5', 'targeted:measure=dips,keep=10'), each a run of its own on every
+        rerank: re-ranker specs ('fa_ir:p=0.5', 'targeted:measure=dips,keep=10'), each a run of its own on every
             checkpoint's re-ranked lists, paired with the checkpoint (the re-ranker never sees the test relevance).
         popularity: add a run 'popularity': the first checkpoint's lists ranked by training rating counts.
         overwrite: replace the report files of an earlier run in ``out``.

@@ -37,7 +37,8 @@ from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveFloat,
 from torch import Tensor, nn
 
 from .._validation import check_choice, check_number
-from ..evaluation import FairnessMetric, get_measure, parse_request
+from ..evaluation import get_measure, parse_request
+from ..metrics import FairnessMetric
 from ..losses import FairnessRegularizer, ListNetLoss
 from .rankers import _check_ranker_args, build_ranker
 
@@ -100,7 +101,7 @@ class FairRankingModule(pl.LightningModule):
             ``state_dict`` holds ``ranker.*`` entries) whose ranker weights start the fit: fine-tune a trained
             ranker with a fairness loss.  Read once, when a fit starts; a fit resumed with ``ckpt_path`` and
             ``load_from_checkpoint`` restore their own weights and do not read it.
-        rerank: a re-ranker spec (:func:`torchfair.rerank.get_reranker`, e.g. ``"fair:p=0.3"``,
+        rerank: a re-ranker spec (:func:`torchfair.rerank.get_reranker`, e.g. ``"fa_ir:p=0.3"``,
             ``"targeted:measure=dips,keep=10"``) applied to the scores before the exact validation and test
             measures (training is unchanged): the measures then judge what serving the re-ranked lists would
             give.  ``None`` (default): no re-ranking.  The utility loss of validation stays on the raw scores.
@@ -154,7 +155,7 @@ class FairRankingModule(pl.LightningModule):
             self.objective: nn.Module = FairnessRegularizer(self.utility_loss, fairness_loss, lam=lam,
                                                             schedule=schedule, warmup_steps=warmup_steps,
                                                             log_fairness_every=log_fairness_every,
-                                                            every=fairness_every)
+                                                            fairness_every=fairness_every)
         else:
             self.objective = self.utility_loss
         self._ranker_spec = ranker

@@ -1,4 +1,4 @@
-"""Sorted sweeps: pair sums over items ordered by relevance in ``O(B N H log N)``, without forming pairs.
+"""Pair sums over items ordered by relevance in ``O(B N H log N)``, without forming pairs.
 
 Shared by :meth:`torchfair.orderings.base.OrderedBatch.contract` (pair counts that do not depend on the ordering,
 :func:`contract_all_pairs`) and :class:`torchfair.orderings.hard.HardOrderedBatch`, with the pair weight they read,
@@ -12,41 +12,42 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from .. import kernels as _kernels
 from .._validation import check_choice, work_dtype
 
 __all__ = ["LevelPairWeight", "contract_all_pairs"]
 
-#: ``backend`` of the sweeps: ``"auto"`` (the compiled kernels of :mod:`torchfair.orderings._fenwick` for plain CPU
-#: tensors when numba imports, else torch), ``"numba"`` (those kernels, an error where they cannot run) or
-#: ``"torch"`` (the reference, any device)
-BACKENDS = ("auto", "torch", "numba")
-
-_FENWICK = None  # None: not imported yet; False: numba unavailable; else the module
+#: ``backend`` of the orderings with kernels: see :mod:`torchfair.kernels` (``"auto"``: the compiled kernels for plain
+#: CPU tensors, as ``TORCHFAIR_KERNELS`` decides; ``"numba"``: those kernels, an error where they cannot run;
+#: ``"torch"``: the reference, any device)
+BACKENDS = _kernels.BACKENDS
 
 
-def kernels(backend: str, *tensors: Tensor):
-    """The compiled kernel module when ``backend`` picks it for ``tensors`` (float32 / float64 where floating, on
-    the CPU, not carrying gradients), else ``None`` (the torch code)."""
-    global _FENWICK
+def kernels(family: str, backend: str, *tensors: Tensor):
+    """The compiled kernel module ``family`` (:func:`torchfair.kernels.load`) when ``backend`` picks it for
+    ``tensors`` (float32 / float64 where floating, plain CPU tensors outside compilation, not carrying gradients),
+    else ``None`` (the torch code)."""
     check_choice(backend, "backend", BACKENDS)
     if backend == "torch":
         return None
-    if backend == "auto" and not all(t.device.type == "cpu" for t in tensors):
-        return None  # (without importing numba)
-    if _FENWICK is None:
-        try:
-            from . import _fenwick
-            _FENWICK = _fenwick
-        except Exception:  # pragma: no cover - depends on the environment
-            _FENWICK = False
+    if backend == "auto" and (torch.compiler.is_compiling() or not all(t.device.type == "cpu" for t in tensors)):
+        return None  # (without importing numba, and without a graph break under torch.compile)
+    K = _kernels.load(family, backend)
     grad = torch.is_grad_enabled()
-    ok = _FENWICK is not False and _FENWICK.supported(*tensors) and all(
+    ok = K is not None and _supported(*tensors) and all(
         t.dtype in (torch.float32, torch.float64) or not t.is_floating_point() for t in tensors) and not any(
         grad and t.requires_grad for t in tensors)
     if not ok and backend == "numba":
-        raise ValueError("backend='numba' needs numba and plain float32 / float64 CPU tensors without gradients; "
+        raise ValueError("backend='numba' needs plain float32 / float64 CPU tensors without gradients; "
                          "backend='torch' runs anywhere")
-    return _FENWICK if ok else None
+    return K if ok else None
+
+
+def _supported(*tensors: Tensor) -> bool:
+    """Plain CPU tensors (no tensor subclass, as under ``torch.compile`` or ``vmap``), outside compilation."""
+    if torch.compiler.is_compiling():
+        return False
+    return all(type(t) is Tensor and t.device.type == "cpu" for t in tensors)
 
 
 class LevelPairWeight:
@@ -55,7 +56,7 @@ class LevelPairWeight:
 
     Called as ``w(start, stop)`` it gives the dense rows ``[B, stop - start, N]`` that
     :meth:`OrderedBatch.contract` multiplies in; its structure lets an ordering contract without forming pairs
-    (:meth:`torchfair.orderings.HardOrderedBatch.contract` sweeps the ranking once per relevance level).
+    (:meth:`torchfair.orderings.hard.HardOrderedBatch.contract` sweeps the ranking once per relevance level).
     """
 
     def __init__(self, relevance: Tensor, greater: float = 1.0, equal: float = 0.0, less: float = 0.0):
@@ -85,7 +86,7 @@ def contract_all_pairs(right: Tensor, mask: Tensor, pw: Optional[LevelPairWeight
     ``backend``: see :data:`BACKENDS` (the compiled kernel sums per relevance rank, ``O(B N H)`` after a radix
     sort)."""
     if pw is not None:
-        K = kernels(backend, right, mask, pw.relevance)
+        K = kernels("pairs", backend, right, mask, pw.relevance)
         if K is not None:
             return K.all_pairs(right, mask, pw)
     else:

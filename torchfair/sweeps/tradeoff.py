@@ -1,5 +1,5 @@
-"""Results of a sweep directory: the results frame (one row per trial, its sweep, parameters and measures),
-Pareto fronts, and ``report.md`` with its figures, written through the report layer's primitives
+"""The trade-off report of a sweep directory: the results frame (one row per trial, its sweep, parameters and
+measures), Pareto fronts, and ``report.md`` with its figures, rendered by the one report layer's primitives
 (:func:`torchfair.evaluation.report.markdown_rows`, ``write_markdown``, ``pyplot``, ``save_figure``)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""torchfair.orderings._sweeps: the sorted sweeps behind the pair-free contractions, against brute-force loops over
+"""torchfair.orderings._pairsums: the sorted sweeps behind the pair-free contractions, against brute-force loops over
 the pairs.
 
 * ``LevelPairWeight``: its dense rows and its level matrix;
@@ -14,7 +14,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from torchfair.orderings._sweeps import (LevelPairWeight, _accumulation_dtype, _dense_rank, _less_before, _prefix,
+from torchfair.orderings._pairsums import (LevelPairWeight, _accumulation_dtype, _dense_rank, _less_before, _prefix,
                                          _rank_bits, _segments, _take, _untake, contract_all_pairs)
 
 F64 = torch.float64

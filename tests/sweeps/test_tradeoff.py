@@ -1,4 +1,4 @@
-"""torchfair.sweeps.report: the Pareto front against brute force, a directory without a sweep refused, and the
+"""torchfair.sweeps.tradeoff: the Pareto front against brute force, a directory without a sweep refused, and the
 report's measure columns and directions read from the measure declarations (a newly declared measure gets its
 front), trials of other sweeps marked."""
 import json

@@ -1,16 +1,14 @@
-"""torchfair.orderings._fenwick: the compiled kernels of ``Hard`` on CPU tensors against the torch code.
+"""torchfair.kernels.pairs: the compiled pair sums of ``Hard`` on CPU tensors against the torch code.
 
-* the radix sort gives ``torch.sort(where(mask, s, -inf), descending=True, stable=True)`` exactly: ties by index,
-  ``-0.0`` = ``0.0``, infinities, NaN (first), padding, float32 and float64, lengths around the radix digits;
 * every pairwise measure that reads the sweeps (DIPS, individual dissatisfaction, IGI, REE, pairwise accuracy,
   rank parity, discordant fraction, Kendall's tau) is the same on ``Hard(backend="numba")`` as on
   ``Hard(backend="torch")``: both tie rules, graded relevance (per-rank arrays), continuous relevance (Fenwick
   tree) and the boundary between them, score ties, padding anywhere, unknown group ``-1``, soft membership,
   cut-offs, relevance-dependent browsing;
 * the contraction itself for every ``LevelPairWeight`` (greater, equal and less weights), none, and ``which`` in
-  ``above`` / ``joint`` / ``one``; mixtures of hard rankings (``Sampled``), which reach the kernels through their
-  inner ordering;
-* lists split over threads give the same numbers as one thread; the backend argument and its errors.
+  ``above`` / ``joint`` / ``one``, also against the pair-by-pair contraction of the base class; mixtures of hard
+  rankings (``Sampled``), which reach the kernels through their inner ordering;
+* the backend argument and its errors.
 """
 from __future__ import annotations
 
@@ -20,38 +18,13 @@ import torch
 from torchfair.browsing import RBP, Cascade
 from torchfair.metrics import (dips, discordant_fraction, igi, individual_dissatisfaction, kendall_tau,
                                pairwise_accuracy, rank_parity, ree)
-from torchfair.orderings import Hard, HardOrderedBatch, Sampled
-from torchfair.orderings import _sweeps
-from torchfair.orderings._sweeps import LevelPairWeight, contract_all_pairs
-
-K = pytest.importorskip("torchfair.orderings._fenwick")
+from torchfair.orderings import Hard, Sampled
+from torchfair.orderings.hard import HardOrderedBatch
+from torchfair.orderings._pairsums import LevelPairWeight, contract_all_pairs
 
 
 def _tol(dtype):
     return dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else dict(rtol=2e-6, atol=1e-6)
-
-
-def _inputs(seed, B, N, dtype, relevance, groups, G=3):
-    g = torch.Generator().manual_seed(seed)
-    s = (torch.randn(B, N, generator=g, dtype=dtype) * 3).round()  # many score ties
-    if relevance == "graded":
-        r = torch.randint(0, 5, (B, N), generator=g).to(dtype)
-    elif relevance == "boundary":  # exactly DENSE_LEVELS distinct values in row 0, one more in row 1
-        r = torch.stack([torch.arange(N) % (K.DENSE_LEVELS + b) for b in range(B)]).to(dtype)
-        r = r[:, torch.randperm(N, generator=g)]
-    else:
-        r = torch.rand(B, N, generator=g, dtype=dtype)
-        r[:, ::7] = r[:, :1]  # some relevance ties too
-    mask = torch.rand(B, N, generator=g) > 0.25
-    mask[:, 0] = True
-    mask[0] = True  # one full list
-    if groups == "ids":
-        grp = torch.randint(-1, G, (B, N), generator=g)  # -1: unknown group
-    else:
-        grp = torch.rand(B, N, G, generator=g, dtype=dtype)
-        grp = grp / grp.sum(-1, keepdim=True) * torch.rand(B, N, 1, generator=g, dtype=dtype)  # rows sum <= 1
-    s = torch.where(mask, s, torch.full_like(s, float("nan")))  # padded slots may hold anything
-    return s, r, grp, mask
 
 
 def _both(fn, *args, ties="first", **kwargs):
@@ -69,49 +42,6 @@ def _close(a, b, dtype):
         assert torch.equal(a, b)
     else:
         torch.testing.assert_close(a, b, **_tol(dtype))
-
-
-# ------------------------------------------------------------------------------------------------ the sort
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("N", [1, 2, 255, 256, 257, 1000])
-def test_radix_sort_is_the_stable_descending_sort(dtype, N):
-    g = torch.Generator().manual_seed(N)
-    B = 5
-    s = torch.randn(B, N, generator=g, dtype=dtype)
-    s[1] = s[1].round()  # ties
-    s[2] = s[2] * 1e30
-    s[3] = s[3] * 1e-40 if dtype == torch.float64 else s[3] * 1e-39  # subnormals
-    specials = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), -float("nan"), 1.0, -1.0],
-                            dtype=dtype)
-    s[4] = specials[torch.randint(0, len(specials), (N,), generator=g)]
-    mask = torch.rand(B, N, generator=g) > 0.2
-    order, positions = K.sort_desc(s, mask)
-    key = torch.where(mask, s, torch.full_like(s, float("-inf")))
-    assert torch.equal(order, torch.sort(key, dim=-1, descending=True, stable=True).indices)
-    assert torch.equal(positions, torch.argsort(order, dim=-1))
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("relevance", ["graded", "boundary", "continuous"])
-def test_compiled_dense_rank_is_the_torch_dense_rank(dtype, relevance):
-    """``dense_rank`` (hash table up to 64 distinct values, radix sort beyond) against the sort-based torch
-    ranks on the real items, and its level count against the distinct values of each list."""
-    _, r, _, mask = _inputs(3, 4, 300, dtype, relevance, "ids")
-    mask[3] = False  # a list without a real item
-    rank, L = K.dense_rank(r, mask)
-    ref = _sweeps._dense_rank(r, mask)
-    assert torch.equal(rank[mask], ref[mask])
-    assert L == max(int(r[b][mask[b]].unique().numel()) for b in range(4))
-    assert (rank[~mask] >= 0).all()  # padded items: a valid rank (clamped by the callers, their values are 0)
-
-
-def test_hard_ordered_batch_is_the_same_on_both_backends():
-    s, r, grp, mask = _inputs(0, 4, 60, torch.float32, "graded", "ids")
-    s = torch.where(mask, s, torch.zeros_like(s))
-    for ties in ("first", "average"):
-        a, b = HardOrderedBatch(s, mask, ties, "numba"), HardOrderedBatch(s, mask, ties, "torch")
-        for name in ("order", "positions", "block", "block_sorted", "block_start", "block_size", "n_items"):
-            assert torch.equal(torch.as_tensor(getattr(a, name)), torch.as_tensor(getattr(b, name))), name
 
 
 # ------------------------------------------------------------------------------------------------ the measures
@@ -134,9 +64,9 @@ MEASURES = {
 @pytest.mark.parametrize("ties", ["first", "average"])
 @pytest.mark.parametrize("relevance", ["graded", "continuous", "boundary"])
 @pytest.mark.parametrize("groups", ["ids", "soft"])
-def test_every_pairwise_measure_is_the_same_on_both_backends(name, ties, relevance, groups):
+def test_every_pairwise_measure_is_the_same_on_both_backends(name, ties, relevance, groups, kernel_inputs):
     dtype = torch.float64 if groups == "soft" else torch.float32
-    s, r, grp, mask = _inputs(hash((name, ties, relevance)) % 1000, 3, 150, dtype, relevance, groups)
+    s, r, grp, mask = kernel_inputs(hash((name, ties, relevance)) % 1000, 3, 150, dtype, relevance, groups)
     kw = {} if groups == "soft" else {"num_groups": 3}
     if name.startswith(("discordant", "kendall")):
         kw = {}
@@ -144,8 +74,8 @@ def test_every_pairwise_measure_is_the_same_on_both_backends(name, ties, relevan
     _close(a, b, dtype)
 
 
-def test_cascade_browsing_is_the_same_on_both_backends():
-    s, r, grp, mask = _inputs(3, 4, 80, torch.float64, "graded", "ids")
+def test_cascade_browsing_is_the_same_on_both_backends(kernel_inputs):
+    s, r, grp, mask = kernel_inputs(3, 4, 80, torch.float64, "graded", "ids")
     a, b = _both(dips, s, r, grp, mask=mask, num_groups=3, browsing=Cascade(0.9, max_grade=4.0))
     _close(a, b, torch.float64)
 
@@ -182,8 +112,8 @@ WEIGHTS = [None, (1.0, 0.0, 0.0), (1.0, 0.5, 0.0), (0.3, 0.7, 0.2), (0.0, 0.0, 1
 @pytest.mark.parametrize("which", ["above", "joint", "one"])
 @pytest.mark.parametrize("weights", WEIGHTS)
 @pytest.mark.parametrize("relevance", ["graded", "continuous"])
-def test_contract_is_the_same_on_both_backends(ties, which, weights, relevance):
-    s, r, _, mask = _inputs(7, 4, 120, torch.float64, relevance, "ids")
+def test_contract_is_the_same_on_both_backends(ties, which, weights, relevance, kernel_inputs):
+    s, r, _, mask = kernel_inputs(7, 4, 120, torch.float64, relevance, "ids")
     s = torch.where(mask, s, torch.zeros_like(s))
     right = torch.randn(4, 120, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
     pw = None if weights is None else LevelPairWeight(r, *weights)
@@ -200,8 +130,8 @@ def test_contract_is_the_same_on_both_backends(ties, which, weights, relevance):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_contract_all_pairs_is_the_same_on_both_backends(dtype):
-    s, r, grp, mask = _inputs(5, 3, 90, dtype, "continuous", "soft")
+def test_contract_all_pairs_is_the_same_on_both_backends(dtype, kernel_inputs):
+    s, r, grp, mask = kernel_inputs(5, 3, 90, dtype, "continuous", "soft")
     pw = LevelPairWeight(r, 1.0, 0.5, 0.25)
     a = contract_all_pairs(grp, mask, pw, "numba")
     b = contract_all_pairs(grp, mask, pw, "torch")
@@ -209,37 +139,15 @@ def test_contract_all_pairs_is_the_same_on_both_backends(dtype):
     assert a.dtype == grp.dtype
 
 
-def test_sampled_rankings_reach_the_kernels_through_their_inner_ordering(monkeypatch):
-    s, r, grp, mask = _inputs(9, 3, 50, torch.float64, "continuous", "ids")  # > 64 levels: the sorted sweeps
+def test_sampled_rankings_reach_the_kernels_through_their_inner_ordering(monkeypatch, kernel_inputs):
+    s, r, grp, mask = kernel_inputs(9, 3, 50, torch.float64, "continuous", "ids")  # > 64 levels: the sorted sweeps
     g = torch.Generator().manual_seed(0)
     rankings = torch.stack([torch.stack([torch.randperm(50, generator=g) for _ in range(3)]) for _ in range(4)])
     ordering = Sampled(rankings)
     fast = dips(s, r, grp, mask=mask, num_groups=3, ordering=ordering)
-    monkeypatch.setattr(_sweeps, "_FENWICK", False)  # as if numba were missing: the torch code
+    monkeypatch.setenv("TORCHFAIR_KERNELS", "torch")  # the torch code
     slow = dips(s, r, grp, mask=mask, num_groups=3, ordering=ordering)
     torch.testing.assert_close(fast, slow, rtol=1e-12, atol=1e-12)
-
-
-# ------------------------------------------------------------------------------------------------ threads
-def test_lists_split_over_threads_give_the_same_numbers(monkeypatch):
-    s, r, grp, mask = _inputs(11, 9, 200, torch.float32, "continuous", "ids")
-    one = [dips(s, r, grp, mask=mask, num_groups=3, ordering=Hard(t, backend="numba")) for t in ("first", "average")]
-    monkeypatch.setattr(K, "PARALLEL_MIN_ELEMENTS", 0)
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(2)
-        two = [dips(s, r, grp, mask=mask, num_groups=3, ordering=Hard(t, backend="numba"))
-               for t in ("first", "average")]
-    finally:
-        torch.set_num_threads(before)
-    for a, b in zip(one, two):
-        assert torch.equal(a, b)
-
-
-def test_the_thread_pool_is_rebuilt_after_fork(monkeypatch):
-    pool = K._pool(1)
-    monkeypatch.setattr(K, "_POOL_KEY", (-1, K._POOL_KEY[1]))  # as seen from a forked child
-    assert K._pool(1) is not pool
 
 
 # ------------------------------------------------------------------------------------------------ the argument

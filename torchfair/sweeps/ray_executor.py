@@ -1,6 +1,6 @@
-"""``--backend ray``: a thin Ray Tune adapter.  Tune gets the sweep's parameters (:func:`param_space`); each Tune
+"""``--executor ray``: a thin Ray Tune adapter.  Tune gets the sweep's parameters (:func:`param_space`); each Tune
 trial computes its trial id from them, runs the trial in a subprocess into ``DIR/trials/<id>/`` as the local
-backend does, and reports its measures.  An interrupted run is resumed with ``Tuner.restore`` from
+executor does, and reports its measures.  An interrupted run is resumed with ``Tuner.restore`` from
 ``DIR/ray/<sweep id>``; a trial whose ``result.json`` exists is not run again."""
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def run_ray(out: Path, spec: SweepSpec, todo: Sequence[Trial], workers: int, thr
         import ray
         from ray import tune
     except ImportError:
-        raise ValueError("`backend`: ray is not installed (`pip install torchfair[ray]`)") from None
+        raise ValueError("`executor`: ray is not installed (`pip install torchfair[ray]`)") from None
     path = (out / "ray" / spec.sweep_id).resolve()
     restore = path.is_dir() and not (path / _ENDED).is_file() and tune.Tuner.can_restore(str(path))
     if not todo and not restore:
