@@ -110,8 +110,9 @@ def _load() -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=3)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3, help="rounds, each a cold and a warm process per tree")
     ap.add_argument("--fast", action="store_true", help="one round, no waiting run (the test's mode)")
     ap.add_argument("--out", type=Path, default=None, help="write the markdown table here")
     ap.add_argument("--baseline", type=Path, default=None,
