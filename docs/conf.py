@@ -61,35 +61,3 @@ html_static_path = []
 write_measure_pages(DOCS / "measures")
 write_results_pages(ROOT / "experiments", DOCS / "results")
 
-# Docstrings whose reST is known to be broken in the source (owned by the package, not by the docs): their docutils
-# warnings are reported by name in the build log but do not fail it.  Delete an entry when its docstring is fixed;
-# every other warning fails `make docs`.
-#   average_precision, r_precision: the `.. math::` lines hold a literal form feed and tab (``\f``, ``\t`` written
-#     as control characters into torchfair/metrics/utility.py), so "\frac" renders as "rac";
-#   MovieLensDataModule: "Args (all plain values, ...):" is not a section napoleon knows;
-#   RankParity, ExpRR ("|1 - 2 share|"), pref ("|5/10 - 1/4|"): an absolute value written |x| outside ``..`` or
-#     math is a reST substitution reference;
-#   torchfair.compat.fairranktune (the module docstring): items 10., 11., 12. and 13. of its numbered lists indent
-#     their continuation lines by 3 spaces instead of 4, and "Returned scores ..." ends list 12 without a blank line.
-KNOWN_DOCSTRING_DEFECTS = ("docstring of torchfair.compat.fairranktune:",
-                           "torchfair.training.datamodule.MovieLensDataModule",
-                           "torchfair.evaluation.metric.RankParity", "torchfair.evaluation.metric.ExpRR",
-                           "torchfair.metrics.prefix.pref")
-
-
-class _KnownDefects:
-    def filter(self, record):
-        where = f"{getattr(record, 'location', '')} {record.getMessage()}"
-        if record.levelno >= 30 and "docstring of" in where and any(d in where for d in KNOWN_DOCSTRING_DEFECTS):
-            print(f"known docstring defect (not an error; see docs/conf.py): {where.strip()}")
-            return False
-        return True
-
-
-def setup(app):
-    import logging
-
-    from sphinx.util.logging import WarningStreamHandler
-    for handler in logging.getLogger("sphinx").handlers:
-        if isinstance(handler, WarningStreamHandler):
-            handler.filters.insert(0, _KnownDefects())  # before Sphinx counts the warning

@@ -73,10 +73,10 @@ Where FRT 0.0.7 deviates from its documentation, or has a bug (reproduced here, 
 9. AWRF is not Sapiezynski et al.'s AWRF (attention-weighted group proportions compared with a target
    distribution) but the group average of the attention ``100 p (1 - p) ** (rank - 1)``, as FRT's docs say.
 10. EXPU's out-of-range error message names "Exposure Realized Utility"; EXPU/EXPRU raise ``AssertionError``
-   for relevance or ctr outside [0, 1] (here :class:`FRTInputError`, a ``ValueError`` and ``AssertionError``).
-   EXPRU ("Exposure Realized Utility") uses no exposure: its per-group value is average ctr / average relevance.
+    for relevance or ctr outside [0, 1] (here :class:`FRTInputError`, a ``ValueError`` and ``AssertionError``).
+    EXPRU ("Exposure Realized Utility") uses no exposure: its per-group value is average ctr / average relevance.
 11. Relevance and ctr are aligned with rankings by position after dropping NaNs separately from each column,
-   so a NaN pattern that differs from the ranking's silently misaligns them (reproduced in the FRT form).
+    so a NaN pattern that differs from the ranking's silently misaligns them (reproduced in the FRT form).
 
 Re-rankers
 ----------
@@ -91,48 +91,49 @@ repeated item keeps one entry).  torchfair's own :func:`torchfair.rerank.det_con
 Per list the compat functions take about half FairRankTune's time (``experiments/results/bench_frt.md``).
 
 12. DETCONSTSORT (Geyik et al. 2019, Algorithm 3).  Runs the compiled walk of :mod:`torchfair.rerank.detconstsort`
-   with the settings below (the keywords of :func:`torchfair.rerank.detconstsort.detconstsort_walk`); FRT
-   differs from the paper and from :func:`~torchfair.rerank.det_const_sort` in:
+    with the settings below (the keywords of :func:`torchfair.rerank.detconstsort.detconstsort_walk`); FRT
+    differs from the paper and from :func:`~torchfair.rerank.det_const_sort` in:
 
-   a. the insertion's deadline test is the paper's 1-based ``maxIndices[start-1] >= start`` applied to 0-based
-      indices, so an item may move down to one position past its deadline (``deadline_slack=1``), and a prefix
-      can miss the minimum count it was built for: with ``k = 2``, a 50/50 target and scores favouring group A,
-      FRT's top 2 hold no item of group B;
-   b. the walk runs ``while last_empty_indx <= k`` and places every item of a step: it places ``k + 1`` items or
-      more (the whole ranking at most) and keeps the first ``k``, so an item placed beyond position ``k`` can move
-      up into the top ``k`` (``whole_batches=True``, walk length ``k + 1``); the paper and torchfair stop at ``k``;
-   c. minimum counts ``floor(k' p_g)`` in floating point without tolerance: a share ``1 - 0.8 =
-      0.19999999999999996`` gives ``floor(5 p) = 0`` (torchfair adds 1e-9: 1);
-   d. each group's items are taken in the order of ``current_ranking_df``, not re-sorted by score, while the
-      groups of one step and the insertion compare scores: on a ranking that is not sorted by score a group's
-      lower-scored item can be placed first (torchfair starts from the scores' order);
-   e. ties: the groups of one step are ordered by Python's stable ``sorted(..., reverse=True)`` on their items'
-      scores, so equal scores keep the order of the sorted group labels (``np.unique``), and the insertion moves
-      an item up only past strictly lower scores (torchfair breaks ties by the starting position).  Here the
-      scores become integer keys with the same order and the same ties (``np.unique``'s inverse);
-   f. FRT loops forever when the groups with a positive share hold fewer than ``min(k + 1, n)`` items of the
-      ranking (a group with share 0 is never placed; nothing else ends the walk): ``ValueError`` here.  FRT raises
-      ``KeyError`` for a group of the ranking without a share, for ``k > n`` and for an item without a group:
-      ``ValueError`` here.  Checked here, not by FRT (``ValueError`` naming the argument): shares finite, in
-      [0, 1], summing to 1 (tolerance 1e-6), a dict naming only groups of ``item_group_dict`` (FRT ignores
-      extra keys; a group of the dict absent from this ranking is fine), a list only with integer labels
-      ``0..len-1`` (FRT indexes it by label); ``k`` an int in ``[1, n]`` (FRT returns empty frames for ``k <= 0``);
-      no NaN score (FRT's comparisons with NaN are arbitrary); as many scores as items (FRT ignores extra scores
-      and raises ``IndexError`` for missing ones).
-   Returned scores are those of the ``k`` returned items.
+    a. the insertion's deadline test is the paper's 1-based ``maxIndices[start-1] >= start`` applied to 0-based
+       indices, so an item may move down to one position past its deadline (``deadline_slack=1``), and a prefix
+       can miss the minimum count it was built for: with ``k = 2``, a 50/50 target and scores favouring group A,
+       FRT's top 2 hold no item of group B;
+    b. the walk runs ``while last_empty_indx <= k`` and places every item of a step: it places ``k + 1`` items or
+       more (the whole ranking at most) and keeps the first ``k``, so an item placed beyond position ``k`` can move
+       up into the top ``k`` (``whole_batches=True``, walk length ``k + 1``); the paper and torchfair stop at ``k``;
+    c. minimum counts ``floor(k' p_g)`` in floating point without tolerance: a share ``1 - 0.8 =
+       0.19999999999999996`` gives ``floor(5 p) = 0`` (torchfair adds 1e-9: 1);
+    d. each group's items are taken in the order of ``current_ranking_df``, not re-sorted by score, while the
+       groups of one step and the insertion compare scores: on a ranking that is not sorted by score a group's
+       lower-scored item can be placed first (torchfair starts from the scores' order);
+    e. ties: the groups of one step are ordered by Python's stable ``sorted(..., reverse=True)`` on their items'
+       scores, so equal scores keep the order of the sorted group labels (``np.unique``), and the insertion moves
+       an item up only past strictly lower scores (torchfair breaks ties by the starting position).  Here the
+       scores become integer keys with the same order and the same ties (``np.unique``'s inverse);
+    f. FRT loops forever when the groups with a positive share hold fewer than ``min(k + 1, n)`` items of the
+       ranking (a group with share 0 is never placed; nothing else ends the walk): ``ValueError`` here.  FRT raises
+       ``KeyError`` for a group of the ranking without a share, for ``k > n`` and for an item without a group:
+       ``ValueError`` here.  Checked here, not by FRT (``ValueError`` naming the argument): shares finite, in
+       [0, 1], summing to 1 (tolerance 1e-6), a dict naming only groups of ``item_group_dict`` (FRT ignores
+       extra keys; a group of the dict absent from this ranking is fine), a list only with integer labels
+       ``0..len-1`` (FRT indexes it by label); ``k`` an int in ``[1, n]`` (FRT returns empty frames for ``k <= 0``);
+       no NaN score (FRT's comparisons with NaN are arbitrary); as many scores as items (FRT ignores extra scores
+       and raises ``IndexError`` for missing ones).
+
+    Returned scores are those of the ``k`` returned items.
 
 13. EPSILONGREEDY (Feng & Shah 2022).  FRT calls ``np.random.seed(seed)`` -- reseeding numpy's *global* random
-   state as a side effect -- then draws ``np.random.rand()`` at every position and, when it is ``<= epsilon``
-   (not ``<``) and the position is not the last, ``np.random.randint(i + 1, n)``: the number of draws depends on
-   their outcomes, so they are made one by one.  Here they come from a private ``np.random.RandomState(seed)``:
-   the same legacy Mersenne-Twister stream in the same order, hence FRT's output, and numpy's global state is
-   left untouched.  :func:`torchfair.rerank.epsilon_greedy` runs the same swap process batched on tensors with
-   a ``torch.Generator`` (``u < epsilon``, ``j = i + 1 + floor(v (n - i - 1))``): the same seed gives other swaps,
-   only the distribution over outputs is the same; the compat function is a plain loop of its own for that
-   reason.  Scores are looked up per item with ``list.index``, so every copy of a repeated item gets the first
-   copy's score (reproduced).  ``epsilon`` must lie in [0, 1] (FRT accepts any number: above 1 always swaps)
-   and ``seed`` be something ``RandomState`` accepts (``ValueError`` naming them); an item without a group and
-   a scores frame of another length are ``ValueError`` (FRT: ``KeyError`` / ignored or ``IndexError``).
+    state as a side effect -- then draws ``np.random.rand()`` at every position and, when it is ``<= epsilon``
+    (not ``<``) and the position is not the last, ``np.random.randint(i + 1, n)``: the number of draws depends on
+    their outcomes, so they are made one by one.  Here they come from a private ``np.random.RandomState(seed)``:
+    the same legacy Mersenne-Twister stream in the same order, hence FRT's output, and numpy's global state is
+    left untouched.  :func:`torchfair.rerank.epsilon_greedy` runs the same swap process batched on tensors with
+    a ``torch.Generator`` (``u < epsilon``, ``j = i + 1 + floor(v (n - i - 1))``): the same seed gives other swaps,
+    only the distribution over outputs is the same; the compat function is a plain loop of its own for that
+    reason.  Scores are looked up per item with ``list.index``, so every copy of a repeated item gets the first
+    copy's score (reproduced).  ``epsilon`` must lie in [0, 1] (FRT accepts any number: above 1 always swaps)
+    and ``seed`` be something ``RandomState`` accepts (``ValueError`` naming them); an item without a group and
+    a scores frame of another length are ``ValueError`` (FRT: ``KeyError`` / ignored or ``IndexError``).
 
 Example (FRT's toy: seven men then three women)::
 

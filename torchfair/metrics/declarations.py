@@ -248,7 +248,7 @@ _DECLARED: List[Measure] = [
        value_range=_UNIT, data=_SRGM, expectation=True),
     _m("rank_parity", pairwise.rank_parity, "fairness", None, ("groups",), "record",
        "a group's entries are undefined when it has no mixed pair (another group absent)",
-       "Rank parity: share of mixed pairs each group wins (ARP) and Kuhlman's pair = |1 - 2 share|",
+       "Rank parity: share of mixed pairs each group wins (ARP) and Kuhlman's pair = abs(1 - 2 share)",
        "Kuhlman et al., AIES 2021, eq. 8-9; FairRankTune docs (ARP)",
        value_range=_UNIT, data=_SGM),
     _m("kendall_tau", pairwise.kendall_tau, "utility", True, ("relevance",), "list",
@@ -306,7 +306,7 @@ _DECLARED: List[Measure] = [
        value_range=_NONNEG, data=_SRGM, options=_RATIO),
     _m("exp_rr", exposure.exp_rr, "fairness", False, ("groups", "browsing"), "group",
        "a group's entry is undefined when the group or the rest is absent",
-       "expRR: |1 - 2 share| of mean reciprocal-rank exposure, each group against the rest (0 = parity)",
+       "expRR: abs(1 - 2 share) of mean reciprocal-rank exposure, each group against the rest (0 = parity)",
        "Kuhlman et al., AIES 2021, eq. 6-7",
        value_range=_UNIT, data=_SGM, options=_B),
     # ------------------------------------------------------------------ prefix

@@ -396,7 +396,7 @@ def pref(scores: Tensor, groups: Tensor, *, delta: str = "kl", protected: int = 
     the whole list with the default target): 0, flagged in ``valid``.  :func:`rnd`, :func:`rrd` are ``pref`` with
     ``delta="nd"``, ``"rd"``.
 
-    Example (20 items, 5 protected (id 1); cut-offs 10 and 20, where Delta = 0; Z = |5/10 - 1/4| / log2 10)::
+    Example (20 items, 5 protected (id 1); cut-offs 10 and 20, where Delta = 0; Z = abs(5/10 - 1/4) / log2 10)::
 
         >>> g = torch.tensor([1] * 5 + [0] * 15)
         >>> s = -torch.arange(20.)

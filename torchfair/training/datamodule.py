@@ -140,9 +140,11 @@ def _check_open_unit(value, name: str, allow_zero: bool = False) -> float:
 class MovieLensDataModule(pl.LightningDataModule):
     """MovieLens ranking lists for training and evaluating rankers with fairness measures (module doc).
 
-    Args (all plain values, so that LightningCLI can configure it from YAML; saved as hyperparameters; the numeric
-    ones declare their ranges in the signature, jsonargparse's ``PositiveInt``..., so that ``torchfair fit`` refuses
-    a value out of range while parsing, and are checked here for Python callers):
+    All arguments are plain values, so that LightningCLI can configure it from YAML; they are saved as
+    hyperparameters; the numeric ones declare their ranges in the signature (jsonargparse's ``PositiveInt``...), so
+    that ``torchfair fit`` refuses a value out of range while parsing, and are checked here for Python callers.
+
+    Args:
         variant: ``"ml-100k"``, ``"ml-1m"``, ``"ml-latest-small"``, ``"ml-20m"``, ``"ml-25m"`` or
             ``"synthetic"`` (60 users, 80 items, 3 genres, from ``seed``; no files, no network).
         root: a directory holding the variant's files (else the cache / download).
