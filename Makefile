@@ -2,7 +2,7 @@
 # Both install what they need first (torch as the local CPU wheel when no torch is importable).
 PYTHON ?= python3
 
-.PHONY: install install-run demo demo-synthetic test test-all test-contract test-contract-slow bench docs
+.PHONY: install install-run demo demo-synthetic test test-all test-contract test-contract-slow bench gpu-check docs
 
 # what the demos need: torchfair with training and sweeps (`pip install torchfair` alone is the core: torch, numpy,
 # numba), no test stack
@@ -41,6 +41,13 @@ test-contract-slow: install
 # issue 10's speed benchmark: every comparison, interleaved, tables in experiments/results/bench_speed.md
 bench: install
 	$(PYTHON) experiments/bench_speed.py
+
+# issue 28: everything that needs a GPU in one go (<= 8 min: device tests, loss / PL / exact / training-step
+# benchmarks on cuda against the CPU, a 2-epoch GPU fit, the smoke sweep on one GPU); figures in
+# experiments/results/gpu_check.md. Without CUDA it prints "no CUDA device: nothing to check" and exits 0.
+# ML-100K must be cached ($$TORCHFAIR_DATA): the GPU machines are offline
+gpu-check: install
+	$(PYTHON) experiments/gpu_check.py
 
 # the docs site (Sphinx + myst, docs/): API reference, one page per declared measure, the guides, the results pages;
 # every warning is an error. Output: docs/_build/html/index.html

@@ -2374,9 +2374,9 @@ TIED_ROWS = [r.name for r in ROWS if r.family == "losses" and "ordering" in r.pa
 #: contract violations still open, (row, check of :class:`tester.ContractTester`) -> cause: strict expected failures
 #: (the check must fail; once it passes the tester reports it, so that the entry gets removed)
 KNOWN_VIOLATIONS: Dict[Tuple[str, str], str] = {
-    # the harness and the library disagree on an explicit num_groups below a default protected id (log_dp under
-    # Sampled, the regulariser with PairwiseAccuracyGapLoss) and on expeval's group ids under fp16 inputs
-    ("metrics.log_dp", "valid"): "num_groups below the default protected id under Sampled",
+    # the harness and the library disagree on an explicit num_groups below a default protected id (the regulariser
+    # with PairwiseAccuracyGapLoss) and on expeval's group ids under fp16 inputs (log_dp's soft groups with
+    # protected >= G: a ValueError since issue 28)
     ("losses.FairnessRegularizer", "valid"): "num_groups below the default protected id (PairwiseAccuracyGapLoss)",
     ("compat.expeval.expeval", "valid"): "expeval's group ids under fp16 inputs",
 }

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from torchfair.compat import fairranktune as ft
-from torchfair.orderings import scores_from_ranking
+from torchfair.orderings import Hard, scores_from_ranking
 
 RTOL = 1e-9
 
@@ -315,3 +315,84 @@ def test_relevance_range_check_of_the_direct_path():
     with pytest.raises(ValueError):  # a NaN does not hide a value out of range
         ft.EXPU(ids, torch.tensor([0, 1, 0, 1]), torch.tensor([float("nan"), 1.5, 0.2, 0.1]))
     ft.EXPU(ids, torch.tensor([0, 1, 0, 1]), torch.tensor([float("nan"), 1.0, 0.2, 0.1]))  # as FRT: NaN passes
+
+
+# ------------------------------------------- ERBR with relevance FRT does not check (issue 28): FRT's numbers
+_ERBR_RANKS = [[0, 1, 2, 3, 4, 5], [5, 3, 1, 0, 2, 4], [2, 4, 0, 1, 3, 5]]
+_ERBR_GROUPS = [0, 1, 0, 1, 0, 1]
+
+
+def _erbr_forms(rel, combo, decay=0.8, frt_form=True):
+    """ERBR of ``rel`` (positional, as FRT's relevance_df) in every input form: FRT lists (with ``frt_form``),
+    item-id tensors, and score tensors through the direct path and through the ordering machinery."""
+    ranks = torch.tensor(_ERBR_RANKS)
+    rel_t = torch.tensor(rel, dtype=torch.float64)
+    scores = torch.stack([scores_from_ranking(r) for r in ranks]).double()
+    gid = torch.tensor(_ERBR_GROUPS).expand(ranks.shape)  # list index = item id in the score form
+    rel_items = torch.empty_like(rel_t).scatter_(1, ranks, rel_t)  # positional -> per item
+    sizes = torch.tensor([3, 3])
+    grp = dict(enumerate(_ERBR_GROUPS))
+    out = {"frt": ft.ERBR(_ERBR_RANKS, grp, rel, decay, combo)} if frt_form else {}
+    return {**out, "ids": ft.ERBR(ranks, torch.tensor(_ERBR_GROUPS), rel_t, decay, combo),
+            "scores": ft.ERBR(scores, gid, rel_items, decay, combo, group_sizes=sizes),
+            "ordering": ft.ERBR(scores, gid, rel_items, decay, combo, group_sizes=sizes, ordering=Hard(ties="average"))}
+
+
+@pytest.mark.parametrize("bad", [math.inf, -math.inf, -0.7, -5.0])
+@pytest.mark.parametrize("combo", ["MinMaxRatio", "MaxMinDiff", "Variance"])
+def test_erbr_accepts_infinite_and_negative_relevance_as_fairranktune(bad, combo):
+    """FRT 0.0.7 accepts any relevance in ERBR (its check is dead code): an infinite or negative value is summed into
+    its group only (-5 makes group 0's relevance sum negative).  Every form gives FRT's numbers."""
+    pd = pytest.importorskip("pandas")
+    frt = pytest.importorskip("FairRankTune")
+    rel = [[0.5, 1.0, bad, 0.2, 0.0, 1.0], [1.0, 0.0, 0.3, 0.4, 0.5, 0.6], [0.1, 0.9, 0.8, 0.7, 0.6, 0.5]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = frt.Metrics.ERBR(_df(pd, _ERBR_RANKS), dict(enumerate(_ERBR_GROUPS)), _df(pd, rel), 0.8, combo)
+        got = _erbr_forms(rel, combo)
+    for form, res in got.items():
+        _check(res, want)
+        assert math.isfinite(res.to_dict()[1]), form  # the bad value stays in its own group (item 2: group 0)
+
+
+def test_erbr_nan_relevance_as_fairranktune():
+    """FRT drops a NaN relevance cell: the FRT form does the same (a column that becomes too short is an
+    IndexError in both; a NaN under a ranking's padding is simply dropped).  A tensor form has no dropped cells: the
+    NaN makes its group's value NaN and leaves the other group's value as FRT computes it for any finite value."""
+    pd = pytest.importorskip("pandas")
+    frt = pytest.importorskip("FairRankTune")
+    grp = dict(enumerate(_ERBR_GROUPS))
+    nan = float("nan")
+    rel = [[0.5, 1.0, nan, 0.2, 0.0, 1.0], [1.0, 0.0, 0.3, 0.4, 0.5, 0.6], [0.1, 0.9, 0.8, 0.7, 0.6, 0.5]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(IndexError):
+            frt.Metrics.ERBR(_df(pd, _ERBR_RANKS), grp, _df(pd, rel), 0.8, "MaxMinDiff")
+        with pytest.raises(IndexError, match="`relevance`"):
+            ft.ERBR(_ERBR_RANKS, grp, rel, 0.8, "MaxMinDiff")
+        # a shorter ranking (NaN-padded column in FRT) whose relevance column has a NaN cell beyond it
+        short = [_ERBR_RANKS[0], _ERBR_RANKS[1][:4], _ERBR_RANKS[2]]
+        rel_short = [rel[1], [1.0, 0.0, 0.3, 0.4, nan, 0.6], rel[2]]
+        want = frt.Metrics.ERBR(_df(pd, short), grp, _df(pd, rel_short), 0.8, "MaxMinDiff")
+        _check(ft.ERBR(short, grp, rel_short, 0.8, "MaxMinDiff"), want)
+        got = _erbr_forms(rel, "MaxMinDiff", frt_form=False)
+        for finite in (0.0, 3.0):
+            rel_f = [[finite if x != x else x for x in row] for row in rel]
+            want = frt.Metrics.ERBR(_df(pd, _ERBR_RANKS), grp, _df(pd, rel_f), 0.8, "MaxMinDiff")[1]
+            for form in ("ids", "scores", "ordering"):
+                per_group = got[form].to_dict()
+                assert math.isnan(per_group[0]) and math.isnan(float(got[form].value)), form
+                assert close(per_group[1], want[1]), (form, per_group[1], want[1])
+
+
+@pytest.mark.parametrize("ordering", [None, Hard(ties="average")])
+def test_errors_name_rankings_or_scores_as_documented(ordering):
+    """Module docstring: type and shape errors of the first argument name FRT's ``rankings``; the value checks of
+    a score tensor name ``scores``, on the direct path and on the ordering path."""
+    g = torch.tensor([[0, 1, 0]])
+    for bad in (torch.tensor([[1.0, float("nan"), 0.0]]), torch.tensor([[1.0, float("inf"), 0.0]])):
+        with pytest.raises(ValueError, match="`scores`"):
+            ft.EXP(bad, g, ordering=ordering)
+    for bad in (torch.ones(1, 1, 3), torch.tensor([[True, False, True]])):
+        with pytest.raises(ValueError, match="`rankings`"):
+            ft.EXP(bad, g, ordering=ordering)

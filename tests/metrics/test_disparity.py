@@ -265,3 +265,18 @@ def test_disparate_exposure_tiny_merit_is_zero_merit_with_finite_gradients():
 def test_bad_arguments_name_themselves(call, arg):
     with pytest.raises(ValueError, match=arg):
         call()
+
+
+@pytest.mark.parametrize("fn", [top1_exposure_gap, disparate_exposure])
+def test_soft_protected_beyond_G_is_refused(fn):
+    """Soft ``[B, N, G]`` groups declare G: ``protected >= G`` is a ValueError naming ``protected`` (issue 28); an
+    integer id beyond the batch's groups stays undefined (0, invalid)."""
+    s = torch.tensor([[3., 2., 1., 0.]], dtype=torch.float64)
+    rel = () if fn is top1_exposure_gap else (torch.tensor([[1., 1., 0.5, 1.]], dtype=torch.float64),)
+    ids = torch.tensor([[0, 1, 0, 1]])
+    soft = torch.nn.functional.one_hot(ids, 2).to(torch.float64)
+    with pytest.raises(ValueError, match="`protected`"):
+        fn(s, *rel, soft, protected=2)
+    torch.testing.assert_close(fn(s, *rel, soft, protected=1), fn(s, *rel, ids, protected=1))
+    value, valid = fn(s, *rel, ids, protected=2, return_valid=True)
+    assert not bool(valid) and float(value) == 0.0

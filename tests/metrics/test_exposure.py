@@ -588,3 +588,28 @@ def test_exposure_share_is_the_group_share_of_browsing_weight_plain_loop():
         assert torch.allclose(got[b], torch.tensor([e / tot for e in E]), atol=1e-6)
     assert torch.allclose(exposure_share(torch.tensor([3., 2., 1.]), torch.tensor([0, 1, 1]), browsing="uniform"),
                           torch.tensor([1 / 3, 2 / 3]))
+
+
+# ------------------------------------------------------- soft membership: G is declared by the shape (issue 28)
+@pytest.mark.parametrize("fn", ["dp", "eur", "rur", "log_dp", "log_eur", "log_rur"])
+def test_ratio_soft_protected_beyond_G_is_refused(fn):
+    """Soft ``[B, N, G]`` groups declare G: ``protected >= G`` (or ``reference >= G``) is a ValueError naming it, as
+    in awrf; the last group still works and equals the one-hot ids; an integer id beyond the batch's groups stays
+    undefined (0, invalid): a group absent from the batch."""
+    import torchfair.metrics.exposure as E
+    f = getattr(E, fn)
+    s = torch.tensor([[3., 2., 1., 0.]], dtype=D)
+    rel = () if fn in ("dp", "log_dp") else (torch.tensor([[1., 0.5, 1., 0.25]], dtype=D),)
+    ids = torch.tensor([[0, 1, 1, 0]])
+    soft = torch.nn.functional.one_hot(ids, 2).to(D)
+    for bad in (2, 3):
+        with pytest.raises(ValueError, match="`protected`"):
+            f(s, *rel, soft, protected=bad)
+    with pytest.raises(ValueError, match="`reference`"):
+        f(s, *rel, soft, protected=1, reference=2)
+    got, ok = f(s, *rel, soft, protected=1, return_valid=True)
+    want, ok_ids = f(s, *rel, ids, protected=1, return_valid=True)
+    assert bool(ok) and bool(ok_ids)
+    torch.testing.assert_close(got, want)
+    value, valid = f(s, *rel, ids, protected=2, return_valid=True)
+    assert not bool(valid) and float(value) == 0.0

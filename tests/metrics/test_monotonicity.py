@@ -194,3 +194,17 @@ def test_value_errors_isotonic_and_unknown_only():
         isotonic_regression(torch.ones(3), increasing="no")
     with pytest.raises(ValueError, match="known group"):
         monotonicity_test(torch.rand(1, 3), torch.tensor([[-1, -1, -1]]), num_groups=2)
+
+
+def test_soft_protected_beyond_G_is_refused():
+    """Soft ``[B, N, G]`` groups declare G: ``protected >= G`` is a ValueError naming ``protected`` (issue 28); the
+    last group gives the same test as the one-hot ids."""
+    s = torch.tensor([[4., 3., 2., 1.], [4., 3., 2., 1.]])
+    ids = torch.tensor([[0, 0, 1, 1], [0, 1, 0, 1]])
+    soft = torch.nn.functional.one_hot(ids, 2).float()
+    with pytest.raises(ValueError, match="`protected`"):
+        monotonicity_test(s, soft, protected=2)
+    got, want = monotonicity_test(s, soft, protected=1), monotonicity_test(s, ids, protected=1)
+    torch.testing.assert_close(got.probabilities, want.probabilities)
+    torch.testing.assert_close(got.probabilities, torch.tensor([0.0, 0.5, 0.5, 1.0]))  # hand count, as the docstring
+    assert got.direction == want.direction == "increasing"

@@ -517,3 +517,19 @@ def test_prefix_measures_on_a_mixture_are_the_measure_of_the_expected_compositio
         if fn in (rnd, rkl, pref, ndkl):
             per = torch.stack([fn(scores_from_ranking(rk[i]).double(), g, **kw) for i in range(3)])
             assert (got <= (w[:, 0, None] * per).sum(0) + 1e-12).all()
+
+
+def test_rkl_soft_protected_beyond_G_is_refused():
+    """Soft ``[B, N, G]`` groups declare G: ``protected >= G`` is a ValueError naming ``protected`` (issue 28), the
+    last group equals the one-hot ids, and an integer id beyond the batch's groups stays undefined (0, invalid)."""
+    s = torch.tensor([[4., 3., 2., 1.]], dtype=torch.float64)
+    ids = torch.tensor([[1, 1, 0, 0]])  # the most unfair ranking: rKL = 1 (the docstring's example)
+    soft = torch.nn.functional.one_hot(ids, 2).to(torch.float64)
+    for bad in (2, 5):
+        with pytest.raises(ValueError, match="`protected`"):
+            rkl(s, soft, protected=bad, step=2)
+    got = rkl(s, soft, protected=1, step=2)
+    torch.testing.assert_close(got, rkl(s, ids, protected=1, step=2))
+    torch.testing.assert_close(got, torch.tensor([1.0], dtype=torch.float64))
+    value, valid = rkl(s, ids, protected=2, step=2, return_valid=True)
+    assert not bool(valid) and float(value) == 0.0

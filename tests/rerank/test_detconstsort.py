@@ -97,14 +97,14 @@ def test_det_const_sort_is_algorithm_3(seed):
         assert bool(out.met[b])
 
 
-def test_det_const_sort_default_distribution_is_the_batch_share():
+def test_det_const_sort_default_distribution_is_each_lists_share():
     gen = torch.Generator().manual_seed(7)
     s, g, mask = _batch(gen, 4, 12, 3)
-    counts = torch.bincount(g[mask & (g >= 0)], minlength=3).double()
-    dist = (counts / counts.sum()).tolist()
     out = det_const_sort(s, g, mask=mask, num_groups=3)
     for b in range(4):
         idx, sb, gb = _real(b, s, g, mask)
+        counts = torch.bincount(g[b][mask[b] & (g[b] >= 0)], minlength=3).double()
+        dist = (counts / counts.sum().clamp(min=1)).tolist()  # the list's own shares (issue 28: not the batch's)
         if not out.one_group[b]:
             assert out.ranking[b, :len(idx)].tolist() == [idx[i] for i in R.det_const_sort(sb, gb, dist, 12)]
 
@@ -169,7 +169,7 @@ _S, _G = torch.randn(5), torch.tensor([0, 1, 0, 1, 0])
     (lambda: det_const_sort(_S, _G, distribution={0: 1.2, 1: -0.2}), "distribution"),
     (lambda: det_const_sort(_S, _G, distribution=[0.5, 0.3, 0.2]), "distribution"),
     (lambda: det_const_sort(_S, _G, distribution="half"), "distribution"),
-    (lambda: det_const_sort(_S, _G, k=9), "k"),
+    (lambda: det_const_sort(_S, None), "groups"),  # issue 28: was AttributeError
 ])
 def test_bad_input_names_the_argument(call, arg):
     with pytest.raises(ValueError, match=f"`{arg}`"):

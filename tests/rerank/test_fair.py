@@ -37,18 +37,18 @@ def test_fa_ir_equals_algorithm_1(seed):
     mask[:, 0] = True
     p, K = (0.3, 0.5, 0.6)[seed % 3], (None, 12)[seed % 2]
     out = fa_ir(s, g, p=p, alpha=0.1, k=K, mask=mask, num_groups=2)
-    m = fair_mtable(K or N, p, 0.1).tolist()
     for b in range(B):
         idx = [i for i in range(N) if mask[b, i]]
         n = len(idx)
-        ref = _fair_loop([float(s[b, i]) for i in idx], [int(g[b, i]) for i in idx], n, 1, m, K or N)
+        m = fair_mtable(K or n, p, 0.1).tolist()  # default k: the list's own length
+        ref = _fair_loop([float(s[b, i]) for i in idx], [int(g[b, i]) for i in idx], n, 1, m, K or n)
         got = out.ranking[b, :n].tolist()
         if out.one_group[b]:
             continue
         assert got == [idx[i] for i in ref], b
         assert sorted(out.ranking[b, n:].tolist()) == [i for i in range(N) if not mask[b, i]]  # padding last
         if out.met[b]:
-            assert bool(fair_test(out.scores[b][mask[b]], g[b][mask[b]], p=p, alpha=0.1, k=K or N,
+            assert bool(fair_test(out.scores[b][mask[b]], g[b][mask[b]], p=p, alpha=0.1, k=K or n,
                                   num_groups=2).passed)
 
 
@@ -184,7 +184,7 @@ _S, _G = torch.randn(5), torch.tensor([0, 1, 0, 1, 0])
 
 
 @pytest.mark.parametrize("call, arg", [
-    (lambda: fa_ir(_S, _G, k=6), "k"),
+    (lambda: fa_ir(_S, None), "groups"),  # issue 28: was AttributeError
     (lambda: fa_ir(_S, _G, k=0), "k"),
     (lambda: fa_ir(_S, _G, k=2.0), "k"),
     (lambda: fa_ir(_S, _G, p=0.0), "p"),

@@ -35,6 +35,9 @@ rankings of one FRT call.  FRT divides by the group sizes of the *dictionary*; p
 (default: the largest per-list count of each group, which is the dict count when every list ranks the whole item
 set).  Group labels are ``0..G-1``.
 
+Errors about the type or shape of the first argument name it ``rankings``, FRT's name for it; the value checks of
+a score tensor (NaN, inf) name it ``scores``, as torchfair's measures do.
+
 Results: the group metrics return :class:`FRTResult` ``(value, per_group, labels)`` (``value`` a 0-dim tensor,
 ``per_group [G]``; ``.to_dict()`` gives FRT's second return value), NDKL and IAA a tensor.
 
@@ -517,7 +520,7 @@ class _Ranked(_View):
 
     def group_total(self, per_slot: Tensor) -> Tensor:
         if self.memb is not None:
-            return _linalg.einsum("bn,bng->g", per_slot, self.memb)
+            return _member_total(per_slot, self.memb)
         out = torch.zeros(self.G + 1, dtype=per_slot.dtype, device=per_slot.device)
         return out.index_add(0, self._index().reshape(-1), per_slot.expand(self.codes.shape).reshape(-1))[:self.G]
 
@@ -549,7 +552,15 @@ class _Ordered(_View):
         return self.ob.exposure(F)
 
     def group_total(self, per_item: Tensor) -> Tensor:
-        return _linalg.einsum("bn,bng->g", per_item * self.mask.to(per_item.dtype), self.memb)
+        return _member_total(per_item, self.memb)  # padded items have all-zero membership rows
+
+
+def _member_total(per_item: Tensor, memb: Tensor) -> Tensor:
+    """``sum_b sum_i memb[b, i, g] per_item[b, i]``, ``[G]``, where an item adds nothing to a group it is not in
+    (as FRT's per-group loop): an infinite or NaN value (FRT accepts them, ERBR) stays in its own groups, where a
+    product ``0 * inf`` would spread NaN to the others."""
+    x = per_item.unsqueeze(-1) * memb
+    return torch.where(memb != 0, x, torch.zeros((), dtype=x.dtype, device=x.device)).sum((0, 1))
 
 
 def _direct(ordering) -> bool:
@@ -812,6 +823,12 @@ def ERBR(rankings, groups, relevance, decay: float, combo: str = "MinMaxRatio", 
     r"""Exposure RBP proportional to relevance: ERBE's group exposure divided by the group's relevance summed over
     the rankings.  FRT's binary-relevance check is dead code (deviation 5), so any relevance is accepted and
     ``|g^rel|`` is the relevance sum; a group without relevance gives ``inf``/``nan`` (deviations 4, 5 apply).
+    As in FRT 0.0.7, and unlike torchfair's own measures, relevance is not validated: a negative value counts with
+    its sign (a negative or zero sum, a negative or infinite ``V_g``), an infinite one makes its group's sum
+    infinite (``V_g = 0`` for ``+inf``, ``-0`` for ``-inf``), each only in its own group.  A NaN cell of the FRT
+    form is dropped, as FRT drops it, which misaligns the column (deviation 11) or leaves too few values
+    (``IndexError``, as FRT); a NaN in a tensor form (FRT has no equivalent) makes its group's ``V_g`` NaN
+    (tests/compat/test_fairranktune.py compares these inputs with FRT).
     {common}.
     """
     _check_combo(combo)

@@ -65,7 +65,23 @@ def walk_python(codes_sorted, n, p, k, out, key, slack, floor_eps, whole_batches
                     alive = True
             if not alive:
                 break
-            kk += 1
+            # jump to the next prefix length at which some group with items left gains a minimum: the lengths in
+            # between place nothing, and stepping through them costs 1 / (smallest share) steps
+            # (distribution=[1 - 1e-12, 1e-12] would take 1e12); the minimums are monotone in kk, so the jump
+            # gives exactly the walk's placements
+            nxt = -1
+            for g in range(G):
+                if p[b, g] > 0.0 and taken[g] < qlen[g]:
+                    t = int(math.ceil((minc[g] + 1 - floor_eps) / p[b, g]))
+                    if t < kk + 1:
+                        t = kk + 1
+                    while t > kk + 1 and int(math.floor((t - 1) * p[b, g] + floor_eps)) > minc[g]:
+                        t -= 1
+                    while int(math.floor(t * p[b, g] + floor_eps)) <= minc[g]:
+                        t += 1
+                    if nxt < 0 or t < nxt:
+                        nxt = t
+            kk = nxt
             nc = 0
             for g in range(G):
                 want = int(math.floor(kk * p[b, g] + floor_eps))

@@ -184,6 +184,15 @@ def finish(batch: Batch, value: Tensor, valid: Tensor, reduction: str, return_va
     return (value, valid) if check_bool(return_valid, "return_valid") else value
 
 
+def check_soft_group_id(value, name: str, groups, batch: Batch) -> None:
+    """With soft membership ``groups [B, N, G]`` (a floating tensor) the number of groups is declared by the shape:
+    a group id ``value >= G`` is a ``ValueError`` naming ``name`` (as :func:`~torchfair.metrics.awrf` and the
+    losses).  Integer ids leave an id beyond those seen allowed: a group absent from the batch (undefined there)."""
+    if value is not None and isinstance(groups, Tensor) and groups.is_floating_point() and value >= batch.num_groups:
+        raise ValueError(f"`{name}` must be an int group id in [0, {batch.num_groups}) (the last dimension of the "
+                         f"soft membership `groups`); got {value!r}")
+
+
 def clamp_rounding(value: Tensor, low: Optional[float] = None, high: Optional[float] = None) -> Tensor:
     """Clamp ``value`` to ``[low, high]`` where it is outside by rounding only (by at most
     :func:`out_of_range_tolerance` times ``1 + |bound|``), keeping the gradient (straight-through).  Larger

@@ -13,7 +13,8 @@ either side is absent from a list (or, for :func:`disparate_exposure`, has zero 
 
 ``protected`` is a group id; every other *known* group is the non-protected side (items of unknown group, id
 ``-1``, or the unknown part of a soft membership row, are on neither side).  A batch in which the protected group
-does not occur at all is fine: its lists are invalid.
+does not occur at all is fine: its lists are invalid (with soft ``[B, N, G]`` membership, G is declared by the
+shape and ``protected >= G`` is a ``ValueError``).
 """
 from __future__ import annotations
 
@@ -27,14 +28,16 @@ from .._validation import Batch, check_group_id, check_number, prepare
 from ..browsing import BrowsingModel, Logarithmic, TopK, get_browsing
 from ..orderings.base import OrderingLike
 from ..orderings.plackett_luce import top1_probability
-from .common import finish, order, safe_div
+from .common import check_soft_group_id, finish, order, safe_div
 
 __all__ = ["top1_exposure_gap", "disparate_exposure"]
 
 
-def _two_sides(b: Batch, protected: int, num_groups: Optional[int]) -> Tensor:
-    """``[B, N, 2]`` membership of (non-protected, protected); a protected id beyond the batch's groups is empty."""
+def _two_sides(b: Batch, protected: int, num_groups: Optional[int], groups: Tensor) -> Tensor:
+    """``[B, N, 2]`` membership of (non-protected, protected); a protected id beyond the batch's integer groups is
+    empty, one beyond soft membership's ``G`` a ``ValueError``."""
     check_group_id(protected, "protected", num_groups)
+    check_soft_group_id(protected, "protected", groups, b)
     memb = b.membership
     prot = memb[..., protected] if protected < memb.shape[-1] else torch.zeros_like(memb[..., 0])
     return torch.stack([memb.sum(-1) - prot, prot], -1)
@@ -64,7 +67,7 @@ def top1_exposure_gap(scores: Tensor, groups: Tensor, *, protected: int = 1, mas
         tensor(0.)
     """
     b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
-    sides = _two_sides(b, protected, num_groups)
+    sides = _two_sides(b, protected, num_groups, groups)
     u, present = _group_means(sides, top1_probability(b.scores, mask=b.mask))
     valid = present.all(-1)
     gap = torch.where(valid, u[:, 0] - u[:, 1], torch.zeros_like(u[:, 0]))
@@ -98,7 +101,7 @@ def disparate_exposure(scores: Tensor, relevance: Tensor, groups: Tensor, *, pro
     F = get_browsing(browsing, Logarithmic())
     if k is not None:
         F = TopK(F, check_number(k, "k", low=1, integer=True))
-    sides = _two_sides(b, protected, num_groups)
+    sides = _two_sides(b, protected, num_groups, groups)
     e = order(b, ordering).exposure(F, b.relevance)
     v, present = _group_means(sides, e)
     U, _ = _group_means(sides, b.relevance)

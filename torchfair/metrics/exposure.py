@@ -57,8 +57,8 @@ from .._validation import (Batch, check_choice, check_group_id, check_number, ch
 from ..browsing import RBP, BrowsingModel, Geometric, Logarithmic, ReciprocalRank
 from ..orderings.base import OrderingLike
 from ..orderings import OrderedBatch
-from .common import (check_bool, check_k, check_target_string, clamp_rounding, cut_browsing, finish, ideal_sort,
-                      order, safe_div, safe_log)
+from .common import (check_bool, check_k, check_soft_group_id, check_target_string, clamp_rounding, cut_browsing,
+                      finish, ideal_sort, order, safe_div, safe_log)
 
 __all__ = ["exposure_misallocation", "misallocation_norm", "individual_misallocation", "ideal_exposure",
            "expected_exposure", "ExpectedExposureResult", "iaa", "exposure_share", "awrf", "dp", "eur", "rur", "log_dp", "log_eur",
@@ -515,6 +515,8 @@ def _ratio(kind: str, log: bool, scores, relevance, groups, protected, reference
         check_group_id(reference, "reference", num_groups)
     b, ob = _setup(scores, relevance, groups, mask, num_groups, ordering, validate_args,
                    require_relevance=kind != "dp", require_groups=True)
+    check_soft_group_id(protected, "protected", groups, b)
+    check_soft_group_id(reference, "reference", groups, b)
     # groups absent from the batch (one group only, or a protected id beyond those seen) make the ratio undefined
     b.membership = pad_groups(b.membership, max(2, protected + 1, (reference or 0) + 1))
     if reference is not None and reference == protected:
@@ -552,7 +554,8 @@ def _ratio(kind: str, log: bool, scores, relevance, groups, protected, reference
 _RATIO_DOC = r"""
 
     ``protected`` (default 1) is ``G+``; ``reference`` is ``G-`` (default: every known item outside ``protected``,
-    so any number of groups and soft membership work).  Returns, with ``amortize=False`` (default), one value per
+    so any number of groups and soft membership work; with soft ``[B, N, G]`` membership both must be ``< G``,
+    ``ValueError``).  Returns, with ``amortize=False`` (default), one value per
     list ``[B]`` (``[]`` for one list), reduced by ``reduction``; with ``amortize=True`` the batch is one sequence
     of rankings (Raj & Ekstrand, SIGIR 2022, §2.3, ``eps_pi = E[eps_L]``): the group sums are added over the lists
     before the ratio, giving one scalar ``[]`` (``reduction`` does not apply).  With ``return_valid`` the pair

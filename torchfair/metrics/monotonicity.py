@@ -34,7 +34,7 @@ from torch import Tensor
 from .. import _linalg
 from .._validation import check_group_id, pad_groups, prepare
 from ..orderings.base import OrderingLike
-from .common import check_bool, check_k, order
+from .common import check_bool, check_k, check_soft_group_id, order
 
 __all__ = ["isotonic_regression", "MonotonicityTest", "monotonicity_test"]
 
@@ -145,7 +145,8 @@ def monotonicity_test(scores: Tensor, groups: Tensor, *, protected: int = 1, k: 
     For a stochastic ordering (Plackett-Luce, soft) the counts are expected counts.  Items of unknown group
     (id -1) are not counted; padded positions are unobserved.  ``k`` restricts the test to positions ``< k``
     (top-k lists; ``top`` is its deprecated name).  Returns a :class:`MonotonicityTest` (per-position fields
-    ``[N]``, scalars otherwise).  ``ValueError`` when no position holds an item of known group.  See the module
+    ``[N]``, scalars otherwise).  ``ValueError`` when no position holds an item of known group, or when
+    ``protected >= G`` for soft ``[B, N, G]`` membership.  See the module
     docstring for how to read the result.
 
     Example (the protected group 1 drifts down the rankings)::
@@ -165,6 +166,7 @@ def monotonicity_test(scores: Tensor, groups: Tensor, *, protected: int = 1, k: 
     top = check_k(k)
     b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
     check_group_id(protected, "protected", num_groups)
+    check_soft_group_id(protected, "protected", groups, b)
     b.membership = pad_groups(b.membership, protected + 1)
     ob = order(b, ordering)
     R = ob.position_matrix().detach()  # [B, K, N]

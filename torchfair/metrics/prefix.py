@@ -67,8 +67,8 @@ from .._validation import (Batch, check_choice, check_group_id, check_int, check
                            prepare, require)
 from ..orderings.base import OrderingLike
 from ..orderings import OrderedBatch
-from .common import (check_bool, check_k, check_target_string, clamp_rounding, finish, order, precise_dtype,
-                      safe_div, safe_log)
+from .common import (check_bool, check_k, check_soft_group_id, check_target_string, clamp_rounding, finish, order,
+                      precise_dtype, safe_div, safe_log)
 
 __all__ = ["rnd", "rrd", "rkl", "pref", "skew", "ndkl", "fair", "prefix_mass", "MAX_NORMALISER_STATES", "fair_test",
            "fair_mtable", "fair_adjusted_alpha", "FairTest"]
@@ -497,7 +497,8 @@ def rkl(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, k
 
     Binary: ``protected`` against every other item (unknown ones included); natural logarithm.  Kuhlman et al., AIES
     2021, eq. 17 prints the second KL term with a minus sign; the KL divergence (used here) has a plus.  Soft membership
-    ``[B, N, G]`` is allowed (column ``protected`` is the protected mass).  For the multi-group version use
+    ``[B, N, G]`` is allowed (column ``protected`` is the protected mass; ``protected >= G`` is a ``ValueError``).
+    For the multi-group version use
     :func:`pref` with ``delta="kl"`` (equal to ``rkl`` for two groups and no unknown items).  ``Z`` exact.
     [0, 1]; ``[B]`` (``[]``), or ``(value, valid)`` with ``return_valid``.  ``k``: cut-offs ``<= k``.
 
@@ -515,6 +516,7 @@ def rkl(scores: Tensor, groups: Tensor, *, protected: int = 1, step: int = 10, k
     check_reduction(reduction)
     check_group_id(protected, "protected", num_groups)
     b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
+    check_soft_group_id(protected, "protected", groups, b)
     cols = _binary_columns(b, protected, "groups", validate_args)
     t = _default_binary_target(_precise(cols), b.mask)
     t2 = torch.stack([t, 1 - t], -1)

@@ -12,7 +12,8 @@ Conventions shared by every re-ranker:
   output is deterministic (ε-greedy given its seed);
 * padded items (``mask`` False) are never moved into the list: they follow all real items, in index order;
 * a list with fewer than two groups present (one group, or only items of unknown group) is returned unchanged and
-  flagged in ``one_group``: no re-ranking can change how groups are treated in it.
+  flagged in ``one_group``: no re-ranking can change how groups are treated in it (FA*IR's two groups are
+  protected and non-protected, unknown items among the latter: :func:`torchfair.rerank.fa_ir`).
 """
 from __future__ import annotations
 
@@ -70,8 +71,13 @@ def start_order(b: Batch) -> Tuple[Tensor, Tensor]:
 
 
 def prepare_rerank(scores: Tensor, groups: Optional[Tensor], mask: Optional[Tensor], num_groups: Optional[int],
-                   relevance: Optional[Tensor] = None, validate_args: bool = True) -> Batch:
-    """Check and batch the inputs of a re-ranker (``ValueError`` naming the argument)."""
+                   relevance: Optional[Tensor] = None, validate_args: bool = True, name: Optional[str] = None
+                   ) -> Batch:
+    """Check and batch the inputs of a re-ranker (``ValueError`` naming the argument).  ``name``: the re-ranker,
+    which needs ``groups`` (a ``groups`` that is not a tensor is refused naming it); ``None``: groups optional."""
+    if name is not None and not isinstance(groups, Tensor):
+        raise ValueError(f"`groups` must be a tensor of group ids [B, N] for {name} (a re-ranker needs the items' "
+                         f"groups); got {type(groups).__name__}")
     return prepare(scores, relevance, groups, mask, num_groups=num_groups, validate=validate_args,
                    require_groups=groups is not None)
 

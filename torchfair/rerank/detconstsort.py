@@ -36,6 +36,9 @@ __all__ = ["det_const_sort", "check_distribution"]
 
 DistributionLike = Union[Sequence[float], Mapping[int, float], Tensor]
 
+#: the smallest positive share :func:`check_distribution` accepts (the walk jumps to prefix length ~ n / share)
+MIN_SHARE = 1e-13
+
 
 def detconstsort_walk(codes_sorted: np.ndarray, n: np.ndarray, p: np.ndarray, k: int, *,
                       key: Optional[np.ndarray] = None, deadline_slack: int = 0, floor_eps: float = 1e-9,
@@ -64,7 +67,8 @@ def detconstsort_walk(codes_sorted: np.ndarray, n: np.ndarray, p: np.ndarray, k:
 def check_distribution(distribution: DistributionLike, G: int, B: int, name: str = "distribution") -> Tensor:
     """A target distribution over ``G`` groups as float64 ``[B, G]`` (CPU): a sequence, a ``{group id: share}``
     mapping (FairRankTune's form; missing ids get 0) or a tensor ``[G]`` / ``[B, G]``; non-negative, summing to 1
-    (tolerance 1e-6), naming no group id outside ``[0, G)``.  ``ValueError`` naming ``name`` otherwise."""
+    (tolerance 1e-6), naming no group id outside ``[0, G)``, each 0 or at least ``MIN_SHARE`` (1e-13).
+    ``ValueError`` naming ``name`` otherwise."""
     if isinstance(distribution, Mapping):
         bad = [g for g in distribution if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or g < 0]
         if bad:
@@ -94,6 +98,10 @@ def check_distribution(distribution: DistributionLike, G: int, B: int, name: str
             raise ValueError(f"`{name}` of shape [B, G] must have B = {B} rows; got {d.shape[0]}")
     if not torch.isfinite(d).all() or (d < 0).any():
         raise ValueError(f"`{name}` shares must be finite and non-negative")
+    if ((d > 0) & (d < MIN_SHARE)).any():
+        raise ValueError(f"`{name}` shares must be 0 or at least {MIN_SHARE:g}: a smaller share first asks for an "
+                         f"item after more than 1e13 positions (the walk's prefix lengths stay 64-bit ints); "
+                         f"got {d[(d > 0) & (d < MIN_SHARE)].flatten()[0].item():g}")
     s = d.sum(-1)
     if ((s - 1.0).abs() > 1e-6).any():
         raise ValueError(f"`{name}` shares must sum to 1; got {s.flatten()[0].item():.6g}")
@@ -111,8 +119,10 @@ def det_const_sort(scores: Tensor, groups: Tensor, *, distribution: Optional[Dis
     them); within those minimums items are placed by score.
 
     ``distribution``: the target shares ``p_g`` over the ``G`` groups (sequence, ``{id: share}``, tensor ``[G]`` or
-    ``[B, G]``; must sum to 1 and name no id outside ``[0, G)``); default: each group's share of the whole batch's
-    real items.  ``k``: the length of the constructed prefix (default: the padded length ``N``); ``1 <= k <= N``.
+    ``[B, G]``; must sum to 1 and name no id outside ``[0, G)``); default: each group's share of the list's own
+    real items of known group (so a list re-ranks the same alone or in any batch).  ``k >= 1``: the length of the
+    constructed prefix, clamped to each list's length (default: the whole list).  The walk takes time linear in
+    the list length whatever the shares (it jumps over the prefix lengths at which no minimum grows).
     ``groups``: ``[B, N]`` int ids (-1: unknown group, placed after the prefix).  Lists with fewer than two groups
     present are returned unchanged (``one_group``).  ``backend``: ``"auto"`` (the compiled walk, as
     :func:`torchfair.kernels.load` decides), ``"numba"`` or ``"torch"`` (a plain Python loop); the same ranking.
@@ -124,15 +134,18 @@ def det_const_sort(scores: Tensor, groups: Tensor, *, distribution: Optional[Dis
         tensor([0, 3, 1, 4, 2, 5])
     """
     check_choice(backend, "backend", BACKENDS)
-    b = prepare_rerank(scores, groups, mask, num_groups, validate_args=validate_args)
+    b = prepare_rerank(scores, groups, mask, num_groups, validate_args=validate_args, name="det_const_sort")
     codes, G = integer_codes(groups, b, num_groups, "det_const_sort", validate_args)
     B, N = b.mask.shape
-    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1 or k > N):
-        raise ValueError(f"`k` must be an int in [1, N] = [1, {N}] (the length of the constructed prefix); got {k!r}")
-    K = N if k is None else k
-    if distribution is None:
-        counts = torch.bincount(codes[codes >= 0].cpu(), minlength=G).to(torch.float64)
-        p = (counts / counts.sum().clamp(min=1)).expand(B, G).contiguous()
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise ValueError(f"`k` must be an int >= 1 (the length of the constructed prefix; clamped to each list's "
+                         f"length); got {k!r}")
+    K = N if k is None else min(k, N)
+    if distribution is None:  # each list's own shares: a list re-ranks the same in any batch
+        known = (codes >= 0) & b.mask
+        counts = (torch.nn.functional.one_hot(codes.clamp(min=0), G) * known[..., None]).sum(1).cpu().to(
+            torch.float64)  # [B, G]
+        p = (counts / counts.sum(-1, keepdim=True).clamp(min=1)).contiguous()
     else:
         p = check_distribution(distribution, G, B)
     order, _ = start_order(b)

@@ -35,12 +35,15 @@ def fa_ir(scores: Tensor, groups: Tensor, *, protected: int = 1, p: float = 0.5,
 
     with the adjusted significance ``alpha_c`` (§4.3; ``adjust=False``: ``alpha``).  ``protected``: the protected
     group id (checked against ``num_groups`` when given; a batch without it is a batch of one-group lists); every
-    other item (unknown group -1 included) is non-protected.  ``k``: the length of the fair prefix
-    (default: the padded list length ``N``; the m-table and its adjustment are computed for that length and a
-    shorter list uses its first ``n`` entries); below ``k`` the merge by score continues.  ``p`` in (0, 1): the
+    other item (unknown group -1 included) is non-protected.  ``k >= 1``: the length of the fair prefix, the
+    m-table and its adjustment computed for that length; a list shorter than ``k`` uses its first ``n`` entries
+    (``k`` is clamped to each list's length, so ``fa_ir:p=0.5,k=100`` runs on lists of any length).  Default:
+    each list's own length ``n`` (not the padded width, so a list re-ranks the same alone or in any batch; with
+    ``adjust`` the adjusted table is computed once per distinct length, ``O(n^2)`` per bisection step, cached).
+    Below ``k`` the merge by score continues.  ``p`` in (0, 1): the
     target protected proportion.  When a list runs out of protected items the constraint cannot hold: the rest is
     filled by score and ``met`` is False for it.  The output passes :func:`torchfair.metrics.fair_test` with the
-    same ``p``, ``alpha``, ``k`` whenever ``met``.
+    same ``p``, ``alpha`` and ``k`` (``k = n`` for the default) whenever ``met``, given alone (no padding).
 
     Ties: at equal scores the protected item comes first, as in the authors' Algorithm 1 (the protected candidate
     wins when its score is not below the non-protected one's) and in fairsearchcore, so that outputs match theirs
@@ -48,8 +51,9 @@ def fa_ir(scores: Tensor, groups: Tensor, *, protected: int = 1, p: float = 0.5,
     protected group.  ``met`` and the m-table do not depend on it.
 
     Shapes: ``scores`` ``[B, N]`` (or ``[N]``), ``groups`` ``[B, N]`` int ids, ``mask`` ``[B, N]`` bool.  Returns
-    :class:`~torchfair.rerank.Reranking`.  Lists with fewer than two groups present are returned unchanged
-    (``one_group``).
+    :class:`~torchfair.rerank.Reranking`.  Two groups here are "protected" and "not protected", unknown (-1)
+    items counting as not protected: a list with no protected item, or only protected items, is returned
+    unchanged (``one_group``); a list of protected and unknown items is re-ranked like any other.
 
     Example (protected items 2 and 3 ranked last; p = 0.5, alpha = 0.1 unadjusted: m = 0, 0, 0, 1)::
 
@@ -65,13 +69,32 @@ def fa_ir(scores: Tensor, groups: Tensor, *, protected: int = 1, p: float = 0.5,
     """
     check_group_id(protected, "protected", num_groups)
     check_bool(adjust, "adjust")
-    b = prepare_rerank(scores, groups, mask, num_groups, validate_args=validate_args)
+    b = prepare_rerank(scores, groups, mask, num_groups, validate_args=validate_args, name="fa_ir")
     codes, G = integer_codes(groups, b, num_groups, "fa_ir", validate_args)
     B, N = b.mask.shape
-    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1 or k > N):
-        raise ValueError(f"`k` must be an int in [1, N] = [1, {N}] (the length of the fair prefix); got {k!r}")
-    K = N if k is None else k
-    m = fair_mtable(K, p, alpha, adjust=adjust).to(b.scores.device)  # [K]
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise ValueError(f"`k` must be an int >= 1 (the length of the fair prefix; clamped to each list's length); "
+                         f"got {k!r}")
+    fair_mtable(1, p, alpha, adjust=False)  # checks p and alpha (ValueError naming them) even for empty lists
+    n = b.mask.sum(-1)
+    # per list, the m-table over its fair prefix, padded with N + 1 (never reached): with `k`, the table of length
+    # k (a shorter list uses its first n entries); without, the table of the list's own length n, so a list
+    # re-ranks the same in any batch width
+    big_m = N + 1
+    if k is not None:
+        t = fair_mtable(k, p, alpha, adjust=adjust)[:N]
+        m = torch.full((N,), big_m, dtype=torch.long)
+        m[:t.numel()] = t
+        m = m.to(b.scores.device).expand(B, N).contiguous()
+        kb = n.clamp(max=k)
+    else:
+        m = torch.full((B, N), big_m, dtype=torch.long)
+        n_cpu = n.cpu()
+        for length in sorted(set(n_cpu.tolist())):
+            if length >= 1:
+                m[n_cpu == length, :length] = fair_mtable(length, p, alpha, adjust=adjust)
+        m = m.to(b.scores.device)
+        kb = n
     dev = b.scores.device
     is_p = (codes == protected) & b.mask
     order = _protected_first_order(b, is_p)
@@ -80,10 +103,9 @@ def fa_ir(scores: Tensor, groups: Tensor, *, protected: int = 1, p: float = 0.5,
     j = torch.cumsum(p_sorted.long(), -1)  # 1-based rank among protected items (at protected positions)
     # d_j = first prefix length i with m(i) >= j, as a 0-based position (K + N: never forced)
     d = torch.searchsorted(m, j.clamp(min=1), right=False)
-    d = torch.where(d < K, d, torch.full_like(d, 2 * N))
+    d = torch.where(d < kb[:, None], d, torch.full_like(d, 2 * N))
     big = torch.full_like(ar.expand(B, N), 2 * N)
     qpos = torch.where(p_sorted, torch.minimum(ar.expand(B, N), d), big)  # new position of protected items
-    n = b.mask.sum(-1)
     # free positions for the others, in order: sort the occupied flags
     occupied = torch.zeros(B, N + 1, dtype=torch.bool, device=dev).scatter_(
         -1, qpos.clamp(max=N), torch.ones_like(p_sorted))[:, :N]
@@ -92,11 +114,10 @@ def fa_ir(scores: Tensor, groups: Tensor, *, protected: int = 1, p: float = 0.5,
     other_pos = free_pos.gather(-1, rank_np.clamp(min=0, max=N - 1))
     new_pos = torch.where(p_sorted, qpos, other_pos)  # position of the item at start position k
     ranking = torch.empty_like(order).scatter_(-1, new_pos, order)
-    # met: every prefix i <= min(K, n) holds m(i) protected items
-    cnt = torch.cumsum(is_p.gather(-1, ranking).long(), -1)[:, :K]
-    need = m[None, :].expand(B, K)
-    inside = ar[None, :K] < n[:, None]
-    met = ((cnt >= need) | ~inside).all(-1)
+    # met: every prefix i <= min(k, n) holds m(i) protected items
+    cnt = torch.cumsum(is_p.gather(-1, ranking).long(), -1)
+    inside = ar[None, :] < kb[:, None]
+    met = ((cnt >= m) | ~inside).all(-1)
     # a one-group list comes back unchanged (the closed form gives its start order anyway); its met is computed
     # like any other's: a list without protected items fails every prefix that requires one
     one_group = ~(is_p.any(-1) & (~is_p & b.mask).any(-1))

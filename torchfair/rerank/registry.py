@@ -11,6 +11,9 @@ lists as ``a/b/c``, or strings)::
     targeted:measure=dips,keep=8,guard=pairwise_gap:0.1+exposure_misallocation:0.1,guard_relevance=top:10
     none
 
+A ``k`` longer than a list is clamped to that list's length (``fa_ir:p=0.5,k=100`` runs on lists of 30 items:
+their whole list is the fair prefix); ``fa_ir`` and ``detconstsort`` without ``k`` use each list's own length.
+
 The targeted re-ranker's ``guard`` joins several guards with ``+`` (``,`` separates options): each
 ``measure:tol`` lets that fairness measure worsen by at most ``tol`` times its value for the input, judged on the
 ``guard_relevance`` estimate (default ``top:10``; :mod:`torchfair.rerank.targeted`, "Guards").

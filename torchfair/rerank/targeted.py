@@ -94,7 +94,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
-from .._validation import Batch, check_int, check_number
+from .._validation import Batch, check_group_id, check_int, check_number
 from ..metrics.common import precise_dtype
 from ..metrics.declarations import get_declaration
 from ..orderings.hard import Hard
@@ -306,8 +306,14 @@ def targeted_rerank(scores: Tensor, groups: Tensor, relevance: RelevanceLike = "
 
     ``measure``: a declared fairness measure with a loss reducer (``"dips"``, ``"exposure_misallocation"``,
     ``"pairwise_accuracy"``, ``"awrf"`` for exposure shares against a target, ``"ree"``, ``"igi"``, ...);
-    ``reducer``: how its per-list value becomes the objective (default: its declared loss reducer);
-    ``measure_options``: the measure's own options (``browsing``, ``tie_weight``, ``target``...).
+    ``reducer``: how its per-list value becomes the objective (default: its declared loss reducer; for ``"awrf"``
+    with ``protected`` or ``distance="kl"``, which give one distance per list, ``"abs"``);
+    ``measure_options``: the measure's own options (``browsing``, ``tie_weight``, ``target``...).  A measure of
+    the score values (no ordering parameter: ``"top1_exposure_gap"``) is refused naming ``measure``: a re-ranker
+    changes only the order.  ``protected`` / ``reference``: group ids for the measures and reducers that take
+    them; an integer id absent from the batch (``>= G``) makes every list undefined, as in
+    :func:`torchfair.losses.measure_loss`: the lists come back unchanged, objective 0 (soft membership declares
+    ``G`` by its shape: an id ``>= G`` is a ``ValueError``).
     Constraints: ``keep`` (the top ``keep`` positions fixed; ``0 <= keep <= N``) and ``max_utility_loss`` (the
     largest estimated relative loss of DCG@``utility_k`` with gains ``softmax(scores)``; ``None``: no bound).
     ``relevance``: what the measure takes as relevance (``"zeros"``, ``"scores"``, ``"top:m"`` or a tensor; see the
@@ -337,8 +343,17 @@ def targeted_rerank(scores: Tensor, groups: Tensor, relevance: RelevanceLike = "
     decl = get_declaration(measure)
     if decl.kind != "fairness":
         raise ValueError(f"`measure` must be a fairness measure; {measure!r} is a {decl.kind} measure")
+    if "ordering" not in inspect.signature(decl.fn).parameters:
+        raise ValueError(f"`measure` {measure!r} depends on the score values, not on the ranking: a re-ranker "
+                         f"changes only the order, so it cannot target it")
+    if reducer is None and decl.name == "awrf" and (protected is not None or
+                                                    measure_options.get("distance") == "kl"):
+        reducer = "abs"  # one distance per list with these options (exposure.awrf): the list-valued reducer
     if reducer is None and decl.loss is None:
         raise ValueError(f"`reducer` must be given: measure {measure!r} declares no loss reducer")
+    if not isinstance(groups, Tensor):
+        raise ValueError(f"`groups` must be a tensor of group ids [B, N] or soft membership [B, N, G] for "
+                         f"targeted_rerank; got {type(groups).__name__}")
     if isinstance(relevance, Tensor):
         rel = relevance
     else:
@@ -362,6 +377,18 @@ def targeted_rerank(scores: Tensor, groups: Tensor, relevance: RelevanceLike = "
         raise ValueError(f"`boosts` must be a non-empty sequence of positive numbers (inf allowed); got {boosts!r}")
     guards = parse_guards(guard)
     G = b.num_groups
+    for name, gid in (("protected", protected), ("reference", reference)):
+        if gid is not None:  # soft membership declares G by its shape: an id past it is an error there
+            check_group_id(gid, name, G if groups.is_floating_point() else num_groups)
+    if any(gid is not None and gid >= G for gid in (protected, reference)):
+        # a group id absent from the batch: the measure is undefined on every list (measure_loss), so every list
+        # comes back unchanged, with objective 0 (an undefined list's value) and NaN guards
+        order, _ = start_order(b)
+        zero = torch.zeros(2, B, dtype=precise_dtype(b.scores.device, torch.float64), device=b.scores.device)
+        guard_nan = None if not guards else torch.full((2, B, len(guards)), float("nan"), dtype=zero.dtype,
+                                                       device=zero.device)
+        return finish_rerank(b, order, order, groups_present(b) < 2, torch.ones(B, dtype=torch.bool,
+                                                                                 device=order.device), zero, guard_nan)
     int_groups = not groups.is_floating_point()
     # the objectives are compared with a margin of 1e-12: evaluate them in float64 (where the device has it), so
     # that candidates with mathematically equal objectives tie (float32 rounding would pick among them by the
