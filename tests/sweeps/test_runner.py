@@ -200,3 +200,102 @@ def test_two_processes_share_one_study_directory(tmp_path, sweep_file):
     assert len(csv) == 5 and set(csv["trial_id"]) == set(df["trial_id"])
     assert sorted(csv["status"]) == sorted(df["status"])
 
+
+
+def _children(pid: int) -> set:
+    """The pids of ``pid``'s own child processes (Linux: read from /proc)."""
+    return {c for c in _descendants(pid) if _ppid(c) == pid}
+
+
+def _ppid(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def _descendants(pid: int) -> set:
+    """The pids of the live processes below ``pid`` (Linux: read from /proc)."""
+    children: dict = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            children.setdefault(_ppid(int(d.name)), []).append(int(d.name))
+    found, todo = set(), [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in found:
+                found.add(c)
+                todo.append(c)
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the trial processes in /proc")
+def test_killing_one_of_two_sharing_processes_mid_trial_leaves_no_orphan_and_reruns_the_trial_once(
+        tmp_path, sweep_file):
+    """issue 28: ``kill -9`` of one of two ``--share`` processes left its trial running as an orphan, and the
+    trial ran again beside it (two writers in one folder).  Now its trial processes end with it, and the other
+    process runs the trial again, once, after they are gone."""
+    from torchfair.sweeps.trial import _alive, _running
+
+    cfg = sweep_file({"model.lam": [0.0, 0.25, 0.5, 1.0]})
+    out = tmp_path / "out"
+    code = textwrap.dedent(f"""
+        import json, sys
+        from torchfair.sweeps import run_sweep
+        res = run_sweep({str(cfg)!r}, {str(out)!r}, workers=1, threads=1, share=True, stream=sys.stderr,
+                        report=False)
+        print(json.dumps(res))
+        """)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE) for _ in range(2)]
+    try:
+        deadline, victim = time.time() + 300, None
+        while victim is None:  # the first trial a process started, while its trial process runs
+            assert time.time() < deadline and all(p.poll() is None for p in procs)
+            lines = (out / "attempts.log").read_text().split("\n") if (out / "attempts.log").is_file() else []
+            for tid, pid, _ in (ln.split() for ln in lines if ln):
+                if _running(out, tid) and not (out / "trials" / tid / "result.json").exists():
+                    victim, killed = tid, next(p for p in procs if p.pid == int(pid))
+                    break
+            time.sleep(0.05)
+        orphans = _descendants(killed.pid)  # its helpers (fork server, resource tracker) and the trial process
+        # the trial processes: forked by the fork server (the sweep's own children are its helpers)
+        trial_procs = orphans - _children(killed.pid)
+        assert trial_procs
+        killed.kill()  # the sweep process alone, not its process group
+        killed.wait()
+        killed_at = time.time()
+        last_alive, deadline = {p: time.time() for p in orphans}, time.time() + 20
+        while any(_alive(p) for p in orphans) and time.time() < deadline:
+            for p in orphans:
+                if _alive(p):
+                    last_alive[p] = time.time()
+            time.sleep(0.02)
+        assert not any(_alive(p) for p in orphans), "a process outlived its sweep"
+        assert max(last_alive[p] for p in trial_procs) < killed_at + 2, "the trial process outlived its sweep"
+        survivor = next(p for p in procs if p is not killed)
+        stdout, stderr = survivor.communicate(timeout=300)
+        assert survivor.returncode == 0, stderr.decode()[-3000:]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            p.stdout.close()
+            p.stderr.close()
+    res = json.loads(stdout.decode().strip().splitlines()[-1])
+    assert res["done"] == 4 and res["failed"] == 0 and res["total"] == 4, res
+    attempts = [ln.split() for ln in (out / "attempts.log").read_text().splitlines()]
+    ids = [a[0] for a in attempts]
+    assert sorted(ids) == sorted([*set(ids), victim]) and len(set(ids)) == 4  # rerun once, the others once
+    first, again = (a for a in attempts if a[0] == victim)
+    assert int(first[1]) == killed.pid and int(again[1]) == survivor.pid
+    # no two writers: the trial started again after its first process was gone (the fork server and the
+    # resource tracker, which write nothing, may take a moment longer)
+    assert float(again[2]) >= max(last_alive[p] for p in trial_procs) - 0.05, (again, last_alive, trial_procs)
+    trials = _trials(out, "grid:val/ndcg@10")
+    assert sorted(ft.state.name for ft in trials if ft.user_attrs["trial_id"] == victim) == ["COMPLETE", "FAIL"]
+    assert sorted(ft.state.name for ft in trials) == ["COMPLETE"] * 4 + ["FAIL"]
+    assert run_sweep(cfg, out, workers=1, threads=1, share=True, report=False)["skipped"] == 4  # nothing again

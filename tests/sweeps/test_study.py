@@ -243,3 +243,46 @@ def test_a_search_trial_left_running_by_a_dead_process_is_asked_again(tmp_path, 
     live.finish(again, True)
     assert len(_run(live, out)) == 1 and live.counts()["done"] == 2
     assert live.study.trials[left.number].state == S.FAIL
+
+
+@pytest.mark.parametrize("search", ["grid", "optuna"])
+def test_a_trial_is_not_run_again_while_an_orphan_of_it_still_runs(tmp_path, sweep_file, search):
+    """issue 28: the sweep killed, its trial process went on; the restart ran the trial beside it.  The claim
+    waits until no process holds the trial's running lock."""
+    from torchfair.sweeps.trial import _running_lock
+
+    spec = load_sweep(sweep_file({"model.lam": [0.0]}) if search == "grid" else
+                      sweep_file({"seed_everything": [0]}, random={"model.lam": {"int": [1, 1]}}))
+    out = tmp_path / "out"
+    dead = SweepStudy(out, spec, search, n_trials=1)
+    dead.prepare(expand_trials(spec) if search == "grid" else ())
+    left = dead.claim()
+    path = _running_lock(out, left.trial.trial_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    orphan = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        from filelock import FileLock
+        lock = FileLock({str(path)!r})
+        lock.acquire(timeout=0)
+        print("running", flush=True)
+        time.sleep(60)
+        """)], stdout=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    try:
+        assert orphan.stdout.readline().strip() == b"running"
+        left.lock.release()  # the sweep died, its trial process (the orphan) still runs
+        live = SweepStudy(out, spec, search, n_trials=1)
+        live.prepare(expand_trials(spec) if search == "grid" else ())
+        assert live.claim() is None and live.unfinished()  # not beside the orphan
+        assert _load(out, live.study.study_name).trials[left.number].state == S.RUNNING
+    finally:
+        orphan.kill()
+        orphan.wait()
+    again = live.claim()  # the orphan is gone: failed and run again, once
+    assert again.trial.trial_id == left.trial.trial_id and again.number != left.number
+    assert live.claim() is None
+    _result(out, again.trial)
+    live.finish(again, True)
+    trials = _load(out, live.study.study_name).trials
+    assert trials[left.number].state == S.FAIL and not live.unfinished()
+    assert sorted(ft.state.name for ft in trials if ft.user_attrs["trial_id"] == left.trial.trial_id) == \
+        ["COMPLETE", "FAIL"]

@@ -1,7 +1,10 @@
 """torchfair.sweeps.trial: a trial's ``torchfair fit`` arguments (every headline trial trains), the check of every
 key before a sweep starts, the trial directory, the real error line of a failing trial, the checkpoint a trial
 records, and its timing (stage seconds, wall interval, load, worker slot)."""
+import contextlib
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -132,3 +135,98 @@ def test_without_a_monitored_checkpoint_the_last_one_is_recorded(tmp_path, sweep
     res = json.loads(next(out.glob("trials/*/result.json")).read_text())
     assert Path(res["checkpoint"]).name == "last.ckpt" and Path(res["checkpoint"]).is_file()
     assert 0 <= res["metrics"]["test/ndcg@10"] <= 1
+
+
+# ------------------------------------------------------------------------------------------ dying with the sweep
+_GUARDED = '''
+import os, sys, time
+from pathlib import Path
+from torchfair.sweeps.trial import _guard_trial
+
+def hold(tdir, sweep_pid):
+    _guard_trial(Path(tdir), sweep_pid)
+    time.sleep(120)
+'''
+
+
+def _sweep_stand_in(tmp_path: Path, how: str):
+    """A stand-in sweep process that starts a guarded trial process (``how``: a fresh interpreter, as
+    ``_trial_process``, or forked from a ``forkserver``, as the runner without GPUs) and prints its pid."""
+    import subprocess
+    import sys
+    import textwrap
+
+    (tmp_path / "guarded.py").write_text(_GUARDED)
+    tdir = tmp_path / "out" / "trials" / "t0"
+    tdir.mkdir(parents=True)
+    code = textwrap.dedent(f"""
+        import os, subprocess, sys, time
+        if {how!r} == "popen":
+            child = subprocess.Popen([sys.executable, "-c", "import guarded; guarded.hold({str(tdir)!r}, %d)"
+                                      % os.getpid()])
+            pid = child.pid
+        else:
+            import multiprocessing, guarded
+            ctx = multiprocessing.get_context("forkserver")
+            child = ctx.Process(target=guarded.hold, args=({str(tdir)!r}, os.getpid()))
+            child.start()
+            pid = child.pid
+        print(pid, flush=True)
+        time.sleep(120)
+        """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]))
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, env=env, cwd=tmp_path)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to tell a zombie from a process")
+@pytest.mark.parametrize("how", ["popen", "forkserver"])
+def test_a_trial_process_ends_with_the_sweep_killed_alone(tmp_path, how):
+    """issue 28: ``kill -9`` of the sweep process alone (not its group) left its trial running as an orphan."""
+    import signal
+    import time
+
+    from torchfair.sweeps.trial import _alive, _running
+
+    out = tmp_path / "out"
+    sweep = _sweep_stand_in(tmp_path, how)
+    try:
+        trial = int(sweep.stdout.readline())
+        deadline = time.time() + 30
+        while not _running(out, "t0"):  # the trial process holds its running lock while it lives
+            assert time.time() < deadline and _alive(trial)
+            time.sleep(0.05)
+        assert _alive(trial)
+        os.kill(sweep.pid, signal.SIGKILL)
+        sweep.wait()
+        deadline = time.time() + 10
+        while (_alive(trial) or _running(out, "t0")) and time.time() < deadline:
+            time.sleep(0.05)
+        assert not _alive(trial), "the trial process outlived its sweep"
+        assert not _running(out, "t0")  # and its lock is free: the trial may be claimed again
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+            sweep.wait()
+        with contextlib.suppress(NameError, ProcessLookupError):
+            os.kill(trial, signal.SIGKILL)
+
+
+def test_alive_tells_a_reaped_process_from_a_live_one():
+    import subprocess
+
+    from torchfair.sweeps.trial import _alive
+
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert _alive(p.pid) and _alive(os.getpid())
+    finally:
+        p.kill()
+    if sys.platform.startswith("linux"):  # killed, not yet reaped: a zombie is not a live process
+        import time
+        deadline = time.time() + 10
+        while open(f"/proc/{p.pid}/stat").read().rpartition(")")[2].split()[0] != "Z":
+            assert time.time() < deadline
+            time.sleep(0.02)
+        assert not _alive(p.pid)
+    p.wait()
+    assert not _alive(p.pid)

@@ -18,8 +18,8 @@ __all__ = ["run_sweep", "SweepLockedError"]
 from .tradeoff import write_sweep_report
 from .spec import SweepSpec, Trial, _goodness, _objective_direction, expand_trials, load_sweep
 from .study import SweepLockedError, SweepStudy, _lock, optuna_space
-from .trial import (_atomic_json, _log_attempt, _log_error, _prepare, _provenance, _status, _trial_process,
-                    check_trial_keys, run_trial)
+from .trial import (_atomic_json, _guard_trial, _log_attempt, _log_error, _prepare, _provenance, _status,
+                    _trial_process, check_trial_keys, run_trial)
 
 
 class _Progress:
@@ -96,8 +96,9 @@ def _warm_context():
     return ctx
 
 
-def _forked_trial(tdir: str, threads: int, slot: Optional[int] = None
+def _forked_trial(tdir: str, threads: int, slot: Optional[int] = None, sweep_pid: Optional[int] = None
                   ) -> None:  # pragma: no cover - runs in the forked trial process
+    _guard_trial(Path(tdir), sweep_pid)  # ends with the sweep; holds the trial's running lock
     fd = os.open(os.path.join(tdir, "trial.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -116,7 +117,8 @@ def _start_trial(tdir: Path, threads: int, gpu: Optional[int], warm, slot: Optio
     interpreter (``python -m torchfair.sweeps _trial``, one GPU through ``CUDA_VISIBLE_DEVICES``); ``slot``: the
     worker slot the trial records in its ``result.json`` (``timing.slot``)."""
     if warm is not None and gpu is None:
-        proc = warm.Process(target=_forked_trial, args=(str(tdir), threads, slot), daemon=False)
+        proc = warm.Process(target=_forked_trial, args=(str(tdir), threads, slot, os.getpid()),
+                            daemon=False)
         proc.start()
         return _ForkedTrial(proc)
     return _trial_process(tdir, threads, gpu, slot)

@@ -8,7 +8,9 @@ also on machines sharing ``DIR``, append to it under Optuna's own file lock).
 
 Every Optuna trial carries the sweep's trial id (the hash of its resolved config) as the user attr ``trial_id``: a
 point complete in any study of the journal is not run again, so a widened grid keeps its finished points.  A
-``RUNNING`` trial whose lock is free was left by a process that died: it is failed and run again.  Each study has
+``RUNNING`` trial whose lock is free was left by a process that died: it is failed and run again, once its trial
+process (which ends with the process that started it and holds ``DIR/locks/<trial id>.running.lock`` while it
+lives) is gone, so that a trial never runs beside a live copy of itself.  Each study has
 its objective's declared direction (signed measures: ``|v|`` minimised); a trial without a finite objective value
 is told the worst value."""
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set
 
 from .spec import SweepSpec, Trial, _hash, _objective_direction
+from .trial import _running
 
 __all__ = ["SweepStudy", "SweepLockedError", "JOURNAL"]
 
@@ -52,7 +55,9 @@ def _lock(out: Path, wait: bool = False) -> Iterator[None]:
 
 
 def _claim(out: Path, trial_id: str):
-    """This process's hold on a trial (a held ``filelock``), or ``None`` when another live process holds it."""
+    """This process's hold on a trial (a held ``filelock``), or ``None`` when another live process holds it.  A
+    trial is run under it only when no process of the trial runs (:func:`~.trial._running`: the orphan of a killed
+    sweep, which ends with it)."""
     from filelock import FileLock, Timeout
 
     (out / "locks").mkdir(parents=True, exist_ok=True)
@@ -205,6 +210,9 @@ class SweepStudy:
             lock = _claim(self.out, tid)
             if lock is None:
                 continue
+            if _running(self.out, tid):  # an orphan of a killed process still runs it: later, once it is gone
+                lock.release()
+                continue
             self._recover(tid, self._index().get(tid, []))  # read again under the lock
             for sid, ft in self._index().get(tid, []):
                 if sid == self.study_id and ft.state == T.WAITING and self._set_state(sid, ft.number, T.RUNNING):
@@ -262,7 +270,9 @@ class SweepStudy:
         for tid, entries in index.items():  # trials a dead process left running: queued again (asked first)
             if any(sid == self.study_id and ft.state == T.RUNNING for sid, ft in entries):
                 lock = _claim(self.out, tid)
-                if lock is not None:
+                if lock is not None and _running(self.out, tid):  # its orphan still runs: later
+                    lock.release()
+                elif lock is not None:
                     params = next(ft.params for sid, ft in entries if sid == self.study_id and ft.state == T.RUNNING)
                     self.trials.setdefault(tid, self.spec.make_trial(params))
                     self._recover(tid, self._index().get(tid, []))

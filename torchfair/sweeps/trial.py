@@ -250,6 +250,92 @@ def _log_attempt(out: Path, trial_id: str) -> None:
         os.close(fd)
 
 
+#: the environment variable through which the runner tells a trial process the sweep's pid (it ends with it)
+PARENT_ENV = "TORCHFAIR_SWEEP_PARENT"
+
+
+def _running_lock(out: Path, trial_id: str) -> Path:
+    """The lock a trial process holds while it runs (``out/locks/<trial id>.running.lock``, a ``filelock``: the OS
+    releases it when the process ends): a claim never starts a trial beside a live process of it."""
+    return out / "locks" / f"{trial_id}.running.lock"
+
+
+def _running(out: Path, trial_id: str) -> bool:
+    """Whether a live process (e.g. an orphan of a killed sweep) holds the trial's :func:`_running_lock`."""
+    from filelock import FileLock, Timeout
+
+    path = _running_lock(out, trial_id)
+    if not path.exists():
+        return False
+    lock = FileLock(str(path))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return True
+    lock.release()
+    return False
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, killed but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - another user's process
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):  # no procfs (macOS, Windows)
+        return True
+
+
+def _guard_trial(tdir: Path, sweep_pid: Optional[int]) -> Any:  # pragma: no cover - runs in the trial process
+    """Make this trial process end with the sweep that started it, and hold the trial's :func:`_running_lock`.
+
+    ``kill -9`` of a sweep left its trial running as an orphan, which a restart then ran a second time beside it
+    (issue 28).  Here the trial process gets Linux's parent-death signal (``prctl(PR_SET_PDEATHSIG, SIGKILL)``,
+    prctl(2)) and a daemon thread that polls its parent and ``sweep_pid`` (every platform; a forked trial's parent
+    is the fork server, which exits with the sweep); while it lives it holds the running lock, so that no claim
+    starts the trial again before it is gone.  Returns the held lock."""
+    import signal
+    import threading
+
+    from filelock import FileLock
+
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+    def gone() -> bool:
+        return os.getppid() != parent or (sweep_pid is not None and not _alive(sweep_pid))
+
+    def watch() -> None:
+        while not gone():
+            time.sleep(0.2)
+        os._exit(137)
+
+    if gone():  # the sweep died before the signal was set
+        os._exit(137)
+    threading.Thread(target=watch, name="torchfair-sweep-parent-watch", daemon=True).start()
+    out = tdir.parent.parent
+    trial_id = tdir.name
+    _running_lock(out, trial_id).parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(_running_lock(out, trial_id)))
+    lock.acquire(timeout=60)  # the claim saw it free: at most a dying orphan still holds it
+    _HELD.append(lock)  # a dropped FileLock releases itself: held until the process ends
+    return lock
+
+
+_HELD: List[Any] = []
+
+
 def _trial_process(tdir: Path, threads: int, gpu: Optional[int] = None,
                    slot: Optional[int] = None) -> subprocess.Popen:
     """The trial of ``tdir`` in a fresh interpreter (``python -m torchfair.sweeps _trial``), its output in
@@ -257,6 +343,7 @@ def _trial_process(tdir: Path, threads: int, gpu: Optional[int] = None,
     the worker slot it records (:data:`SLOT_ENV`)."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), TORCHFAIR_SWEEP_THREADS=str(threads))
     env.pop(SLOT_ENV, None)
+    env[PARENT_ENV] = str(os.getpid())
     if slot is not None:
         env[SLOT_ENV] = str(slot)
     if gpu is not None:
@@ -276,6 +363,8 @@ def _status(tdir: Path) -> str:
 
 def _main(argv: Sequence[str]) -> int:  # pragma: no cover - the trial subprocess entry point
     if len(argv) == 2 and argv[0] == "_trial":
+        parent = os.environ.get(PARENT_ENV)
+        _guard_trial(Path(argv[1]), int(parent) if parent else None)
         threads = os.environ.get("TORCHFAIR_SWEEP_THREADS")
         if threads:
             import torch
