@@ -204,3 +204,17 @@ def test_bad_arguments_name_the_argument():
         PositionShares(2).update(torch.zeros(2, 3, dtype=torch.long), groups=torch.zeros(2, 3, dtype=torch.long))
     with pytest.raises(ValueError, match="`groups`"):
         PositionShares(2).update(s, groups=torch.rand(2, 3, 3))
+
+
+def test_group_ids_out_of_range_are_named_errors():
+    """An integer group id outside [-1, num_groups) of a real item is a ValueError naming `groups` (it used to be
+    read as an unknown group); -1 (unknown) and padded items' ids are accepted."""
+    s = torch.randn(2, 3)
+    bad = torch.tensor([[0, 1, 5], [0, 0, 1]])
+    with pytest.raises(ValueError, match="`groups` ids must be in"):
+        PositionShares(2).update(s, groups=bad)
+    with pytest.raises(ValueError, match="`groups` ids must be in"):
+        PooledMPC(2).update(s, torch.rand(2, 3), bad)
+    ok = PositionShares(2, top=3)
+    ok.update(s, groups=torch.tensor([[0, 1, -1], [0, 0, 7]]), mask=torch.tensor([[1, 1, 1], [1, 1, 0]]).bool())
+    assert torch.isfinite(ok.compute()).all()

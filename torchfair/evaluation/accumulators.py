@@ -27,6 +27,7 @@ require("torchfair.evaluation.PositionShares / PooledMPC", "torchmetrics")
 from torchmetrics import Metric  # noqa: E402
 
 from ..metrics.calibration import adjacent_candidates
+from .._validation import require as require_values  # noqa: E402
 
 __all__ = ["PositionShares", "PooledMPC"]
 
@@ -58,6 +59,15 @@ def _batch(scores: Tensor, relevance: Optional[Tensor], groups: Optional[Tensor]
         raise ValueError(f"`groups` is required: integer ids of the shape of `scores` {tuple(s.shape)} or soft "
                          f"membership [B, N, G]")
     return s.detach(), None if y is None else y.detach(), g, m
+
+def _check_ids(g: Tensor, m: Tensor, num_groups: int) -> None:
+    """Integer group ids of real items in ``[-1, num_groups)`` (``-1``: unknown); else ``ValueError`` naming
+    ``groups`` (on the CPU; an async assert on CUDA, as every measure checks them)."""
+    if not g.is_floating_point():
+        require_values(lambda: ((g >= -1) & (g < num_groups) | ~m).all(),
+                       f"`groups` ids must be in [-1, {num_groups}) (`num_groups` = {num_groups}); ", g.device,
+                       lambda: f"got ids {sorted(set(g[m].tolist()))[:8]}")
+
 
 
 def _top_order(scores: Tensor, mask: Tensor, top: int) -> Tuple[Tensor, Tensor]:
@@ -135,6 +145,7 @@ class PositionShares(_Summed):
                mask: Optional[Tensor] = None) -> None:
         s, _, g, m = _batch(scores, relevance, groups, mask, need_relevance=False)
         G = self.num_groups
+        _check_ids(g, m, G)
         if g.is_floating_point() and g.shape[-1] != G:
             raise ValueError(f"`groups`: soft membership over {g.shape[-1]} groups; `num_groups` is {G}")
         order, valid = _top_order(s, m, self.top)
@@ -202,6 +213,7 @@ class PooledMPC(_Summed):
         if g.is_floating_point():
             self.n_soft += 1
             return
+        _check_ids(g, m, self.num_groups)
         known = m & (g >= 0) & (g < self.num_groups)
         in_g = known & (g == self.group)
         q, i, j, gap = adjacent_candidates(s, m, in_g, known & ~in_g)
