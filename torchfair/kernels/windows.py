@@ -58,9 +58,9 @@ def _window_rows(X, off, order, hi, lo, start, end, grouped, lower, W, OUT, b0, 
 def _level_window_rows(X, off, lvl, order, hi, lo, lower, cb, ce, ca, W, OUT, b0, b1):  # pragma: no cover
     """:func:`level_window_pass` for the lists ``[b0, b1)``.  Per list, along ``order``, the prefix sums of ``X``
     and ``off * X`` over the items of level ``<= l`` for every level ``l`` (``D [N + 1, L, 2H]`` scratch, cumulative
-    over the levels); item ``i`` of level ``l_i`` reads the sums below its level (``D[., l_i - 1]``), at it
-    (``D[., l_i] - D[., l_i - 1]``) and above it (``D[., L - 1] - D[., l_i]``) at its window bounds: three reads per
-    value whatever the number of levels."""
+    over the levels); item ``i`` of level ``l_i`` reads the weighted sum of its partners,
+    ``(below - equal) D[., l_i - 1] + (equal - above) D[., l_i] + above D[., L - 1]``, at its window bounds: three
+    reads per value whatever the number of levels."""
     N = X.shape[1]
     H = X.shape[2]
     H2 = 2 * H
@@ -69,68 +69,47 @@ def _level_window_rows(X, off, lvl, order, hi, lo, lower, cb, ce, ca, W, OUT, b0
         for i in range(N):
             if lvl[b, i] + 1 > L:
                 L = lvl[b, i] + 1
-    D = np.empty((N + 1, L, H2))
-    S = np.empty((3, H2))  # per band (below, at, above): the sums at hi, then at lo
-    T = np.empty((3, H2))
-    tot = np.empty(H)
-    wts = np.empty(3)
-    wts[0] = cb
-    wts[1] = ce
-    wts[2] = ca
+    LH = L * H2
+    D = np.empty((N + 1, LH))  # D[k, l * 2H + h]
     for b in range(b0, b1):
-        for l in range(L):
-            for h in range(H2):
-                D[0, l, h] = 0.0
+        for h in range(LH):
+            D[0, h] = 0.0
         for k in range(N):
             it = order[b, k]
             o = off[b, it]
             li = lvl[b, it]
-            for l in range(li):
-                for h in range(H2):
-                    D[k + 1, l, h] = D[k, l, h]
+            for h in range(li * H2):
+                D[k + 1, h] = D[k, h]
             for l in range(li, L):
+                base = l * H2
                 for h in range(H):
                     x = X[b, it, h]
-                    D[k + 1, l, h] = D[k, l, h] + x
-                    D[k + 1, l, H + h] = D[k, l, H + h] + x * o
+                    D[k + 1, base + h] = D[k, base + h] + x
+                    D[k + 1, base + H + h] = D[k, base + H + h] + x * o
+        # the band weights folded into the cumulative sums: sum_j w(l_i, l_j) V_j over a range is
+        # (below - equal) D[., l_i - 1] + (equal - above) D[., l_i] + above D[., L - 1]
+        last = (L - 1) * H2
         for i in range(N):
             a = hi[b, i]
             c = lo[b, i]
             o = off[b, i]
             li = lvl[b, i]
-            for h in range(H2):  # the three bands at hi (S) and at lo (T)
-                below_a = D[a, li - 1, h] if li > 0 else 0.0
-                below_c = D[c, li - 1, h] if li > 0 else 0.0
-                S[0, h] = below_a
-                T[0, h] = below_c
-                S[1, h] = D[a, li, h] - below_a
-                T[1, h] = D[c, li, h] - below_c
-                S[2, h] = D[a, L - 1, h] - D[a, li, h]
-                T[2, h] = D[c, L - 1, h] - D[c, li, h]
+            w0 = cb - ce if li > 0 else 0.0
+            p0 = (li - 1) * H2 if li > 0 else 0
+            p1 = li * H2
+            w1 = ce - ca
             for h in range(H):
-                W[b, i, h] = 0.0
-                OUT[b, i, h] = 0.0
-            for band in range(3):
-                wt = wts[band]
-                if wt == 0.0:
-                    continue
+                va = w0 * D[a, p0 + h] + w1 * D[a, p1 + h] + ca * D[a, last + h]
+                vc = w0 * D[c, p0 + h] + w1 * D[c, p1 + h] + ca * D[c, last + h]
+                ua = w0 * D[a, p0 + H + h] + w1 * D[a, p1 + H + h] + ca * D[a, last + H + h]
+                uc = w0 * D[c, p0 + H + h] + w1 * D[c, p1 + H + h] + ca * D[c, last + H + h]
+                wv = va - vc
+                W[b, i, h] = wv
                 if lower:
-                    for h in range(H):
-                        wv = S[band, h] - T[band, h]
-                        W[b, i, h] += wt * wv
-                        OUT[b, i, h] += wt * (T[band, h] + (0.5 + o) * wv - (S[band, H + h] - T[band, H + h]))
+                    OUT[b, i, h] = vc + (0.5 + o) * wv - (ua - uc)
                 else:
-                    for h in range(H):
-                        if band == 0:
-                            tot[h] = D[N, li - 1, h] if li > 0 else 0.0
-                        elif band == 1:
-                            tot[h] = D[N, li, h] - (D[N, li - 1, h] if li > 0 else 0.0)
-                        else:
-                            tot[h] = D[N, L - 1, h] - D[N, li, h]
-                        wv = S[band, h] - T[band, h]
-                        W[b, i, h] += wt * wv
-                        uw = S[band, H + h] - T[band, H + h]
-                        OUT[b, i, h] += wt * ((tot[h] - S[band, h]) + (0.5 - o) * wv + uw)
+                    tot = w0 * D[N, p0 + h] + w1 * D[N, p1 + h] + ca * D[N, last + h]
+                    OUT[b, i, h] = (tot - va) + (0.5 - o) * wv + (ua - uc)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -343,7 +343,17 @@ def run_lightning(argv: Sequence[str]) -> int:
         return 2
     finally:
         sys.argv = saved
+        _end_process_group()
     return 0
+
+
+def _end_process_group() -> None:
+    """Destroy the DDP process group this command created, if any: a gloo group left to the interpreter's exit
+    can abort the process (``terminate called without an active exception``, exit code -6) after a finished fit."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":  # pragma: no cover
