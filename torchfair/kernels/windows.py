@@ -19,7 +19,8 @@ from torch import Tensor
 
 from ._threads import run as _run
 
-__all__ = ["window_bounds", "window_pass", "level_window_pass"]
+__all__ = ["window_bounds", "window_pass", "level_window_pass", "list_scale", "ramp_contract",
+           "ramp_contract_backward"]
 
 @numba.njit(cache=True, nogil=True)
 def _window_rows(X, off, order, hi, lo, start, end, grouped, lower, W, OUT, b0, b1):  # pragma: no cover - compiled
@@ -55,61 +56,187 @@ def _window_rows(X, off, order, hi, lo, start, end, grouped, lower, W, OUT, b0, 
 
 
 @numba.njit(cache=True, nogil=True)
-def _level_window_rows(X, off, lvl, order, hi, lo, lower, cb, ce, ca, W, OUT, b0, b1):  # pragma: no cover
-    """:func:`level_window_pass` for the lists ``[b0, b1)``.  Per list, along ``order``, the prefix sums of ``X``
-    and ``off * X`` over the items of level ``<= l`` for every level ``l`` (``D [N + 1, L, 2H]`` scratch, cumulative
-    over the levels); item ``i`` of level ``l_i`` reads the weighted sum of its partners,
-    ``(below - equal) D[., l_i - 1] + (equal - above) D[., l_i] + above D[., L - 1]``, at its window bounds: three
-    reads per value whatever the number of levels."""
-    N = X.shape[1]
-    H = X.shape[2]
-    H2 = 2 * H
+def _levels_of(lvl, b0, b1):  # pragma: no cover - compiled
+    """The number of levels ``max level + 1`` of the lists ``[b0, b1)``."""
     L = 1
     for b in range(b0, b1):
-        for i in range(N):
+        for i in range(lvl.shape[1]):
             if lvl[b, i] + 1 > L:
                 L = lvl[b, i] + 1
+    return L
+
+
+@numba.njit(cache=True, nogil=True)
+def _level_list(X, off, lvl, order, hi, lo, L, lower, cb, ce, ca, D, W, OUT):  # pragma: no cover - compiled
+    """One list of :func:`level_window_pass`: ``X [N, H]``, ``off`` / ``lvl`` / ``order`` / ``hi`` / ``lo`` ``[N]``,
+    scratch ``D [N + 1, L 2H]``, outputs ``W`` / ``OUT [N, H]``.  Along ``order``, ``D`` holds the prefix sums of
+    ``X`` and ``off * X`` over the items of level ``<= l`` for every level ``l`` (cumulative over the levels); item
+    ``i`` of level ``l_i`` reads the weighted sum of its partners,
+    ``(below - equal) D[., l_i - 1] + (equal - above) D[., l_i] + above D[., L - 1]``, at its window bounds: three
+    reads per value whatever the number of levels."""
+    N = X.shape[0]
+    H = X.shape[1]
+    H2 = 2 * H
     LH = L * H2
-    D = np.empty((N + 1, LH))  # D[k, l * 2H + h]
-    for b in range(b0, b1):
-        for h in range(LH):
-            D[0, h] = 0.0
-        for k in range(N):
-            it = order[b, k]
-            o = off[b, it]
-            li = lvl[b, it]
-            for h in range(li * H2):
-                D[k + 1, h] = D[k, h]
-            for l in range(li, L):
-                base = l * H2
-                for h in range(H):
-                    x = X[b, it, h]
-                    D[k + 1, base + h] = D[k, base + h] + x
-                    D[k + 1, base + H + h] = D[k, base + H + h] + x * o
-        # the band weights folded into the cumulative sums: sum_j w(l_i, l_j) V_j over a range is
-        # (below - equal) D[., l_i - 1] + (equal - above) D[., l_i] + above D[., L - 1]
-        last = (L - 1) * H2
-        for i in range(N):
-            a = hi[b, i]
-            c = lo[b, i]
-            o = off[b, i]
-            li = lvl[b, i]
-            w0 = cb - ce if li > 0 else 0.0
-            p0 = (li - 1) * H2 if li > 0 else 0
-            p1 = li * H2
-            w1 = ce - ca
+    for h in range(LH):
+        D[0, h] = 0.0
+    for k in range(N):
+        it = order[k]
+        o = off[it]
+        li = lvl[it]
+        for h in range(li * H2):
+            D[k + 1, h] = D[k, h]
+        for l in range(li, L):
+            base = l * H2
             for h in range(H):
-                va = w0 * D[a, p0 + h] + w1 * D[a, p1 + h] + ca * D[a, last + h]
-                vc = w0 * D[c, p0 + h] + w1 * D[c, p1 + h] + ca * D[c, last + h]
-                ua = w0 * D[a, p0 + H + h] + w1 * D[a, p1 + H + h] + ca * D[a, last + H + h]
-                uc = w0 * D[c, p0 + H + h] + w1 * D[c, p1 + H + h] + ca * D[c, last + H + h]
-                wv = va - vc
-                W[b, i, h] = wv
-                if lower:
-                    OUT[b, i, h] = vc + (0.5 + o) * wv - (ua - uc)
+                x = X[it, h]
+                D[k + 1, base + h] = D[k, base + h] + x
+                D[k + 1, base + H + h] = D[k, base + H + h] + x * o
+    last = (L - 1) * H2
+    w1 = ce - ca
+    for i in range(N):
+        a = hi[i]
+        c = lo[i]
+        o = off[i]
+        li = lvl[i]
+        w0 = cb - ce if li > 0 else 0.0
+        p0 = (li - 1) * H2 if li > 0 else 0
+        p1 = li * H2
+        for h in range(H):
+            va = w0 * D[a, p0 + h] + w1 * D[a, p1 + h] + ca * D[a, last + h]
+            vc = w0 * D[c, p0 + h] + w1 * D[c, p1 + h] + ca * D[c, last + h]
+            ua = w0 * D[a, p0 + H + h] + w1 * D[a, p1 + H + h] + ca * D[a, last + H + h]
+            uc = w0 * D[c, p0 + H + h] + w1 * D[c, p1 + H + h] + ca * D[c, last + H + h]
+            wv = va - vc
+            W[i, h] = wv
+            if lower:
+                OUT[i, h] = vc + (0.5 + o) * wv - (ua - uc)
+            else:
+                tot = w0 * D[N, p0 + h] + w1 * D[N, p1 + h] + ca * D[N, last + h]
+                OUT[i, h] = (tot - va) + (0.5 - o) * wv + (ua - uc)
+
+
+@numba.njit(cache=True, nogil=True)
+def _level_window_rows(X, off, lvl, order, hi, lo, lower, cb, ce, ca, W, OUT, b0, b1):  # pragma: no cover
+    """:func:`level_window_pass` for the lists ``[b0, b1)`` (:func:`_level_list` per list)."""
+    N = X.shape[1]
+    L = _levels_of(lvl, b0, b1)
+    D = np.empty((N + 1, L * 2 * X.shape[2]))
+    for b in range(b0, b1):
+        _level_list(X[b], off[b], lvl[b], order[b], hi[b], lo[b], L, lower, cb, ce, ca, D, W[b], OUT[b])
+
+
+@numba.njit(cache=True, nogil=True)
+def _contract_rows(R, e, mask, off, lvl, order, hi, lo, cb, ce, ca, X, W, OUT, b0, b1):  # pragma: no cover
+    """:func:`ramp_contract` forward for the lists ``[b0, b1)``: ``X = R e mask`` (float64, 0 on padded items
+    whatever ``R`` holds), the level pass, the self pair (``j = i``: ramp 1/2, weight ``equal``) taken out, padded
+    rows 0; ``OUT`` in the dtype of ``R`` (the sums in float64)."""
+    N = R.shape[1]
+    H = R.shape[2]
+    L = _levels_of(lvl, b0, b1)
+    D = np.empty((N + 1, L * 2 * H))
+    S = np.empty((N, H))
+    half = 0.5 * ce
+    for b in range(b0, b1):
+        for j in range(N):
+            if mask[b, j]:
+                f = np.float64(e[b, j])
+                for h in range(H):
+                    X[b, j, h] = np.float64(R[b, j, h]) * f
+            else:
+                for h in range(H):
+                    X[b, j, h] = 0.0
+        _level_list(X[b], off[b], lvl[b], order[b], hi[b], lo[b], L, False, cb, ce, ca, D, W[b], S)
+        for i in range(N):
+            if mask[b, i]:
+                for h in range(H):
+                    OUT[b, i, h] = S[i, h] - half * X[b, i, h]
+            else:
+                for h in range(H):
+                    OUT[b, i, h] = 0.0
+
+
+@numba.njit(cache=True, nogil=True)
+def _contract_back_rows(G, R, e, X, WX, mask, off, lvl, order, hi, lo, cb, ce, ca, dR, dE, dOFF,
+                        b0, b1):  # pragma: no cover - compiled
+    """:func:`ramp_contract_backward` for the lists ``[b0, b1)``: the transposed pass of ``G`` (padded rows read
+    as 0) gives ``dX``; ``dR = dX e``, ``dE = sum_h dX R`` on real items (0 on padded ones), and
+    ``dOFF_i = sum_h (X_ih WG_ih - G_ih WX_ih)`` (the ramp's slope inside the window)."""
+    N = G.shape[1]
+    H = G.shape[2]
+    L = _levels_of(lvl, b0, b1)
+    D = np.empty((N + 1, L * 2 * H))
+    GS = np.empty((N, H))
+    WG = np.empty((N, H))
+    T = np.empty((N, H))
+    half = 0.5 * ce
+    for b in range(b0, b1):
+        for j in range(N):
+            if mask[b, j]:
+                for h in range(H):
+                    GS[j, h] = np.float64(G[b, j, h])
+            else:
+                for h in range(H):
+                    GS[j, h] = 0.0
+        _level_list(GS, off[b], lvl[b], order[b], hi[b], lo[b], L, True, ca, ce, cb, D, WG, T)
+        for j in range(N):
+            m = mask[b, j]
+            f = np.float64(e[b, j]) if m else 0.0
+            acc_e = 0.0
+            acc_off = 0.0
+            for h in range(H):
+                dx = T[j, h] - half * GS[j, h]
+                if m:
+                    dR[b, j, h] = dx * f
+                    acc_e += dx * np.float64(R[b, j, h])
                 else:
-                    tot = w0 * D[N, p0 + h] + w1 * D[N, p1 + h] + ca * D[N, last + h]
-                    OUT[b, i, h] = (tot - va) + (0.5 - o) * wv + (ua - uc)
+                    dR[b, j, h] = 0.0
+                acc_off += X[b, j, h] * WG[j, h] - GS[j, h] * WX[b, j, h]
+            dE[b, j] = acc_e
+            dOFF[b, j] = acc_off
+
+
+@numba.njit(cache=True, nogil=True)
+def _scale_rows(x, mask, min_scale, rel_min_scale, out, b0, b1):  # pragma: no cover - compiled
+    """:func:`list_scale` for the lists ``[b0, b1)``: three passes over each row, float64 sums."""
+    N = x.shape[1]
+    for b in range(b0, b1):
+        a = 0.0
+        n = 0
+        for j in range(N):
+            if mask[b, j]:
+                n += 1
+                v = abs(np.float64(x[b, j]))
+                if v > a:
+                    a = v
+        if not a > 0.0:
+            a = 1.0
+        nf = np.float64(max(n, 1))
+        tot = 0.0
+        tot_abs = 0.0
+        for j in range(N):
+            if mask[b, j]:
+                v = np.float64(x[b, j]) / a
+                tot += v
+                tot_abs += abs(v)
+        mean = tot / nf
+        cmax = 0.0
+        for j in range(N):
+            if mask[b, j]:
+                c = abs(np.float64(x[b, j]) / a - mean)
+                if c > cmax:
+                    cmax = c
+        if not cmax > 0.0:
+            cmax = 1.0
+        sq = 0.0
+        for j in range(N):
+            if mask[b, j]:
+                c = (np.float64(x[b, j]) / a - mean) / cmax
+                sq += c * c
+        scale = np.sqrt(sq / nf) * cmax * a
+        if rel_min_scale > 0.0:
+            scale = max(scale, rel_min_scale * tot_abs / nf * a)
+        out[b, 0] = max(scale, min_scale)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -127,6 +254,16 @@ def _bounds_rows(key_s, order, hi, lo, b0, b1):  # pragma: no cover - compiled
                 c += 1
             hi[b, order[b, k]] = a
             lo[b, order[b, k]] = c
+
+
+def list_scale(s: Tensor, mask: Tensor, min_scale: float, rel_min_scale: float) -> Tensor:
+    """:func:`torchfair.orderings.soft.list_scale` (``[B, 1]``, the dtype of ``s``: float32 / float64) in one
+    compiled pass per list instead of about 35 torch ops; the same value up to float64 rounding."""
+    B, N = s.shape
+    out = torch.empty(B, 1, dtype=torch.float64)
+    _run(_scale_rows, (s.detach().contiguous().numpy(), mask.contiguous().numpy(), float(min_scale),
+                       float(rel_min_scale), out.numpy()), B, N)
+    return out.to(s.dtype)
 
 
 def window_bounds(key_s: Tensor, order: Tensor):
@@ -174,3 +311,42 @@ def level_window_pass(X: Tensor, off: Tensor, level: Tensor, order: Tensor, hi: 
             float(below), float(equal), float(above), W.numpy(), OUT.numpy())
     _run(_level_window_rows, args, B, N * H)
     return W, OUT
+
+
+def ramp_contract(R: Tensor, e: Tensor, mask: Tensor, off: Tensor, level: Tensor, order: Tensor, hi: Tensor,
+                  lo: Tensor, below: float, equal: float, above: float):
+    """The fused forward of :class:`torchfair.orderings.ramp._RampContract`: ``out[b, i, h] = sum_{j != i}
+    w(l_i, l_j) ramp(u_j - u_i) R[b, j, h] e[b, j]`` over the real ``j``, 0 on padded rows, with
+    ``w = below / equal / above`` for ``l_j`` below / equal to / above ``l_i``; ``R [B, N, H]`` and ``e [B, N]``
+    float32 / float64 (anything on padded items), ``off`` float64, ``level`` dense ranks int64.  Returns
+    ``(out, X, W)`` ``[B, N, H]``: the contraction (in the dtype of ``R``), the masked float64 values ``X = R e`` and their weighted
+    window sums (both kept for :func:`ramp_contract_backward`).  Everything the torch path does around the pass
+    (masking, the item weight, the self pair) in one walk per list."""
+    B, N, H = R.shape
+    X = torch.empty(B, N, H, dtype=torch.float64)
+    W = torch.empty(B, N, H, dtype=torch.float64)
+    OUT = torch.empty(B, N, H, dtype=R.dtype)
+    args = (R.detach().contiguous().numpy(), e.detach().contiguous().numpy(), mask.contiguous().numpy(),
+            off.detach().contiguous().numpy(), level.contiguous().numpy(), order.contiguous().numpy(),
+            hi.contiguous().numpy(), lo.contiguous().numpy(), float(below), float(equal), float(above),
+            X.numpy(), W.numpy(), OUT.numpy())
+    _run(_contract_rows, args, B, N * H)
+    return OUT, X, W
+
+
+def ramp_contract_backward(G: Tensor, R: Tensor, e: Tensor, X: Tensor, W: Tensor, mask: Tensor, off: Tensor,
+                           level: Tensor, order: Tensor, hi: Tensor, lo: Tensor, below: float, equal: float,
+                           above: float):
+    """The backward of :func:`ramp_contract` for the gradient ``G [B, N, H]`` of its output: ``(dR, dE, dOFF)``
+    ``[B, N, H]``, ``[B, N]``, ``[B, N]`` in the dtypes of ``R``, ``e`` and ``off`` (the transposed pass, then the chain rule through ``X = R e``
+    and through the window offsets ``off``), in one walk per list."""
+    B, N, H = G.shape
+    dR = torch.empty(B, N, H, dtype=R.dtype)
+    dE = torch.empty(B, N, dtype=e.dtype)
+    dOFF = torch.empty(B, N, dtype=off.dtype)
+    args = (G.detach().contiguous().numpy(), R.detach().contiguous().numpy(), e.detach().contiguous().numpy(),
+            X.numpy(), W.numpy(), mask.contiguous().numpy(), off.detach().contiguous().numpy(),
+            level.contiguous().numpy(), order.contiguous().numpy(), hi.contiguous().numpy(), lo.contiguous().numpy(),
+            float(below), float(equal), float(above), dR.numpy(), dE.numpy(), dOFF.numpy())
+    _run(_contract_back_rows, args, B, N * H)
+    return dR, dE, dOFF

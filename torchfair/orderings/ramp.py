@@ -53,22 +53,24 @@ class _Window:
         B, N = z.shape
         u = z.to(acc) / 4
         big = torch.finfo(acc).max
-        with torch.no_grad():  # the window bounds: piecewise constant in the scores
-            lo_u = torch.where(mask, u, torch.full((), big, dtype=acc, device=u.device)).amin(-1, keepdim=True)
-            hi_u = torch.where(mask, u, torch.full((), -big, dtype=acc, device=u.device)).amax(-1, keepdim=True)
-            lo_u = torch.where(lo_u < big, lo_u, torch.zeros_like(lo_u))
-            span = (hi_u - lo_u).clamp(min=0) + 2
+        with torch.no_grad():  # the window bounds: piecewise constant in the scores (a list without real
+            # items gets lo_u = big and off = 0 everywhere)
+            lo_u = torch.where(mask, u, big).amin(-1, keepdim=True)
         #: u - min u over the real items, in [0, span - 2] (0 for padded items, which sum nothing)
-        self.off = torch.where(mask, u - lo_u, torch.zeros((), dtype=acc, device=u.device))
+        self.off = torch.where(mask, u - lo_u, 0.0)
         with torch.no_grad():
-            base = group.to(acc) * span if group is not None else torch.zeros_like(self.off)
-            key = base + self.off
+            key = self.off.detach()
             K = kernels("sorting", backend, key) if group is None and acc == torch.float64 else None
             if K is not None:  # CPU: the compiled radix sort (ascending key = descending -key), the same bounds
                 # by two pointers up the sorted keys
                 self.order = K.sort_desc(-key, torch.ones_like(mask))[0]
                 self.hi, self.lo = kernels("windows", backend, key).window_bounds(key.gather(-1, self.order), self.order)
             else:
+                if group is not None:  # each group in its own band of keys, span apart
+                    hi_u = torch.where(mask, u, -big).amax(-1, keepdim=True)
+                    span = (hi_u - torch.where(lo_u < big, lo_u, 0.0)).clamp(min=0) + 2
+                    base = group.to(acc) * span
+                    key = base + key
                 key_s, self.order = torch.sort(key, dim=-1)
                 # the window [lo, hi) = keys in (key - 1/2, key + 1/2) and the end of the group, in one binary
                 # search
@@ -168,6 +170,58 @@ class _LevelWindowSum(torch.autograd.Function):
         return dR if ctx.needs_input_grad[0] else None, d_off, None, None, None
 
 
+class _RampContract(torch.autograd.Function):
+    """The compiled CPU contraction of :func:`ramp_contract` with everything around the pass fused in
+    (:func:`torchfair.kernels.windows.ramp_contract`): ``out[b, i, h] = sum_{j != i} w(l_i, l_j)
+    ramp(u_j - u_i) R[b, j, h] e[b, j]`` over real ``j``, 0 on padded rows, for a level weight ``w`` (all ones:
+    ``level`` 0 everywhere).  Backward in one compiled walk too: ``dR``, ``de`` and ``d off`` (the ramp's slope)."""
+
+    @staticmethod
+    def forward(ctx, R: Tensor, e: Tensor, off: Tensor, win: "_Window", level: Tensor, weights, K):
+        out, X, W = K.ramp_contract(R, e, win.mask, off, level, win.order, win.hi, win.lo, *weights)
+        ctx.win, ctx.weights, ctx.K = win, weights, K
+        ctx.save_for_backward(R, e, off, level, X, W)
+        return out
+
+    @staticmethod
+    def backward(ctx, G: Tensor):
+        R, e, off, level, X, W = ctx.saved_tensors
+        win = ctx.win
+        dR, dE, dOFF = ctx.K.ramp_contract_backward(G, R, e, X, W, win.mask, off, level, win.order, win.hi, win.lo,
+                                                    *ctx.weights)
+        need = ctx.needs_input_grad
+        return dR if need[0] else None, dE if need[1] else None, dOFF if need[2] else None, None, None, None, None
+
+
+def _fused_contract(win: "_Window", right: Tensor, e: Optional[Tensor],
+                    pair_weight: Optional[LevelPairWeight]) -> Optional[Tensor]:
+    """:func:`ramp_contract` of ``right * e[..., None]`` by :class:`_RampContract` where the compiled kernels run
+    (plain float32 / float64 CPU tensors, an ungrouped float64 window, at most :data:`MAX_LEVELS` relevance
+    levels); ``None`` elsewhere (the torch code).  The result is in the dtype of ``right``, 0 on padded rows."""
+    if win.group is not None or win.acc != torch.float64 or right.dtype not in (torch.float32, torch.float64):
+        return None
+    B, N = win.mask.shape
+    if e is None:
+        e = torch.ones(B, N, dtype=right.dtype)
+    detached = [right.detach(), e.detach(), win.off.detach()]
+    if pair_weight is None:
+        K = kernels("windows", win.backend, *detached)
+        if K is None:
+            return None
+        level, weights = torch.zeros(B, N, dtype=torch.int64), (1.0, 1.0, 1.0)
+    else:
+        pw = pair_weight
+        KS = kernels("sorting", win.backend, *detached, pw.relevance.detach())
+        if KS is None:
+            return None
+        level, L = KS.dense_rank(pw.relevance, win.mask)
+        if L > MAX_LEVELS:
+            return None
+        K = kernels("windows", win.backend, *detached)
+        level, weights = level.clamp(0, max(L, 1) - 1), (float(pw.greater), float(pw.equal), float(pw.less))
+    return _RampContract.apply(right, e, win.off, win, level, weights, K)
+
+
 def ramp_sums(z: Tensor, right: Tensor, mask: Tensor, group: Optional[Tensor] = None,
               select: Optional[Tensor] = None) -> Tensor:
     """``out[b, i, h] = sum_j ramp(z_j - z_i) right[b, j, h]`` over the real ``j`` (``j = i`` included, weight
@@ -242,6 +296,18 @@ class RampRankOrderedBatch(SoftRankOrderedBatch):
     def _dense(self) -> Optional[Tensor]:
         return None  # never forms [B, N, N] pairs for positions or contractions
 
+    def _z(self) -> Tensor:
+        """``s / tau`` in the accumulation dtype (float64; float32 on MPS), computed once per ordering: the ramp
+        uses only differences ``z_j - z_i`` of real items, so neither the shift nor the padded value of
+        :meth:`SoftRankOrderedBatch._z` is needed (padded entries: 0, never summed)."""
+        z = getattr(self, "_zc", None)
+        if z is None:
+            acc = torch.float32 if self.mask.device.type == "mps" else torch.float64
+            big = torch.finfo(acc).max
+            z = (self.scores.to(acc) / self.tau.to(acc)).clamp(-big / 4, big / 4)
+            self._zc = z
+        return z
+
     def _window(self) -> _Window:
         if getattr(self, "_win", None) is None:
             self._win = _Window(self._z(), self.mask, backend=getattr(self, "backend", "auto"))
@@ -255,6 +321,10 @@ class RampRankOrderedBatch(SoftRankOrderedBatch):
     def expected_positions(self) -> Tensor:
         if self._pos is None:
             one = torch.ones(*self.mask.shape, 1, dtype=self.scores.dtype, device=self.mask.device)
+            fused = _fused_contract(self._window(), one, None, None)
+            if fused is not None:
+                self._pos = fused[..., 0]
+                return self._pos
             pos = ramp_contract(self._z(), one, self.mask, None, self._window())[..., 0].to(self.scores.dtype)
             self._pos = pos * self.mask.to(pos.dtype)
         return self._pos
@@ -277,8 +347,12 @@ class RampRankOrderedBatch(SoftRankOrderedBatch):
             return OrderedBatch.contract(self, right, which=which, pair_weight=pair_weight, browsing=browsing,
                                          relevance=relevance, block_elements=block_elements)
         R = right.to(self.scores.dtype)
-        if which == "joint":
-            R = R * self.exposure(browsing, relevance).to(R.dtype)[..., None]
+        e = self.exposure(browsing, relevance).to(R.dtype) if which == "joint" else None
+        fused = _fused_contract(self._window(), R, e, pair_weight)
+        if fused is not None:
+            return fused.to(right.dtype)
+        if e is not None:
+            R = R * e[..., None]
         out = ramp_contract(self._z(), R, self.mask, pair_weight, self._window())
         return (out * self.mask.to(out.dtype)[..., None]).to(right.dtype)
 

@@ -117,6 +117,7 @@ from .. import _linalg
 from .._validation import check_choice, check_number
 from ..browsing import BrowsingModel
 from .._validation import check_int as _check_int
+from ._pairsums import kernels as _kernels
 from .base import LevelPairWeight, OrderedBatch, Ordering, PairBlock, dense_pairs, ranked_exposure, row_blocks, work_scores
 
 __all__ = ["SoftRank", "SoftRankOrderedBatch", "NeuralSort", "SoftSort", "PermutationOrderedBatch", "list_scale",
@@ -145,6 +146,9 @@ def list_scale(s: Tensor, mask: Tensor, min_scale: float = MIN_SCALE, rel_min_sc
     without real items gets ``min_scale``.
     """
     with torch.no_grad():
+        K = _kernels("windows", "auto", s) if s.dtype in (torch.float32, torch.float64) else None
+        if K is not None:  # the CPU: one compiled pass per list (the torch code below is the reference)
+            return K.list_scale(s, mask, min_scale, rel_min_scale)
         x, a, n = _normalised(s, mask)
         zero = torch.zeros((), dtype=s.dtype, device=s.device)
         mean_abs = x.abs().sum(-1, keepdim=True) / n * a
