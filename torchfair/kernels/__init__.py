@@ -44,7 +44,7 @@ import warnings
 from types import ModuleType
 from typing import Optional
 
-__all__ = ["load", "mode", "numba_available", "warmup", "KernelFallbackWarning", "BACKENDS", "FAMILIES", "ENV"]
+__all__ = ["load", "pick", "mode", "numba_available", "warmup", "KernelFallbackWarning", "BACKENDS", "FAMILIES", "ENV"]
 
 #: ``backend=`` of the orderings and re-rankers that have kernels
 BACKENDS = ("auto", "torch", "numba")
@@ -96,6 +96,30 @@ def _fall_back(reason: str) -> None:
         warnings.warn(f"torchfair's compiled kernels are unavailable ({reason}); running the torch code, several "
                       f"times slower on the CPU. Install numba, or set {ENV}=torch to silence this.",
                       KernelFallbackWarning, stacklevel=3)
+
+
+def pick(family: str, backend: str, *tensors) -> Optional[ModuleType]:
+    """The kernel module ``family`` (:func:`load`) when ``backend`` picks it for ``tensors`` (float32 / float64
+    where floating, plain CPU tensors outside compilation, not carrying gradients), else ``None`` (the torch
+    code); ``backend="numba"`` with tensors the kernels cannot take is a ``ValueError``."""
+    import torch
+
+    if backend not in BACKENDS:
+        raise ValueError(f"`backend` must be one of {', '.join(map(repr, BACKENDS))}; got {backend!r}")
+    if backend == "torch":
+        return None
+    if backend == "auto" and (torch.compiler.is_compiling() or not all(t.device.type == "cpu" for t in tensors)):
+        return None  # (without importing numba, and without a graph break under torch.compile)
+    K = load(family, backend)
+    grad = torch.is_grad_enabled()
+    ok = K is not None and not torch.compiler.is_compiling() and all(
+        type(t) is torch.Tensor and t.device.type == "cpu" for t in tensors) and all(
+        t.dtype in (torch.float32, torch.float64) or not t.is_floating_point() for t in tensors) and not any(
+        grad and t.requires_grad for t in tensors)
+    if not ok and backend == "numba":
+        raise ValueError("backend='numba' needs plain float32 / float64 CPU tensors without gradients; "
+                         "backend='torch' runs anywhere")
+    return K if ok else None
 
 
 def load(family: str, backend: str = "auto") -> Optional[ModuleType]:

@@ -26,7 +26,7 @@ from torch import Tensor
 
 from ._threads import run as _run
 
-__all__ = ["sort_desc", "dense_rank", "supported"]
+__all__ = ["sort_desc", "dense_rank", "tie_average", "supported"]
 
 _U8 = np.uint64(8)
 
@@ -248,6 +248,40 @@ def _dense_rank_impl(bits, wide, mask, rank, levels, b0, b1, keys, k2):  # pragm
         levels[b] = _rank_row(bits, wide, mask, b, keys, idx, k2, i2, cnt, row, hkey, hslot)
         for j in range(N):
             rank[b, j] = row[j]
+
+
+@numba.njit(cache=True, nogil=True)
+def _tie_average_rows(skey, f, order, n, out, b0, b1):  # pragma: no cover - compiled
+    """:func:`tie_average` for the lists ``[b0, b1)``: one walk down each sorted list, block by block of equal
+    keys."""
+    N = skey.shape[1]
+    for b in range(b0, b1):
+        for j in range(N):
+            out[b, j] = 0.0
+        m = n[b]
+        k = 0
+        while k < m:
+            e = k + 1
+            tot = np.float64(f[b, k])
+            while e < m and skey[b, e] == skey[b, k]:
+                tot += np.float64(f[b, e])
+                e += 1
+            avg = tot / (e - k)
+            for q in range(k, e):
+                out[b, order[b, q]] = avg
+            k = e
+
+
+def tie_average(skey: Tensor, f: Tensor, order: Tensor, n: Tensor) -> Tensor:
+    """``out[b, order[b, k]] = mean of f[b, q]`` over the positions ``q < n_b`` whose sorted key equals
+    ``skey[b, k]`` (ties share their positions' values), 0 for the items beyond ``n_b`` (padded): the ideal
+    exposure's tie rule (:func:`torchfair.metrics.exposure._ideal`) in one walk per list, in the dtype of ``f``.
+    ``skey`` / ``f`` ``[B, N]`` in sorted order, ``order [B, N]`` int64 (the item at each position), ``n [B]``."""
+    B, N = skey.shape
+    out = torch.empty(B, N, dtype=f.dtype)
+    _run(_tie_average_rows, (skey.detach().contiguous().numpy(), f.detach().contiguous().numpy(),
+                             order.contiguous().numpy(), n.to(torch.int64).contiguous().numpy(), out.numpy()), B, N)
+    return out
 
 
 def supported(*tensors: Tensor) -> bool:

@@ -69,50 +69,69 @@ def _levels_of(lvl, b0, b1):  # pragma: no cover - compiled
 @numba.njit(cache=True, nogil=True)
 def _level_list(X, off, lvl, order, hi, lo, L, lower, cb, ce, ca, D, W, OUT):  # pragma: no cover - compiled
     """One list of :func:`level_window_pass`: ``X [N, H]``, ``off`` / ``lvl`` / ``order`` / ``hi`` / ``lo`` ``[N]``,
-    scratch ``D [N + 1, L 2H]``, outputs ``W`` / ``OUT [N, H]``.  Along ``order``, ``D`` holds the prefix sums of
-    ``X`` and ``off * X`` over the items of level ``<= l`` for every level ``l`` (cumulative over the levels); item
-    ``i`` of level ``l_i`` reads the weighted sum of its partners,
+    scratch ``D [2, N + 1, L]``, outputs ``W`` / ``OUT [N, H]``.  Column by column, along ``order``, ``D`` holds
+    the prefix sums of ``X`` and ``off * X`` over the items of level ``<= l`` for every level ``l`` (cumulative over
+    the levels); item ``i`` of level ``l_i`` reads the weighted sum of its partners,
     ``(below - equal) D[., l_i - 1] + (equal - above) D[., l_i] + above D[., L - 1]``, at its window bounds: three
-    reads per value whatever the number of levels."""
+    reads per value whatever the number of levels (one, without levels)."""
     N = X.shape[0]
     H = X.shape[1]
-    H2 = 2 * H
-    LH = L * H2
-    for h in range(LH):
-        D[0, h] = 0.0
-    for k in range(N):
-        it = order[k]
-        o = off[it]
-        li = lvl[it]
-        for h in range(li * H2):
-            D[k + 1, h] = D[k, h]
-        for l in range(li, L):
-            base = l * H2
-            for h in range(H):
-                x = X[it, h]
-                D[k + 1, base + h] = D[k, base + h] + x
-                D[k + 1, base + H + h] = D[k, base + H + h] + x * o
-    last = (L - 1) * H2
+    Dx = D[0]
+    Du = D[1]
     w1 = ce - ca
-    for i in range(N):
-        a = hi[i]
-        c = lo[i]
-        o = off[i]
-        li = lvl[i]
-        w0 = cb - ce if li > 0 else 0.0
-        p0 = (li - 1) * H2 if li > 0 else 0
-        p1 = li * H2
-        for h in range(H):
-            va = w0 * D[a, p0 + h] + w1 * D[a, p1 + h] + ca * D[a, last + h]
-            vc = w0 * D[c, p0 + h] + w1 * D[c, p1 + h] + ca * D[c, last + h]
-            ua = w0 * D[a, p0 + H + h] + w1 * D[a, p1 + H + h] + ca * D[a, last + H + h]
-            uc = w0 * D[c, p0 + H + h] + w1 * D[c, p1 + H + h] + ca * D[c, last + H + h]
+    for h in range(H):
+        if L == 1:  # no levels: plain prefix sums, every partner weighted `above` (= equal = below)
+            Dx[0, 0] = 0.0
+            Du[0, 0] = 0.0
+            for k in range(N):
+                it = order[k]
+                x = X[it, h]
+                Dx[k + 1, 0] = Dx[k, 0] + x
+                Du[k + 1, 0] = Du[k, 0] + x * off[it]
+            tot = ce * Dx[N, 0]
+            for i in range(N):
+                a = hi[i]
+                c = lo[i]
+                o = off[i]
+                va = ce * Dx[a, 0]
+                vc = ce * Dx[c, 0]
+                wv = va - vc
+                uw = ce * (Du[a, 0] - Du[c, 0])
+                W[i, h] = wv
+                if lower:
+                    OUT[i, h] = vc + (0.5 + o) * wv - uw
+                else:
+                    OUT[i, h] = (tot - va) + (0.5 - o) * wv + uw
+            continue
+        for l in range(L):
+            Dx[0, l] = 0.0
+            Du[0, l] = 0.0
+        for k in range(N):
+            it = order[k]
+            x = X[it, h]
+            xu = x * off[it]
+            li = lvl[it]
+            for l in range(L):
+                on = l >= li
+                Dx[k + 1, l] = Dx[k, l] + (x if on else 0.0)
+                Du[k + 1, l] = Du[k, l] + (xu if on else 0.0)
+        for i in range(N):
+            a = hi[i]
+            c = lo[i]
+            o = off[i]
+            li = lvl[i]
+            w0 = cb - ce if li > 0 else 0.0
+            l0 = li - 1 if li > 0 else 0
+            va = w0 * Dx[a, l0] + w1 * Dx[a, li] + ca * Dx[a, L - 1]
+            vc = w0 * Dx[c, l0] + w1 * Dx[c, li] + ca * Dx[c, L - 1]
+            ua = w0 * Du[a, l0] + w1 * Du[a, li] + ca * Du[a, L - 1]
+            uc = w0 * Du[c, l0] + w1 * Du[c, li] + ca * Du[c, L - 1]
             wv = va - vc
             W[i, h] = wv
             if lower:
                 OUT[i, h] = vc + (0.5 + o) * wv - (ua - uc)
             else:
-                tot = w0 * D[N, p0 + h] + w1 * D[N, p1 + h] + ca * D[N, last + h]
+                tot = w0 * Dx[N, l0] + w1 * Dx[N, li] + ca * Dx[N, L - 1]
                 OUT[i, h] = (tot - va) + (0.5 - o) * wv + (ua - uc)
 
 
@@ -121,7 +140,7 @@ def _level_window_rows(X, off, lvl, order, hi, lo, lower, cb, ce, ca, W, OUT, b0
     """:func:`level_window_pass` for the lists ``[b0, b1)`` (:func:`_level_list` per list)."""
     N = X.shape[1]
     L = _levels_of(lvl, b0, b1)
-    D = np.empty((N + 1, L * 2 * X.shape[2]))
+    D = np.empty((2, N + 1, L))
     for b in range(b0, b1):
         _level_list(X[b], off[b], lvl[b], order[b], hi[b], lo[b], L, lower, cb, ce, ca, D, W[b], OUT[b])
 
@@ -134,7 +153,7 @@ def _contract_rows(R, e, mask, off, lvl, order, hi, lo, cb, ce, ca, X, W, OUT, b
     N = R.shape[1]
     H = R.shape[2]
     L = _levels_of(lvl, b0, b1)
-    D = np.empty((N + 1, L * 2 * H))
+    D = np.empty((2, N + 1, L))
     S = np.empty((N, H))
     half = 0.5 * ce
     for b in range(b0, b1):
@@ -165,7 +184,7 @@ def _contract_back_rows(G, R, e, X, WX, mask, off, lvl, order, hi, lo, cb, ce, c
     N = G.shape[1]
     H = G.shape[2]
     L = _levels_of(lvl, b0, b1)
-    D = np.empty((N + 1, L * 2 * H))
+    D = np.empty((2, N + 1, L))
     GS = np.empty((N, H))
     WG = np.empty((N, H))
     T = np.empty((N, H))

@@ -52,6 +52,7 @@ import torch
 from torch import Tensor
 
 from .. import _linalg
+from ..kernels import pick as _kernels
 from .._validation import (Batch, check_choice, check_group_id, check_number, check_reduction, pad_groups, prepare,
                            require)
 from ..browsing import RBP, BrowsingModel, Geometric, Logarithmic, ReciprocalRank
@@ -146,6 +147,9 @@ def _ideal(key: Tensor, mask: Tensor, F: BrowsingModel, relevance: Optional[Tens
     srel = skey if relevance is None else relevance.gather(-1, order_)
     f = F.item_exposure(torch.where(sreal, srel.to(dt), torch.zeros((), dtype=dt, device=key.device)))
     f = f * sreal.to(dt)
+    K = _kernels("sorting", "auto", skey, f) if skey.dtype in (torch.float32, torch.float64) else None
+    if K is not None:  # the CPU: the tie blocks in one compiled walk (the torch code below is the reference)
+        return K.tie_average(skey, f, order_, n)
     new = torch.ones_like(sreal)
     new[:, 1:] = skey[:, 1:] != skey[:, :-1]
     block = torch.cumsum(new.long(), -1) - 1

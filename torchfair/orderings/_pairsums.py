@@ -23,31 +23,8 @@ __all__ = ["LevelPairWeight", "contract_all_pairs"]
 BACKENDS = _kernels.BACKENDS
 
 
-def kernels(family: str, backend: str, *tensors: Tensor):
-    """The compiled kernel module ``family`` (:func:`torchfair.kernels.load`) when ``backend`` picks it for
-    ``tensors`` (float32 / float64 where floating, plain CPU tensors outside compilation, not carrying gradients),
-    else ``None`` (the torch code)."""
-    check_choice(backend, "backend", BACKENDS)
-    if backend == "torch":
-        return None
-    if backend == "auto" and (torch.compiler.is_compiling() or not all(t.device.type == "cpu" for t in tensors)):
-        return None  # (without importing numba, and without a graph break under torch.compile)
-    K = _kernels.load(family, backend)
-    grad = torch.is_grad_enabled()
-    ok = K is not None and _supported(*tensors) and all(
-        t.dtype in (torch.float32, torch.float64) or not t.is_floating_point() for t in tensors) and not any(
-        grad and t.requires_grad for t in tensors)
-    if not ok and backend == "numba":
-        raise ValueError("backend='numba' needs plain float32 / float64 CPU tensors without gradients; "
-                         "backend='torch' runs anywhere")
-    return K if ok else None
-
-
-def _supported(*tensors: Tensor) -> bool:
-    """Plain CPU tensors (no tensor subclass, as under ``torch.compile`` or ``vmap``), outside compilation."""
-    if torch.compiler.is_compiling():
-        return False
-    return all(type(t) is Tensor and t.device.type == "cpu" for t in tensors)
+#: the compiled kernel module ``family`` when ``backend`` picks it for ``tensors`` (:func:`torchfair.kernels.pick`)
+kernels = _kernels.pick
 
 
 class LevelPairWeight:

@@ -316,7 +316,8 @@ class RampRankOrderedBatch(SoftRankOrderedBatch):
     def _pair(self, start: int, stop: int) -> Tensor:
         z, N = self._z(), self.mask.shape[1]
         keep = self.mask[:, start:stop, None] & self.mask[:, None, :] & _offdiag(start, stop, N, z.device)
-        return (0.5 + (z[:, None, :] - z[:, start:stop, None]) / 4).clamp(0, 1) * keep.to(z.dtype)
+        return ((0.5 + (z[:, None, :] - z[:, start:stop, None]) / 4).clamp(0, 1) * keep.to(z.dtype)).to(
+            self.scores.dtype)
 
     def expected_positions(self) -> Tensor:
         if self._pos is None:
