@@ -22,6 +22,7 @@ from torchfair.orderings import Hard
 def no_numba(monkeypatch):
     """As if numba could not be imported."""
     monkeypatch.setattr(kernels, "_NUMBA_OK", False)
+    monkeypatch.setattr(kernels, "_LOADED", {})  # forget what this process has loaded
     monkeypatch.setattr(kernels, "_NUMBA_ERROR", ImportError("No module named 'numba'"))
     monkeypatch.setattr(kernels, "_WARNED", False)
 
@@ -30,6 +31,7 @@ def no_numba(monkeypatch):
 def compiled(monkeypatch):
     """As after the background compile (whatever the state of this machine's disk cache)."""
     monkeypatch.setattr(kernels, "_READY", True)
+    monkeypatch.setattr(kernels, "_LOADED", {})  # forget what this process has loaded
 
 
 def test_numba_is_there(compiled):
@@ -123,6 +125,7 @@ def test_a_cold_cache_runs_the_torch_code_while_a_process_compiles(monkeypatch):
     which runs warmup() with TORCHFAIR_KERNELS=numba; once it has exited, the kernels."""
     monkeypatch.delenv(kernels.ENV, raising=False)
     monkeypatch.setattr(kernels, "_READY", False)
+    monkeypatch.setattr(kernels, "_LOADED", {})  # forget what this process has loaded
     monkeypatch.setattr(kernels, "_STARTED_PID", None)
     monkeypatch.setattr(kernels, "_CHILD", None)
     monkeypatch.setattr(kernels, "_CACHED", {})

@@ -131,6 +131,10 @@ def load(family: str, backend: str = "auto") -> Optional[ModuleType]:
     >>> load("pairs", "torch") is None
     True
     """
+    key = (family, backend, os.environ.get(ENV), getattr(_LOCAL, "force", False), os.getpid())
+    module = _LOADED.get(key)
+    if module is not None:  # loaded before under the same settings (the per-call cost of the kernels' callers)
+        return module
     if family not in FAMILIES:
         raise ValueError(f"`family` must be one of {', '.join(map(repr, FAMILIES))}; got {family!r}")
     if backend not in BACKENDS:
@@ -153,6 +157,7 @@ def load(family: str, backend: str = "auto") -> Optional[ModuleType]:
                 _compile_in_background()
                 if not _background_done():
                     return None  # the torch code while the kernels compile
+            _LOADED[key] = module
             return module
     else:
         error = _NUMBA_ERROR
@@ -163,6 +168,8 @@ def load(family: str, backend: str = "auto") -> Optional[ModuleType]:
     _fall_back(f"{type(error).__name__}: {error}")
     return None
 
+
+_LOADED = {}  # (family, backend, TORCHFAIR_KERNELS, forced, pid) -> the module load() returned for them
 
 _CACHED = {}  # family -> whether the disk cache held its kernels when first asked (asked once per process)
 

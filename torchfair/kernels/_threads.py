@@ -31,6 +31,8 @@ PARALLEL_MIN_ELEMENTS = 1 << 15
 
 _POOL: Optional[ThreadPoolExecutor] = None
 
+_CPUS = os.cpu_count() or 1
+
 
 _POOL_KEY = None
 
@@ -55,7 +57,7 @@ def run(kernel, args, B: int, N: int) -> None:
     returns when every slice is done, without waiting for a helper thread that took none: on shared cores a thread
     the machine runs late delays the call by the slice it holds, not by a scheduler slice per call (the
     OpenMP-style fork-join of torch's parallel ops waits for every thread)."""
-    threads = min(torch.get_num_threads(), B, os.cpu_count() or 1)
+    threads = min(torch.get_num_threads(), B, _CPUS)
     if threads <= 1 or B * N < PARALLEL_MIN_ELEMENTS:
         kernel(*args, 0, B)
         return

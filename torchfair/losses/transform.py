@@ -37,6 +37,7 @@ batch (a batch without the protected group) make its lists undefined, not an err
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import typing
 from typing import Any, Callable, Dict, Optional, Tuple, Union
@@ -224,6 +225,12 @@ def measure_loss(measure: Union[str, Measure], scores: Tensor, relevance: Option
     return out.squeeze(0) if reduction == "none" and scores.dim() == 1 else out
 
 
+@functools.lru_cache(maxsize=None)
+def _parameters(fn: Callable) -> "typing.Mapping[str, inspect.Parameter]":
+    """``inspect.signature(fn).parameters``, read once per measure function (it costs about 80 us a call)."""
+    return inspect.signature(fn).parameters
+
+
 def per_list_loss(measure: Union[str, Measure], scores: Tensor, relevance: Optional[Tensor] = None,
                   groups: Optional[Tensor] = None, *, reducer: Optional[str] = None, ordering: OrderingLike = None,
                   mask: Optional[Tensor] = None, num_groups: Optional[int] = None, protected: Optional[int] = None,
@@ -246,7 +253,7 @@ def per_list_loss(measure: Union[str, Measure], scores: Tensor, relevance: Optio
     if reference is not None:
         check_group_id(reference, "reference", num_groups)
 
-    params = inspect.signature(m.fn).parameters
+    params = _parameters(m.fn)
     s = _as_batch(scores, 2) if isinstance(scores, Tensor) else scores
     kw: Dict[str, Any] = {**m.defaults, **options}
     if "relevance" in params:
