@@ -45,7 +45,7 @@ from typing import Any, Callable, Dict, Optional, Tuple, Union
 import torch
 from torch import Tensor, nn
 
-from .._validation import check_choice, check_group_id, check_reduction, prepare, work_dtype
+from .._validation import check_choice, check_group_id, check_reduction, group_codes, prepare, work_dtype
 from ..metrics.declarations import Measure, get_declaration
 from ..metrics.pairwise import accuracy_gaps, pairwise_gap
 from ..orderings import RampRank
@@ -293,9 +293,16 @@ def per_list_loss(measure: Union[str, Measure], scores: Tensor, relevance: Optio
                          f"{got} values of shape {tuple(value.shape)} with these options")
     ctx: Dict[str, Any] = {"protected": protected, "reference": reference}
     if shape == "group":
-        b = prepare(s, None, groups, msk, num_groups=None if groups.is_floating_point() else value.shape[-1],
-                    validate=False)
-        ctx["present"] = b.membership.sum(1) > 0
+        if groups.is_floating_point():
+            b = prepare(s, None, groups, msk, validate=False)
+            ctx["present"] = b.membership.sum(1) > 0
+        else:  # integer ids: which groups occur among each list's real items, by one scatter (no one-hot rows)
+            G = value.shape[-1]
+            real = torch.ones_like(s, dtype=torch.bool) if msk is None else msk
+            codes, _ = group_codes(groups, real, G, False)
+            slot = torch.where(codes >= 0, codes, G)  # unknown and padded items: a spare column, dropped
+            ctx["present"] = torch.zeros(codes.shape[0], G + 1, dtype=torch.bool, device=codes.device).scatter_(
+                1, slot, True)[:, :G]
     return fn(value, valid, ctx)
 
 
