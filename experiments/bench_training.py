@@ -92,6 +92,8 @@ LABELS = {"listnet": "ListNet (plain)", "dips": "+ DIPS (SoftRank 0.1)",
           f"dips_ramp_every{LAZY}": f"+ DIPS (RampRank 0.1, every {LAZY} steps)",
           f"misallocation_ramp_every{LAZY}": f"+ exposure misallocation (EE, RampRank 0.1, every {LAZY} steps)",
           f"pairwise_gap_ramp_every{LAZY}": f"+ pairwise accuracy gap (inter, RampRank 0.1, every {LAZY} steps)"}
+#: every try on the fairness share of a step (issue 28), with its figures: included in the report
+TRIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "fairness_share_tries.md")
 PHASES = ("data", "forward", "utility", "fairness", "backward", "optimizer")
 LAM = 0.3
 AIM = 0.25
@@ -513,6 +515,9 @@ def report(args, argv, data, device, train, val, started, wall, load0, load1) ->
                   f"{fair[best]['share']:.0%} ({LABELS[best]}) to {fair[worst]['share']:.0%} ({LABELS[worst]}) of "
                   f"a step; the {AIM:.0%} aim is met by "
                   f"{', '.join(met) if met else 'none of the fairness configs'}."]
+    if not args.append and os.path.exists(TRIES):  # the record of what was tried on the fairness share
+        with open(TRIES) as f:
+            lines += ["", f.read().strip()]
     # validation
     v = val
     keys, parts = v["keys"], v["parts"]

@@ -47,7 +47,8 @@ class _Window:
     """The sort and window bounds of one ramp contraction (they depend only on the scores, the temperature and the
     grouping, not on the values summed): computed once, reused for every sum over the same ordering."""
 
-    def __init__(self, z: Tensor, mask: Tensor, group: Optional[Tensor] = None, backend: str = "auto"):
+    def __init__(self, z: Tensor, mask: Tensor, group: Optional[Tensor] = None, backend: str = "auto",
+                 scores: Optional[Tensor] = None):
         self.backend = backend
         acc = torch.float32 if z.device.type == "mps" else torch.float64
         B, N = z.shape
@@ -61,7 +62,15 @@ class _Window:
         with torch.no_grad():
             key = self.off.detach()
             K = kernels("sorting", backend, key) if group is None and acc == torch.float64 else None
-            if K is not None:  # CPU: the compiled radix sort (ascending key = descending -key), the same bounds
+            if K is not None and scores is not None and scores.dtype in (torch.float32, torch.float64):
+                # CPU: the compiled radix sort of the scores themselves (z = s / tau is non-decreasing in s, so
+                # their ascending order sorts the keys; float32 scores take 4 byte passes where the float64 keys
+                # take 8), padded items last with a key above every real one for the bounds
+                self.order = K.sort_desc(-scores.detach(), mask)[0]
+                key_b = torch.where(mask, key, big)
+                self.hi, self.lo = kernels("windows", backend, key).window_bounds(key_b.gather(-1, self.order),
+                                                                                 self.order)
+            elif K is not None:  # CPU: the compiled radix sort (ascending key = descending -key), the same bounds
                 # by two pointers up the sorted keys
                 self.order = K.sort_desc(-key, torch.ones_like(mask))[0]
                 self.hi, self.lo = kernels("windows", backend, key).window_bounds(key.gather(-1, self.order), self.order)
@@ -310,7 +319,7 @@ class RampRankOrderedBatch(SoftRankOrderedBatch):
 
     def _window(self) -> _Window:
         if getattr(self, "_win", None) is None:
-            self._win = _Window(self._z(), self.mask, backend=getattr(self, "backend", "auto"))
+            self._win = _Window(self._z(), self.mask, backend=getattr(self, "backend", "auto"), scores=self.scores)
         return self._win
 
     def _pair(self, start: int, stop: int) -> Tensor:
