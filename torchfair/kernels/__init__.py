@@ -6,7 +6,8 @@ Families (one module each, imported on first use, never by ``import torchfair``)
 * :mod:`~torchfair.kernels.pairs` -- the pair sums of a hard ranking (``HardOrderedBatch.contract``);
 * :mod:`~torchfair.kernels.windows` -- the prefix-sum passes of :class:`~torchfair.orderings.RampRank`;
 * :mod:`~torchfair.kernels.pav` -- the isotonic regression of :class:`~torchfair.orderings.FastSoftRank`;
-* :mod:`~torchfair.kernels.detconstsort` -- the walk of :func:`~torchfair.rerank.det_const_sort`.
+* :mod:`~torchfair.kernels.detconstsort` -- the walk of :func:`~torchfair.rerank.det_const_sort`;
+* :mod:`~torchfair.kernels.fair` -- FA*IR's m-tables and the bisection of their adjusted significance.
 
 Every ordering and re-ranker that has kernels takes ``backend="auto" | "numba" | "torch"``; the torch code is the
 reference and runs on every device.  ``"auto"`` follows the environment variable ``TORCHFAIR_KERNELS``:
@@ -49,7 +50,7 @@ __all__ = ["load", "pick", "mode", "numba_available", "warmup", "KernelFallbackW
 #: ``backend=`` of the orderings and re-rankers that have kernels
 BACKENDS = ("auto", "torch", "numba")
 #: the kernel modules
-FAMILIES = ("sorting", "pairs", "windows", "pav", "detconstsort")
+FAMILIES = ("sorting", "pairs", "windows", "pav", "detconstsort", "fair")
 #: the environment variable that decides what ``backend="auto"`` means
 ENV = "TORCHFAIR_KERNELS"
 
@@ -281,3 +282,6 @@ def _warm_calls(torch, dips, igi, individual_dissatisfaction, kendall_tau, pairw
             x = s.clone().requires_grad_(True)
             dips(x, r, grp, ordering=ordering).sum().backward()
     det_const_sort(torch.randn(2, 8, generator=g), torch.randint(0, 2, (2, 8), generator=g))
+    fair = load("fair")
+    fair.mtable(4, 0.5, 0.1)
+    fair.fail_probability(4, 0.5, 0.1)

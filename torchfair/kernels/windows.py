@@ -19,7 +19,7 @@ from torch import Tensor
 
 from ._threads import run as _run
 
-__all__ = ["window_bounds", "window_pass", "level_window_pass", "list_scale", "ramp_contract",
+__all__ = ["window_bounds", "ordered_window_bounds", "window_pass", "level_window_pass", "list_scale", "ramp_contract",
            "ramp_contract_backward"]
 
 @numba.njit(cache=True, nogil=True)
@@ -273,6 +273,39 @@ def _bounds_rows(key_s, order, hi, lo, b0, b1):  # pragma: no cover - compiled
                 c += 1
             hi[b, order[b, k]] = a
             lo[b, order[b, k]] = c
+
+
+@numba.njit(cache=True, nogil=True)
+def _ordered_bounds_rows(key, mask, order, hi, lo, b0, b1):  # pragma: no cover - compiled
+    """:func:`ordered_window_bounds` for the lists ``[b0, b1)``: the keys read along ``order`` (padded items as
+    ``+inf``) into a scratch row, then :func:`_bounds_rows`'s two pointers."""
+    N = key.shape[1]
+    ks = np.empty(N)
+    for b in range(b0, b1):
+        for k in range(N):
+            it = order[b, k]
+            ks[k] = key[b, it] if mask[b, it] else np.inf
+        a = 0
+        c = 0
+        for k in range(N):
+            v = ks[k]
+            while a < N and ks[a] < v + 0.5:
+                a += 1
+            while c < N and not (ks[c] > v - 0.5):
+                c += 1
+            hi[b, order[b, k]] = a
+            lo[b, order[b, k]] = c
+
+
+def ordered_window_bounds(key: Tensor, mask: Tensor, order: Tensor):
+    """:func:`window_bounds` of the keys ``key [B, N]`` (float64, item order) taken along ``order`` (ascending keys
+    of the real items, padded items last; they count as ``+inf``), without gathering the sorted keys first."""
+    B, N = key.shape
+    hi = torch.empty(B, N, dtype=torch.int64)
+    lo = torch.empty(B, N, dtype=torch.int64)
+    _run(_ordered_bounds_rows, (key.detach().contiguous().numpy(), mask.contiguous().numpy(),
+                                order.contiguous().numpy(), hi.numpy(), lo.numpy()), B, N)
+    return hi, lo
 
 
 def list_scale(s: Tensor, mask: Tensor, min_scale: float, rel_min_scale: float) -> Tensor:

@@ -67,9 +67,7 @@ class _Window:
                 # their ascending order sorts the keys; float32 scores take 4 byte passes where the float64 keys
                 # take 8), padded items last with a key above every real one for the bounds
                 self.order = K.sort_desc(-scores.detach(), mask)[0]
-                key_b = torch.where(mask, key, big)
-                self.hi, self.lo = kernels("windows", backend, key).window_bounds(key_b.gather(-1, self.order),
-                                                                                 self.order)
+                self.hi, self.lo = kernels("windows", backend, key).ordered_window_bounds(key, mask, self.order)
             elif K is not None:  # CPU: the compiled radix sort (ascending key = descending -key), the same bounds
                 # by two pointers up the sorted keys
                 self.order = K.sort_desc(-key, torch.ones_like(mask))[0]
