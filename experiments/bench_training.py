@@ -17,7 +17,7 @@ move them to the device), ranker forward, utility-loss forward, fairness-loss fo
   warm-up and is excluded (first calls touch fresh buffers and can be slower; its time per step is reported in
   the 'warm-up' column); the tables give the median over ``--repeats`` rounds.
 * Fairness share of a step = (fairness forward + the backward time beyond the plain ListNet step's backward in
-  the same round) / the whole step, median over rounds; the aim is <= 25 %.
+  the same round) / the whole step, median over rounds; the aim is <= 25 % (<= 50 % with full-catalogue lists, `--negatives` >= the number of items).
 
 Validation: the exact measures of ``FairRankingModule`` (``DEFAULT_MEASURES``: ndcg@10, dips, dips with tie
 weight 0, exposure_misallocation, pairwise_accuracy) through the module's own ``FairnessMetric`` objects, updated
@@ -97,6 +97,8 @@ TRIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "fai
 PHASES = ("data", "forward", "utility", "fairness", "backward", "optimizer")
 LAM = 0.3
 AIM = 0.25
+#: the issue 28 aim with full-catalogue training lists (``--negatives`` at least the number of items)
+AIM_FULL = 0.5
 
 
 # ------------------------------------------------------------------------------------------------ models and data
@@ -448,6 +450,7 @@ def _fmt_mb(x: Optional[float]) -> str:
 def report(args, argv, data, device, train, val, started, wall, load0, load1) -> str:
     dm = data["dm"]
     info = dm.info
+    aim = AIM_FULL if args.negatives >= int(info["num_items"]) else AIM
     cuda = device.type == "cuda"
     lines = ["# Training-step and validation cost of the ml100k configs", ""]
     cmd = "python experiments/bench_training.py" + ("" if not argv else " " + shlex.join(argv))
@@ -470,7 +473,7 @@ def report(args, argv, data, device, train, val, started, wall, load0, load1) ->
               f"{', '.join(map(str, data['chosen_lengths']))} (the epoch's N: min {min(ls)}, median "
               f"{statistics.median(ls):g}, max {max(ls)}; {len(ls)} batches per epoch), time per step.  A first, "
               f"warm-up round is excluded (its time per step is the 'warm-up' column).  Fairness share = (fairness "
-              f"forward + backward beyond the plain step's backward, same round) / step; aim <= {AIM:.0%}.  Peak "
+              f"forward + backward beyond the plain step's backward, same round) / step; aim <= {aim:.0%}.  Peak "
               f"memory: growth of the peak RSS over a step" + (" / of torch.cuda.max_memory_allocated" if cuda
                                                                else "") + ", MiB, in a fresh process per config "
               f"(freed tensors leave the RSS at once).", ""]
@@ -485,7 +488,7 @@ def report(args, argv, data, device, train, val, started, wall, load0, load1) ->
         row += [_fmt_s(r["step"]), f"{_fmt_s(min(tots))} - {_fmt_s(max(tots))}", f"{r['slowdown']:.1f}x" if "slowdown" in r else ("1x" if n == "listnet" else "-"),
                 f"{r['share']:.1%}" if "share" in r else "-",
                 f"{r['share_range'][0]:.0%} - {r['share_range'][1]:.0%}" if "share" in r else "-",
-                ("yes" if r["share"] <= AIM else "**no**") if "share" in r else "-",
+                ("yes" if r["share"] <= aim else "**no**") if "share" in r else "-",
                 _fmt_s(r["warmup_s"]), _fmt_mb(r["memory"]["rss_mb"])]
         if cuda:
             row.append(_fmt_mb(r["memory"]["cuda_mb"]))
@@ -510,10 +513,10 @@ def report(args, argv, data, device, train, val, started, wall, load0, load1) ->
             m = r["median"]
             top = max(PHASES, key=lambda p: m[p])
             dom.append(f"{LABELS[n]}: {top} ({m[top] / r['step']:.0%})")
-        met = [LABELS[n] for n in fair if fair[n]["share"] <= AIM]
+        met = [LABELS[n] for n in fair if fair[n]["share"] <= aim]
         lines += [f"**Which part dominates.** Largest phase per config: {'; '.join(dom)}.  The fairness part takes "
                   f"{fair[best]['share']:.0%} ({LABELS[best]}) to {fair[worst]['share']:.0%} ({LABELS[worst]}) of "
-                  f"a step; the {AIM:.0%} aim is met by "
+                  f"a step; the {aim:.0%} aim is met by "
                   f"{', '.join(met) if met else 'none of the fairness configs'}."]
     if not args.append and os.path.exists(TRIES):  # the record of what was tried on the fairness share
         with open(TRIES) as f:

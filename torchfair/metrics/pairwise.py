@@ -75,9 +75,32 @@ def _udp_weight(rel: Tensor, tie_weight: float, strict_only: bool = False) -> Le
     return LevelPairWeight(rel, greater=1.0, equal=0.0 if strict_only else tie_weight)
 
 
+class _GroupSum(torch.autograd.Function):
+    """``memb^T per_item`` per list (one ``bmm``), with a backward that multiplies the thin factors in the order the
+    CPU does fastest: ``d per_item = (dS^T memb^T)^T`` (autograd's ``memb dS`` costs about four times as much for a
+    few groups and long lists)."""
+
+    @staticmethod
+    def forward(ctx, memb: Tensor, per_item: Tensor):
+        ctx.save_for_backward(memb, per_item)
+        return _linalg.bmm(memb.transpose(1, 2), per_item)
+
+    @staticmethod
+    def backward(ctx, dS: Tensor):
+        memb, per_item = ctx.saved_tensors
+        d_item = d_memb = None
+        if ctx.needs_input_grad[1]:
+            d_item = _linalg.bmm(dS.transpose(1, 2), memb.transpose(1, 2)).transpose(1, 2)
+        if ctx.needs_input_grad[0]:
+            d_memb = _linalg.bmm(dS, per_item.transpose(1, 2)).transpose(1, 2)
+        return d_memb, d_item
+
+
 def _group_sum(memb: Tensor, per_item: Tensor) -> Tensor:
     """``S[b, g, h] = sum_i memb[b, i, g] * per_item[b, i, h]``."""
-    return _linalg.bmm(memb.transpose(1, 2), per_item)  # (einsum picks a slower [B, N, H] x [B, H, G] plan)
+    if memb.dtype != per_item.dtype:
+        return _linalg.bmm(memb.transpose(1, 2).to(per_item.dtype), per_item)
+    return _GroupSum.apply(memb, per_item)
 
 
 def individual_dissatisfaction(scores: Tensor, relevance: Tensor, groups: Optional[Tensor] = None, *,
