@@ -39,6 +39,11 @@ __all__ = ["BrowsingModel", "RBP", "Geometric", "Logarithmic", "ReciprocalRank",
            "Custom", "get_browsing"]
 
 
+#: position weights of parameter-only browsing models, by (model, n, dtype, device): a bounded cache
+_WEIGHTS: dict = {}
+_WEIGHTS_MAX = 64
+
+
 class BrowsingModel:
     """Base class. Subclasses implement :meth:`_weight` for real-valued, 0-based positions; a relevance-dependent
     model also sets ``relevance_dependent = True`` and overrides :meth:`item_exposure`."""
@@ -63,8 +68,37 @@ class BrowsingModel:
         return self.weight(k)
 
     def weights(self, n: int, *, dtype: torch.dtype = torch.float32, device=None) -> Tensor:
-        """``[F(0), ..., F(n-1)]``."""
-        return self.weight(torch.arange(n, dtype=dtype, device=device))
+        """``[F(0), ..., F(n-1)]``.  For a model whose parameters are plain numbers (every built-in position model)
+        the vector is computed once per ``(model, n, dtype, device)`` and reused (a read-only constant: the
+        losses ask for it on every call)."""
+        key = self._cache_key()
+        if key is None or torch.compiler.is_compiling():
+            return self.weight(torch.arange(n, dtype=dtype, device=device))
+        key = key + (n, dtype, str(torch.device(device) if device is not None else torch.device("cpu")))
+        w = _WEIGHTS.get(key)
+        if w is None:
+            with torch.no_grad():
+                w = self.weight(torch.arange(n, dtype=dtype, device=device))
+            if len(_WEIGHTS) >= _WEIGHTS_MAX:
+                _WEIGHTS.pop(next(iter(_WEIGHTS)))
+            _WEIGHTS[key] = w
+        return w
+
+    def _cache_key(self):
+        """A hashable identity of the model when all its parameters are numbers, bools or strings (else None: not
+        cached)."""
+        items = []
+        for k, v in sorted(vars(self).items()):
+            if isinstance(v, BrowsingModel):
+                inner = v._cache_key()
+                if inner is None:
+                    return None
+                items.append((k, inner))
+            elif isinstance(v, (bool, int, float, str)) or v is None:
+                items.append((k, v))
+            else:
+                return None
+        return (type(self),) + tuple(items)
 
     def item_exposure(self, relevance_sorted: Tensor) -> Tensor:
         """Exposure of each position ``[..., N]`` of a ranked list, given the relevance of its items in ranked order

@@ -23,7 +23,7 @@ from typing import Optional
 
 import torch
 
-__all__ = ["run"]
+__all__ = ["run", "np_view"]
 
 #: lists x items below which a call runs on the calling thread only (thread hand-off costs ~50 us)
 PARALLEL_MIN_ELEMENTS = 1 << 15
@@ -90,3 +90,11 @@ def run(kernel, args, B: int, N: int) -> None:
             cond.wait()
     if state["error"] is not None:
         raise state["error"]
+
+
+def np_view(t: "torch.Tensor"):
+    """The numpy view of a CPU tensor for a kernel: detached only when it carries a gradient (a ``detach`` is an
+    op of its own, and the kernels' callers pass a dozen tensors a call), made contiguous only when it is not."""
+    if t.requires_grad:
+        t = t.detach()
+    return t.contiguous().numpy()

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ._threads import run as _run
+from ._threads import np_view, run as _run
 
 __all__ = ["sort_desc", "dense_rank", "tie_average", "supported"]
 
@@ -279,7 +279,7 @@ def tie_average(skey: Tensor, f: Tensor, order: Tensor, n: Tensor) -> Tensor:
     ``skey`` / ``f`` ``[B, N]`` in sorted order, ``order [B, N]`` int64 (the item at each position), ``n [B]``."""
     B, N = skey.shape
     out = torch.empty(B, N, dtype=f.dtype)
-    _run(_tie_average_rows, (skey.detach().contiguous().numpy(), f.detach().contiguous().numpy(),
+    _run(_tie_average_rows, (np_view(skey), np_view(f),
                              order.contiguous().numpy(), n.to(torch.int64).contiguous().numpy(), out.numpy()), B, N)
     return out
 
@@ -294,7 +294,7 @@ def supported(*tensors: Tensor) -> bool:
 
 def _bits(x: Tensor):
     """Integer view of the float bits of ``x`` (float32 / float64), and whether they are 64-bit."""
-    x = x.detach().contiguous()
+    x = (x.detach() if x.requires_grad else x).contiguous()
     if x.dtype == torch.float64:
         return x.view(torch.int64).numpy(), True
     return x.to(torch.float32).view(torch.int32).numpy(), False

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ._threads import run as _run
+from ._threads import np_view, run as _run
 
 __all__ = ["window_bounds", "ordered_window_bounds", "window_pass", "level_window_pass", "list_scale", "ramp_contract",
            "ramp_contract_backward"]
@@ -303,7 +303,7 @@ def ordered_window_bounds(key: Tensor, mask: Tensor, order: Tensor):
     B, N = key.shape
     hi = torch.empty(B, N, dtype=torch.int64)
     lo = torch.empty(B, N, dtype=torch.int64)
-    _run(_ordered_bounds_rows, (key.detach().contiguous().numpy(), mask.contiguous().numpy(),
+    _run(_ordered_bounds_rows, (np_view(key), mask.contiguous().numpy(),
                                 order.contiguous().numpy(), hi.numpy(), lo.numpy()), B, N)
     return hi, lo
 
@@ -313,7 +313,7 @@ def list_scale(s: Tensor, mask: Tensor, min_scale: float, rel_min_scale: float) 
     compiled pass per list instead of about 35 torch ops; the same value up to float64 rounding."""
     B, N = s.shape
     out = torch.empty(B, 1, dtype=torch.float64)
-    _run(_scale_rows, (s.detach().contiguous().numpy(), mask.contiguous().numpy(), float(min_scale),
+    _run(_scale_rows, (np_view(s), mask.contiguous().numpy(), float(min_scale),
                        float(rel_min_scale), out.numpy()), B, N)
     return out.to(s.dtype)
 
@@ -340,7 +340,7 @@ def window_pass(X: Tensor, off: Tensor, order: Tensor, hi: Tensor, lo: Tensor, s
     OUT = torch.empty(B, N, H, dtype=torch.float64)
     grouped = start is not None
     dummy = np.zeros((1, 1), dtype=np.int64)
-    args = (X.detach().contiguous().numpy(), off.detach().contiguous().numpy(), order.contiguous().numpy(),
+    args = (np_view(X), np_view(off), order.contiguous().numpy(),
             hi.contiguous().numpy(), lo.contiguous().numpy(),
             start.contiguous().numpy() if grouped else dummy, end.contiguous().numpy() if grouped else dummy,
             grouped, bool(lower), W.numpy(), OUT.numpy())
@@ -358,7 +358,7 @@ def level_window_pass(X: Tensor, off: Tensor, level: Tensor, order: Tensor, hi: 
     B, N, H = X.shape
     W = torch.empty(B, N, H, dtype=torch.float64)
     OUT = torch.empty(B, N, H, dtype=torch.float64)
-    args = (X.detach().contiguous().numpy(), off.detach().contiguous().numpy(), level.contiguous().numpy(),
+    args = (np_view(X), np_view(off), level.contiguous().numpy(),
             order.contiguous().numpy(), hi.contiguous().numpy(), lo.contiguous().numpy(), bool(lower),
             float(below), float(equal), float(above), W.numpy(), OUT.numpy())
     _run(_level_window_rows, args, B, N * H)
@@ -378,8 +378,8 @@ def ramp_contract(R: Tensor, e: Tensor, mask: Tensor, off: Tensor, level: Tensor
     X = torch.empty(B, N, H, dtype=torch.float64)
     W = torch.empty(B, N, H, dtype=torch.float64)
     OUT = torch.empty(B, N, H, dtype=R.dtype)
-    args = (R.detach().contiguous().numpy(), e.detach().contiguous().numpy(), mask.contiguous().numpy(),
-            off.detach().contiguous().numpy(), level.contiguous().numpy(), order.contiguous().numpy(),
+    args = (np_view(R), np_view(e), mask.contiguous().numpy(),
+            np_view(off), level.contiguous().numpy(), order.contiguous().numpy(),
             hi.contiguous().numpy(), lo.contiguous().numpy(), float(below), float(equal), float(above),
             X.numpy(), W.numpy(), OUT.numpy())
     _run(_contract_rows, args, B, N * H)
@@ -396,8 +396,8 @@ def ramp_contract_backward(G: Tensor, R: Tensor, e: Tensor, X: Tensor, W: Tensor
     dR = torch.empty(B, N, H, dtype=R.dtype)
     dE = torch.empty(B, N, dtype=e.dtype)
     dOFF = torch.empty(B, N, dtype=off.dtype)
-    args = (G.detach().contiguous().numpy(), R.detach().contiguous().numpy(), e.detach().contiguous().numpy(),
-            X.numpy(), W.numpy(), mask.contiguous().numpy(), off.detach().contiguous().numpy(),
+    args = (np_view(G), np_view(R), np_view(e),
+            X.numpy(), W.numpy(), mask.contiguous().numpy(), np_view(off),
             level.contiguous().numpy(), order.contiguous().numpy(), hi.contiguous().numpy(), lo.contiguous().numpy(),
             float(below), float(equal), float(above), dR.numpy(), dE.numpy(), dOFF.numpy())
     _run(_contract_back_rows, args, B, N * H)

@@ -103,7 +103,7 @@ def _exposure(b: Batch, ob: OrderedBatch, F: BrowsingModel) -> Tensor:
 
 def _gsum(memb: Tensor, x: Tensor) -> Tensor:
     """``[B, G]`` group sums ``sum_i a_ig x_i``."""
-    return _linalg.einsum("bn,bng->bg", x, memb)
+    return _linalg.bmm(x.unsqueeze(1), memb.to(x.dtype)).squeeze(1)
 
 
 def ideal_exposure(relevance: Tensor, *, browsing: BrowsingLike = None, k: Optional[int] = None,
