@@ -54,6 +54,21 @@ class _Window:
         B, N = z.shape
         u = z.to(acc) / 4
         big = torch.finfo(acc).max
+        K = kernels("sorting", backend, u.detach()) if group is None and acc == torch.float64 else None
+        if K is not None and scores is not None and scores.dtype in (torch.float32, torch.float64):
+            # CPU: the compiled radix sort of the scores themselves (z = s / tau is non-decreasing in s, so their
+            # ascending order sorts the keys; float32 scores take 4 byte passes where the float64 keys take 8),
+            # padded items last; the smallest real u is then the first one (a list without real items: a
+            # padded 0, and off is 0 everywhere)
+            with torch.no_grad():
+                self.order = K.sort_desc(-scores.detach(), mask)[0]
+                lo_u = u.detach().gather(-1, self.order[:, :1])
+            self.off = torch.where(mask, u - lo_u, 0.0)
+            key = self.off.detach()
+            self.hi, self.lo = kernels("windows", backend, key).ordered_window_bounds(key, mask, self.order)
+            self.end = self.start = None
+            self.mask, self.acc, self.group = mask, acc, group
+            return
         with torch.no_grad():  # the window bounds: piecewise constant in the scores (a list without real
             # items gets lo_u = big and off = 0 everywhere)
             lo_u = torch.where(mask, u, big).amin(-1, keepdim=True)
@@ -61,14 +76,7 @@ class _Window:
         self.off = torch.where(mask, u - lo_u, 0.0)
         with torch.no_grad():
             key = self.off.detach()
-            K = kernels("sorting", backend, key) if group is None and acc == torch.float64 else None
-            if K is not None and scores is not None and scores.dtype in (torch.float32, torch.float64):
-                # CPU: the compiled radix sort of the scores themselves (z = s / tau is non-decreasing in s, so
-                # their ascending order sorts the keys; float32 scores take 4 byte passes where the float64 keys
-                # take 8), padded items last with a key above every real one for the bounds
-                self.order = K.sort_desc(-scores.detach(), mask)[0]
-                self.hi, self.lo = kernels("windows", backend, key).ordered_window_bounds(key, mask, self.order)
-            elif K is not None:  # CPU: the compiled radix sort (ascending key = descending -key), the same bounds
+            if K is not None:  # CPU: the compiled radix sort (ascending key = descending -key), the same bounds
                 # by two pointers up the sorted keys
                 self.order = K.sort_desc(-key, torch.ones_like(mask))[0]
                 self.hi, self.lo = kernels("windows", backend, key).window_bounds(key.gather(-1, self.order), self.order)
