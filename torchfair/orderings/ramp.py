@@ -47,12 +47,12 @@ class _Window:
     """The sort and window bounds of one ramp contraction (they depend only on the scores, the temperature and the
     grouping, not on the values summed): computed once, reused for every sum over the same ordering."""
 
-    def __init__(self, z: Tensor, mask: Tensor, group: Optional[Tensor] = None, backend: str = "auto",
-                 scores: Optional[Tensor] = None):
+    def __init__(self, z: Optional[Tensor], mask: Tensor, group: Optional[Tensor] = None, backend: str = "auto",
+                 scores: Optional[Tensor] = None, u: Optional[Tensor] = None):
         self.backend = backend
-        acc = torch.float32 if z.device.type == "mps" else torch.float64
-        B, N = z.shape
-        u = z.to(acc) / 4
+        acc = torch.float32 if mask.device.type == "mps" else torch.float64
+        B, N = mask.shape
+        u = z.to(acc) / 4 if u is None else u.to(acc)
         big = torch.finfo(acc).max
         K = kernels("sorting", backend, u.detach()) if group is None and acc == torch.float64 else None
         if K is not None and scores is not None and scores.dtype in (torch.float32, torch.float64):
@@ -312,20 +312,31 @@ class RampRankOrderedBatch(SoftRankOrderedBatch):
         return None  # never forms [B, N, N] pairs for positions or contractions
 
     def _z(self) -> Tensor:
-        """``s / tau`` in the accumulation dtype (float64; float32 on MPS), computed once per ordering: the ramp
-        uses only differences ``z_j - z_i`` of real items, so neither the shift nor the padded value of
+        """``s / tau`` in the accumulation dtype (float64; float32 on MPS): ``4 u`` (:meth:`_u`).  The ramp uses
+        only differences ``z_j - z_i`` of real items, so neither the shift nor the padded value of
         :meth:`SoftRankOrderedBatch._z` is needed (padded entries: 0, never summed)."""
-        z = getattr(self, "_zc", None)
-        if z is None:
+        return self._u() * 4
+
+    def _u(self) -> Tensor:
+        """``u = s / (4 tau)``, the window coordinate of the ramp, computed once per ordering: one multiply by a
+        per-list factor, clamped to a quarter of the dtype's range only where that can overflow (float32 scores
+        over a temperature floored at ``temperature * min_scale`` cannot reach it in float64)."""
+        u = getattr(self, "_uc", None)
+        if u is None:
             acc = torch.float32 if self.mask.device.type == "mps" else torch.float64
+            u = self.scores.to(acc) * (0.25 / self.tau.to(acc))
             big = torch.finfo(acc).max
-            z = (self.scores.to(acc) / self.tau.to(acc)).clamp(-big / 4, big / 4)
-            self._zc = z
-        return z
+            floor = getattr(self, "tau_floor", 0.0)  # the smallest temperature the ordering can give a list
+            if not (acc == torch.float64 and self.scores.dtype == torch.float32 and floor > 0
+                    and 0.25 * torch.finfo(torch.float32).max / floor < big / 16):
+                u = u.clamp(-big / 16, big / 16)
+            self._uc = u
+        return u
 
     def _window(self) -> _Window:
         if getattr(self, "_win", None) is None:
-            self._win = _Window(self._z(), self.mask, backend=getattr(self, "backend", "auto"), scores=self.scores)
+            self._win = _Window(None, self.mask, backend=getattr(self, "backend", "auto"), scores=self.scores,
+                                u=self._u())
         return self._win
 
     def _pair(self, start: int, stop: int) -> Tensor:
@@ -409,6 +420,7 @@ class RampRank(_Tempered):
         s, mask = _work(scores, mask)
         batch = RampRankOrderedBatch(s, mask, self._tau(s, mask), self.min_position_std, self.sinkhorn_iters, None)
         batch.backend = self.backend
+        batch.tau_floor = self.temperature * (self.min_scale if self.scale == "std" else 1.0)
         return batch
 
     def __repr__(self) -> str:
