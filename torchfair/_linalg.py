@@ -17,10 +17,19 @@ from torch import Tensor
 __all__ = ["bmm", "einsum", "matmul"]
 
 
+def _autocast_on(kind: str) -> bool:
+    """Whether autocast is enabled for the device type ``kind`` (``torch.is_autocast_enabled(kind)``; older torch:
+    the CPU / CUDA flags)."""
+    try:
+        return torch.is_autocast_enabled(kind)
+    except TypeError:  # torch < 2.4: no device argument
+        return torch.is_autocast_cpu_enabled() if kind == "cpu" else torch.is_autocast_enabled()
+
+
 def _no_autocast(t: Tensor):
     kind = t.device.type
-    if not torch.amp.is_autocast_available(kind):  # e.g. the meta device: nothing to disable
-        return contextlib.nullcontext()
+    if not torch.amp.is_autocast_available(kind) or not _autocast_on(kind):  # e.g. the meta device, or autocast
+        return contextlib.nullcontext()  # is off: nothing to disable (entering the context costs more than the op)
     return torch.autocast(device_type=kind, enabled=False)
 
 

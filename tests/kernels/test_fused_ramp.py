@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import torchfair.kernels as kernels
-from torchfair.browsing import RBP, Logarithmic
+from torchfair.browsing import RBP, Cascade, Logarithmic
 from torchfair.losses import dips_loss, exposure_misallocation_loss, pairwise_accuracy_gap_loss
 from torchfair.metrics import exposure as ex
 from torchfair.orderings import RampRank
@@ -157,7 +157,8 @@ def test_list_scale_kernel_matches_torch(monkeypatch):
 
 def test_ideal_exposure_tie_average_matches_torch(monkeypatch):
     K = _kernel("sorting")
-    calls = _count(monkeypatch, K, "tie_average")
+    calls = _count(monkeypatch, K, "tie_average")  # relevance-dependent browsing: the tie blocks of the sort
+    calls_pos = _count(monkeypatch, K, "ideal_exposure")  # position-based browsing: dense ranks, no sort
     monkeypatch.setenv(kernels.ENV, "numba")
     g = torch.Generator().manual_seed(4)
     for dtype in (torch.float32, torch.float64):
@@ -170,10 +171,10 @@ def test_ideal_exposure_tie_average_matches_torch(monkeypatch):
         mask[4] = False
         mask[4, -1] = True  # one real item, last
         key = torch.where(mask | (torch.arange(N) % 2 == 0), key, torch.full_like(key, float("nan")))
-        for F in (RBP(0.8), Logarithmic(), Logarithmic(flat_top=True)):
-            n0 = len(calls)
+        for F in (RBP(0.8), Logarithmic(), Logarithmic(flat_top=True), Cascade(gamma=0.9, max_grade=4)):
+            n0 = len(calls) + len(calls_pos)
             got = ex._ideal(key, mask, F)
-            assert len(calls) == n0 + 1, "the kernel did not run"
+            assert len(calls) + len(calls_pos) == n0 + 1, "the kernel did not run"
             monkeypatch.setattr(ex, "_kernels", lambda *a, **k: None)
             want = ex._ideal(key, mask, F)
             monkeypatch.setattr(ex, "_kernels", kernels.pick)

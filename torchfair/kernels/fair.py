@@ -16,24 +16,30 @@ __all__ = ["mtable", "fail_probability"]
 
 
 @numba.njit(cache=True, nogil=True)
+def _next_prefix(pmf, i, p, alpha):  # pragma: no cover - compiled
+    """Advance the binomial pmf from ``i - 1`` to ``i`` trials (in place, the numpy reference's operations in its
+    order) and return ``m(i)``: the first ``m`` with ``BinomCDF(m; i, p) > alpha``."""
+    q = 1.0 - p
+    for m in range(i, 0, -1):
+        pmf[m] = pmf[m] * q + pmf[m - 1] * p
+    pmf[0] *= q
+    c = 0.0
+    m = 0
+    while m <= i:
+        c += pmf[m]
+        if c > alpha:
+            break
+        m += 1
+    return m
+
+
+@numba.njit(cache=True, nogil=True)
 def _mtable(k, p, alpha, out):  # pragma: no cover - compiled
-    """``out[i - 1]`` = the first ``m`` with ``BinomCDF(m; i, p) > alpha``, ``i = 1..k``, by the pmf recursion in
-    float64 (the numpy reference's operations, in its order)."""
+    """``out[i - 1] = m(i)`` for ``i = 1..k`` (:func:`_next_prefix`)."""
     pmf = np.zeros(k + 1)
     pmf[0] = 1.0
-    q = 1.0 - p
     for i in range(1, k + 1):
-        for m in range(i, 0, -1):
-            pmf[m] = pmf[m] * q + pmf[m - 1] * p
-        pmf[0] *= q
-        c = 0.0
-        m = 0
-        while m <= i:
-            c += pmf[m]
-            if c > alpha:
-                break
-            m += 1
-        out[i - 1] = m
+        out[i - 1] = _next_prefix(pmf, i, p, alpha)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -46,18 +52,10 @@ def _fail(k, p, alpha):  # pragma: no cover - compiled
     dist[0] = 1.0
     q = 1.0 - p
     for i in range(1, k + 1):
+        need = _next_prefix(pmf, i, p, alpha)
         for m in range(i, 0, -1):
-            pmf[m] = pmf[m] * q + pmf[m - 1] * p
             dist[m] = dist[m] * q + dist[m - 1] * p
-        pmf[0] *= q
         dist[0] *= q
-        c = 0.0
-        need = 0
-        while need <= i:
-            c += pmf[need]
-            if c > alpha:
-                break
-            need += 1
         for m in range(min(need, k + 1)):
             dist[m] = 0.0
     return 1.0 - dist.sum()

@@ -26,7 +26,7 @@ from torch import Tensor
 
 from ._threads import np_view, run as _run
 
-__all__ = ["sort_desc", "dense_rank", "tie_average", "supported"]
+__all__ = ["sort_desc", "dense_rank", "tie_average", "ideal_exposure", "supported"]
 
 _U8 = np.uint64(8)
 
@@ -281,6 +281,64 @@ def tie_average(skey: Tensor, f: Tensor, order: Tensor, n: Tensor) -> Tensor:
     out = torch.empty(B, N, dtype=f.dtype)
     _run(_tie_average_rows, (np_view(skey), np_view(f),
                              order.contiguous().numpy(), n.to(torch.int64).contiguous().numpy(), out.numpy()), B, N)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _ideal_impl(bits, wide, mask, w, out, b0, b1, keys, k2):  # pragma: no cover - compiled
+    """:func:`ideal_exposure` for the lists ``[b0, b1)``: dense ranks, the count of each rank, and the mean
+    position weight over each rank's block of the ideal (descending) order, by prefix sums of ``w``."""
+    N = bits.shape[1]
+    idx, i2, cnt, row, hkey, hslot = _rank_scratch(N)
+    cw = np.empty(N + 1)
+    cw[0] = 0.0
+    for k in range(N):
+        cw[k + 1] = cw[k] + np.float64(w[k])
+    count = np.zeros(N + 1, np.int64)
+    start = np.zeros(N + 1, np.int64)
+    for b in range(b0, b1):
+        L = _rank_row(bits, wide, mask, b, keys, idx, k2, i2, cnt, row, hkey, hslot)
+        for l in range(L + 1):
+            count[l] = 0
+        for j in range(N):
+            if mask[b, j]:
+                count[row[j]] += 1
+        above = 0
+        for l in range(L - 1, -1, -1):  # the most relevant level first
+            start[l] = above
+            above += count[l]
+        for j in range(N):
+            if mask[b, j]:
+                l = row[j]
+                s = start[l]
+                e = s + count[l]
+                out[b, j] = (cw[e] - cw[s]) / (e - s)
+            else:
+                out[b, j] = 0.0
+
+
+@numba.njit(cache=True, nogil=True)
+def _ideal_rows32(bits, wide, mask, w, out, b0, b1):  # pragma: no cover - compiled
+    N = bits.shape[1]
+    _ideal_impl(bits, wide, mask, w, out, b0, b1, np.empty(N, np.uint32), np.empty(N, np.uint32))
+
+
+@numba.njit(cache=True, nogil=True)
+def _ideal_rows64(bits, wide, mask, w, out, b0, b1):  # pragma: no cover - compiled
+    N = bits.shape[1]
+    _ideal_impl(bits, wide, mask, w, out, b0, b1, np.empty(N, np.uint64), np.empty(N, np.uint64))
+
+
+def ideal_exposure(key: Tensor, mask: Tensor, w: Tensor) -> Tensor:
+    """Per-item exposure of the ideal ranking (``key`` descending) under position weights ``w [N]``, averaged over
+    the items of equal key: the item of a tie block of ranks ``[s, e)`` gets ``mean(w[s:e])``; padded items 0.
+    :func:`torchfair.metrics.exposure._ideal` for a position-based browsing model, without sorting the list (dense
+    ranks and their counts give each block).  ``[B, N]`` in the dtype of ``w``."""
+    B, N = key.shape
+    bits, wide = _bits(key)
+    out = torch.empty(B, N, dtype=w.dtype)
+    _run(_ideal_rows64 if wide else _ideal_rows32, (bits, wide, mask.contiguous().numpy(), np_view(w), out.numpy()),
+         B, N)
     return out
 
 

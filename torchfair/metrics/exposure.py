@@ -140,6 +140,11 @@ def _ideal(key: Tensor, mask: Tensor, F: BrowsingModel, relevance: Optional[Tens
     ``relevance`` (default: ``key``) along the ideal order."""
     B, N = key.shape
     dt = key.dtype
+    if not F.relevance_dependent and dt in (torch.float32, torch.float64):
+        w = F.weights(N, dtype=dt, device=key.device)
+        K = _kernels("sorting", "auto", key, w)
+        if K is not None:  # the CPU: tie blocks from dense ranks, no sort (the code below is the reference)
+            return K.ideal_exposure(key, mask, w)
     skey, order_ = ideal_sort(key, mask)
     n = mask.sum(-1)
     sreal = torch.arange(N, device=key.device)[None, :] < n[:, None]
