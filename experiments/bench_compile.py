@@ -31,7 +31,8 @@ RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "b
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--rounds", type=int, default=7, help="interleaved timed rounds (median reported)")
     ap.add_argument("--calls", type=int, default=10, help="calls per variant per round")
     ap.add_argument("--out", default=RESULTS, help="markdown file to write ('' to only print)")

@@ -71,8 +71,8 @@ class BrowsingModel:
         """``[F(0), ..., F(n-1)]``.  For a model whose parameters are plain numbers (every built-in position model)
         the vector is computed once per ``(model, n, dtype, device)`` and reused (a read-only constant: the
         losses ask for it on every call)."""
-        key = self._cache_key()
-        if key is None or torch.compiler.is_compiling():
+        key = None if torch.compiler.is_compiling() else self._cache_key()
+        if key is None:
             return self.weight(torch.arange(n, dtype=dtype, device=device))
         key = key + (n, dtype, str(torch.device(device) if device is not None else torch.device("cpu")))
         w = _WEIGHTS.get(key)
