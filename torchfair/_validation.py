@@ -228,10 +228,7 @@ def as_membership(groups: Tensor, mask: Tensor, num_groups: Optional[int], dtype
                     f"summing to less than 1 is partly of unknown group)", memb.device)
         return torch.where(mask.unsqueeze(-1), memb, torch.zeros((), dtype=dtype, device=memb.device))
     codes, num_groups = group_codes(groups, mask, num_groups, validate, name)
-    # an unknown or padded item (code -1) matches no group, so its row is all zeros; a few groups: one [B, N]
-    # comparison each (a broadcast against arange(G) is several times slower for a small G)
-    if num_groups <= 8:
-        return torch.stack([(codes == g).to(dtype) for g in range(num_groups)], -1)
+    # one comparison: an unknown or padded item (code -1) matches no group, so its row is all zeros
     return (codes.unsqueeze(-1) == torch.arange(num_groups, device=codes.device)).to(dtype)
 
 

@@ -20,7 +20,7 @@ from torch import Tensor
 from ._threads import np_view, run as _run
 
 __all__ = ["window_bounds", "ordered_window_bounds", "window_pass", "level_window_pass", "list_scale", "ramp_contract",
-           "ramp_contract_backward"]
+           "ramp_contract_backward", "ramp_positions", "ramp_positions_backward"]
 
 @numba.njit(cache=True, nogil=True)
 def _window_rows(X, off, order, hi, lo, start, end, grouped, lower, W, OUT, b0, b1):  # pragma: no cover - compiled
@@ -402,3 +402,73 @@ def ramp_contract_backward(G: Tensor, R: Tensor, e: Tensor, X: Tensor, W: Tensor
             float(below), float(equal), float(above), dR.numpy(), dE.numpy(), dOFF.numpy())
     _run(_contract_back_rows, args, B, N * H)
     return dR, dE, dOFF
+
+
+@numba.njit(cache=True, nogil=True)
+def _positions_rows(mask, off, order, hi, lo, POS, W, b0, b1):  # pragma: no cover - compiled
+    """:func:`ramp_positions` for the lists ``[b0, b1)``: prefix sums of the real items' count and offset along
+    ``order``, read at each item's window bounds."""
+    N = mask.shape[1]
+    Dx = np.empty(N + 1)
+    Du = np.empty(N + 1)
+    for b in range(b0, b1):
+        Dx[0] = 0.0
+        Du[0] = 0.0
+        for k in range(N):
+            it = order[b, k]
+            if mask[b, it]:
+                Dx[k + 1] = Dx[k] + 1.0
+                Du[k + 1] = Du[k] + off[b, it]
+            else:
+                Dx[k + 1] = Dx[k]
+                Du[k + 1] = Du[k]
+        tot = Dx[N]
+        for i in range(N):
+            if mask[b, i]:
+                a = hi[b, i]
+                c = lo[b, i]
+                wv = Dx[a] - Dx[c]
+                W[b, i] = wv
+                POS[b, i] = (tot - Dx[a]) + (0.5 - off[b, i]) * wv + (Du[a] - Du[c]) - 0.5
+            else:
+                W[b, i] = 0.0
+                POS[b, i] = 0.0
+
+
+@numba.njit(cache=True, nogil=True)
+def _positions_back_rows(G, mask, order, hi, lo, W, dOFF, b0, b1):  # pragma: no cover - compiled
+    """:func:`ramp_positions_backward` for the lists ``[b0, b1)``: the window sums of ``G`` by one prefix pass."""
+    N = mask.shape[1]
+    Dg = np.empty(N + 1)
+    for b in range(b0, b1):
+        Dg[0] = 0.0
+        for k in range(N):
+            it = order[b, k]
+            Dg[k + 1] = Dg[k] + (np.float64(G[b, it]) if mask[b, it] else 0.0)
+        for i in range(N):
+            if mask[b, i]:
+                dOFF[b, i] = (Dg[hi[b, i]] - Dg[lo[b, i]]) - np.float64(G[b, i]) * W[b, i]
+            else:
+                dOFF[b, i] = 0.0
+
+
+def ramp_positions(mask: Tensor, off: Tensor, order: Tensor, hi: Tensor, lo: Tensor, dtype: torch.dtype):
+    """RampRank's expected positions ``pos_i = sum_{j != i} ramp(u_j - u_i)`` over the real ``j`` (0 on padded
+    items), in ``dtype``: :func:`ramp_contract` with ``R = e = 1`` and no levels, without its inputs.  Returns
+    ``(pos, W)``: ``W`` float64 ``[B, N]``, the count of real items in each window (kept for the backward)."""
+    B, N = mask.shape
+    POS = torch.empty(B, N, dtype=dtype)
+    W = torch.empty(B, N, dtype=torch.float64)
+    _run(_positions_rows, (mask.contiguous().numpy(), np_view(off), order.contiguous().numpy(),
+                           hi.contiguous().numpy(), lo.contiguous().numpy(), POS.numpy(), W.numpy()), B, N)
+    return POS, W
+
+
+def ramp_positions_backward(G: Tensor, mask: Tensor, order: Tensor, hi: Tensor, lo: Tensor, W: Tensor):
+    """The gradient of :func:`ramp_positions` with respect to ``off`` for the gradient ``G [B, N]`` of the
+    positions: ``dOFF_i = sum_{j in window(i)} G_j - G_i W_i`` (the ramp's slope inside the window), float64."""
+    B, N = mask.shape
+    dOFF = torch.empty(B, N, dtype=torch.float64)
+    _run(_positions_back_rows, (np_view(G), mask.contiguous().numpy(), order.contiguous().numpy(),
+                                hi.contiguous().numpy(), lo.contiguous().numpy(), W.numpy(), dOFF.numpy()), B, N)
+    return dOFF

@@ -208,6 +208,35 @@ class _RampContract(torch.autograd.Function):
         return dR if need[0] else None, dE if need[1] else None, dOFF if need[2] else None, None, None, None, None
 
 
+class _RampPositions(torch.autograd.Function):
+    """Expected positions by the compiled pass of :func:`torchfair.kernels.windows.ramp_positions` (the
+    contraction of a column of ones, without materialising it), and its one-pass backward to the offsets."""
+
+    @staticmethod
+    def forward(ctx, off: Tensor, win: "_Window", dtype: torch.dtype, K):
+        pos, W = K.ramp_positions(win.mask, off, win.order, win.hi, win.lo, dtype)
+        ctx.win, ctx.K = win, K
+        ctx.save_for_backward(W)
+        return pos
+
+    @staticmethod
+    def backward(ctx, G: Tensor):
+        (W,) = ctx.saved_tensors
+        win = ctx.win
+        d_off = ctx.K.ramp_positions_backward(G, win.mask, win.order, win.hi, win.lo, W) if (
+            ctx.needs_input_grad[0]) else None
+        return d_off, None, None, None
+
+
+def _fused_positions(win: "_Window", dtype: torch.dtype) -> Optional[Tensor]:
+    """``pos_i = sum_{j != i} ramp(u_j - u_i)`` over real ``j`` by :class:`_RampPositions` where the compiled
+    kernels run (an ungrouped float64 window on the CPU); ``None`` elsewhere."""
+    if win.group is not None or win.acc != torch.float64 or dtype not in (torch.float32, torch.float64):
+        return None
+    K = kernels("windows", win.backend, win.off.detach())
+    return None if K is None else _RampPositions.apply(win.off, win, dtype, K)
+
+
 def _fused_contract(win: "_Window", right: Tensor, e: Optional[Tensor],
                     pair_weight: Optional[LevelPairWeight]) -> Optional[Tensor]:
     """:func:`ramp_contract` of ``right * e[..., None]`` by :class:`_RampContract` where the compiled kernels run
@@ -347,11 +376,11 @@ class RampRankOrderedBatch(SoftRankOrderedBatch):
 
     def expected_positions(self) -> Tensor:
         if self._pos is None:
-            one = torch.ones(*self.mask.shape, 1, dtype=self.scores.dtype, device=self.mask.device)
-            fused = _fused_contract(self._window(), one, None, None)
+            fused = _fused_positions(self._window(), self.scores.dtype)
             if fused is not None:
-                self._pos = fused[..., 0]
+                self._pos = fused
                 return self._pos
+            one = torch.ones(*self.mask.shape, 1, dtype=self.scores.dtype, device=self.mask.device)
             pos = ramp_contract(self._z(), one, self.mask, None, self._window())[..., 0].to(self.scores.dtype)
             self._pos = pos * self.mask.to(pos.dtype)
         return self._pos
