@@ -176,6 +176,58 @@ def _contract_rows(R, e, mask, off, lvl, order, hi, lo, cb, ce, ca, X, W, OUT, b
 
 
 @numba.njit(cache=True, nogil=True)
+def _window_sums_only(X, lvl, order, hi, lo, L, cb, ce, ca, Dx, W):  # pragma: no cover - compiled
+    """The ``W`` output of :func:`_level_list` alone (the weighted window sums of ``X``; no offsets, no ramp
+    sums): what the backward needs when only the offsets' gradient is asked for."""
+    N = X.shape[0]
+    H = X.shape[1]
+    w1 = ce - ca
+    for h in range(H):
+        for l in range(L):
+            Dx[0, l] = 0.0
+        for k in range(N):
+            it = order[k]
+            x = X[it, h]
+            li = lvl[it]
+            for l in range(L):
+                Dx[k + 1, l] = Dx[k, l] + (x if l >= li else 0.0)
+        for i in range(N):
+            a = hi[i]
+            c = lo[i]
+            li = lvl[i]
+            w0 = cb - ce if li > 0 else 0.0
+            l0 = li - 1 if li > 0 else 0
+            W[i, h] = (w0 * (Dx[a, l0] - Dx[c, l0]) + w1 * (Dx[a, li] - Dx[c, li])
+                       + ca * (Dx[a, L - 1] - Dx[c, L - 1]))
+
+
+@numba.njit(cache=True, nogil=True)
+def _contract_back_off_rows(G, X, WX, mask, lvl, order, hi, lo, cb, ce, ca, dOFF, b0, b1):  # pragma: no cover
+    """:func:`ramp_contract_backward` for the lists ``[b0, b1)`` when only ``dOFF`` is needed (``R`` and ``e``
+    carry no gradient): the transposed window sums of ``G`` and ``dOFF_i = sum_h (X_ih WG_ih - G_ih WX_ih)``."""
+    N = G.shape[1]
+    H = G.shape[2]
+    L = _levels_of(lvl, b0, b1)
+    Dx = np.empty((N + 1, L))
+    GS = np.empty((N, H))
+    WG = np.empty((N, H))
+    for b in range(b0, b1):
+        for j in range(N):
+            if mask[b, j]:
+                for h in range(H):
+                    GS[j, h] = np.float64(G[b, j, h])
+            else:
+                for h in range(H):
+                    GS[j, h] = 0.0
+        _window_sums_only(GS, lvl[b], order[b], hi[b], lo[b], L, ca, ce, cb, Dx, WG)
+        for j in range(N):
+            acc_off = 0.0
+            for h in range(H):
+                acc_off += X[b, j, h] * WG[j, h] - GS[j, h] * WX[b, j, h]
+            dOFF[b, j] = acc_off
+
+
+@numba.njit(cache=True, nogil=True)
 def _contract_back_rows(G, R, e, X, WX, mask, off, lvl, order, hi, lo, cb, ce, ca, dR, dE, dOFF,
                         b0, b1):  # pragma: no cover - compiled
     """:func:`ramp_contract_backward` for the lists ``[b0, b1)``: the transposed pass of ``G`` (padded rows read
@@ -216,8 +268,37 @@ def _contract_back_rows(G, R, e, X, WX, mask, off, lvl, order, hi, lo, cb, ce, c
 
 
 @numba.njit(cache=True, nogil=True)
+def _scale_rows32(x, mask, min_scale, rel_min_scale, out, b0, b1):  # pragma: no cover - compiled
+    """:func:`list_scale` of float32 scores for the lists ``[b0, b1)``: ``|s| < 3.5e38``, so their squares cannot
+    overflow float64 sums: two passes, the sums and the centred squares."""
+    N = x.shape[1]
+    for b in range(b0, b1):
+        n = 0
+        tot = 0.0
+        tot_abs = 0.0
+        for j in range(N):
+            if mask[b, j]:
+                v = np.float64(x[b, j])
+                n += 1
+                tot += v
+                tot_abs += abs(v)
+        nf = np.float64(max(n, 1))
+        mean = tot / nf
+        sq = 0.0
+        for j in range(N):
+            if mask[b, j]:
+                c = np.float64(x[b, j]) - mean
+                sq += c * c
+        scale = np.sqrt(sq / nf)
+        if rel_min_scale > 0.0:
+            scale = max(scale, rel_min_scale * tot_abs / nf)
+        out[b, 0] = max(scale, min_scale)
+
+
+@numba.njit(cache=True, nogil=True)
 def _scale_rows(x, mask, min_scale, rel_min_scale, out, b0, b1):  # pragma: no cover - compiled
-    """:func:`list_scale` for the lists ``[b0, b1)``: three passes over each row, float64 sums."""
+    """:func:`list_scale` for the lists ``[b0, b1)``: float64 sums of the scores divided by their largest
+    magnitude first, as the torch reference does (float64 scores)."""
     N = x.shape[1]
     for b in range(b0, b1):
         a = 0.0
@@ -313,8 +394,8 @@ def list_scale(s: Tensor, mask: Tensor, min_scale: float, rel_min_scale: float) 
     compiled pass per list instead of about 35 torch ops; the same value up to float64 rounding."""
     B, N = s.shape
     out = torch.empty(B, 1, dtype=torch.float64)
-    _run(_scale_rows, (np_view(s), mask.contiguous().numpy(), float(min_scale),
-                       float(rel_min_scale), out.numpy()), B, N)
+    kernel = _scale_rows32 if s.dtype == torch.float32 else _scale_rows
+    _run(kernel, (np_view(s), mask.contiguous().numpy(), float(min_scale), float(rel_min_scale), out.numpy()), B, N)
     return out.to(s.dtype)
 
 
@@ -388,11 +469,19 @@ def ramp_contract(R: Tensor, e: Tensor, mask: Tensor, off: Tensor, level: Tensor
 
 def ramp_contract_backward(G: Tensor, R: Tensor, e: Tensor, X: Tensor, W: Tensor, mask: Tensor, off: Tensor,
                            level: Tensor, order: Tensor, hi: Tensor, lo: Tensor, below: float, equal: float,
-                           above: float):
+                           above: float, values: bool = True):
     """The backward of :func:`ramp_contract` for the gradient ``G [B, N, H]`` of its output: ``(dR, dE, dOFF)``
     ``[B, N, H]``, ``[B, N]``, ``[B, N]`` in the dtypes of ``R``, ``e`` and ``off`` (the transposed pass, then the chain rule through ``X = R e``
-    and through the window offsets ``off``), in one walk per list."""
+    and through the window offsets ``off``), in one walk per list.  ``values=False``: only ``dOFF`` (``R`` and ``e``
+    carry no gradient), by the cheaper pass of the window sums alone; ``(None, None, dOFF)``."""
     B, N, H = G.shape
+    if not values:  # only the offsets' gradient: the transposed window sums, no ramp sums
+        dOFF = torch.empty(B, N, dtype=off.dtype)
+        args = (np_view(G), X.numpy(), W.numpy(), mask.contiguous().numpy(), level.contiguous().numpy(),
+                order.contiguous().numpy(), hi.contiguous().numpy(), lo.contiguous().numpy(), float(below),
+                float(equal), float(above), dOFF.numpy())
+        _run(_contract_back_off_rows, args, B, N * H)
+        return None, None, dOFF
     dR = torch.empty(B, N, H, dtype=R.dtype)
     dE = torch.empty(B, N, dtype=e.dtype)
     dOFF = torch.empty(B, N, dtype=off.dtype)

@@ -202,9 +202,9 @@ class _RampContract(torch.autograd.Function):
     def backward(ctx, G: Tensor):
         R, e, off, level, X, W = ctx.saved_tensors
         win = ctx.win
-        dR, dE, dOFF = ctx.K.ramp_contract_backward(G, R, e, X, W, win.mask, off, level, win.order, win.hi, win.lo,
-                                                    *ctx.weights)
         need = ctx.needs_input_grad
+        dR, dE, dOFF = ctx.K.ramp_contract_backward(G, R, e, X, W, win.mask, off, level, win.order, win.hi, win.lo,
+                                                    *ctx.weights, values=need[0] or need[1])
         return dR if need[0] else None, dE if need[1] else None, dOFF if need[2] else None, None, None, None, None
 
 
