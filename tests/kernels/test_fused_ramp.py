@@ -62,13 +62,16 @@ def _batch(dtype, B=5, N=40, seed=0):
     return s.to(dtype), r.to(dtype), grp, mask
 
 
-def test_ramp_rank_losses_numba_match_torch(monkeypatch):
+def _spy_ramp_kernels(monkeypatch):
+    """Call counters of the fused RampRank kernels: contraction, positions and their backwards."""
     _kernel("windows")
     W = kernels.load("windows", "numba")
-    calls = _count(monkeypatch, W, "ramp_contract")
-    positions = _count(monkeypatch, W, "ramp_positions")
-    back = _count(monkeypatch, W, "ramp_contract_backward")
-    back_pos = _count(monkeypatch, W, "ramp_positions_backward")
+    return [_count(monkeypatch, W, name) for name in ("ramp_contract", "ramp_positions", "ramp_contract_backward",
+                                                      "ramp_positions_backward")]
+
+
+def test_ramp_rank_losses_numba_match_torch(monkeypatch):
+    calls, positions, back, back_pos = _spy_ramp_kernels(monkeypatch)
     cases = [
         ("dips", lambda *a, **k: dips_loss(*a, **k)),
         ("dips square tie0", lambda *a, **k: dips_loss(*a, mode="square", tie_weight=0.0, **k)),
@@ -101,11 +104,7 @@ def test_ramp_rank_losses_numba_match_torch(monkeypatch):
 
 
 def test_ramp_rank_ordering_numba_matches_torch(monkeypatch):
-    _kernel("windows")
-    W = kernels.load("windows", "numba")
-    calls = _count(monkeypatch, W, "ramp_contract")
-    positions = _count(monkeypatch, W, "ramp_positions")
-    back = _count(monkeypatch, W, "ramp_contract_backward")
+    calls, positions, back, _ = _spy_ramp_kernels(monkeypatch)
     for dtype in (torch.float64, torch.float32):
         s0, rel, _, mask = _batch(dtype, seed=1)
         R0 = torch.randn(*mask.shape, 3, generator=torch.Generator().manual_seed(2), dtype=dtype)

@@ -176,6 +176,18 @@ def _contract_rows(R, e, mask, off, lvl, order, hi, lo, cb, ce, ca, X, W, OUT, b
 
 
 @numba.njit(cache=True, nogil=True)
+def _masked_rows(G, mask, b, GS):  # pragma: no cover - compiled
+    """``GS[j] = G[b, j]`` in float64 on the real items of list ``b``, 0 on its padded ones (whatever they hold)."""
+    for j in range(G.shape[1]):
+        if mask[b, j]:
+            for h in range(G.shape[2]):
+                GS[j, h] = np.float64(G[b, j, h])
+        else:
+            for h in range(G.shape[2]):
+                GS[j, h] = 0.0
+
+
+@numba.njit(cache=True, nogil=True)
 def _window_sums_only(X, lvl, order, hi, lo, L, cb, ce, ca, Dx, W):  # pragma: no cover - compiled
     """The ``W`` output of :func:`_level_list` alone (the weighted window sums of ``X``; no offsets, no ramp
     sums): what the backward needs when only the offsets' gradient is asked for."""
@@ -212,13 +224,7 @@ def _contract_back_off_rows(G, X, WX, mask, lvl, order, hi, lo, cb, ce, ca, dOFF
     GS = np.empty((N, H))
     WG = np.empty((N, H))
     for b in range(b0, b1):
-        for j in range(N):
-            if mask[b, j]:
-                for h in range(H):
-                    GS[j, h] = np.float64(G[b, j, h])
-            else:
-                for h in range(H):
-                    GS[j, h] = 0.0
+        _masked_rows(G, mask, b, GS)
         _window_sums_only(GS, lvl[b], order[b], hi[b], lo[b], L, ca, ce, cb, Dx, WG)
         for j in range(N):
             acc_off = 0.0
@@ -242,13 +248,7 @@ def _contract_back_rows(G, R, e, X, WX, mask, off, lvl, order, hi, lo, cb, ce, c
     T = np.empty((N, H))
     half = 0.5 * ce
     for b in range(b0, b1):
-        for j in range(N):
-            if mask[b, j]:
-                for h in range(H):
-                    GS[j, h] = np.float64(G[b, j, h])
-            else:
-                for h in range(H):
-                    GS[j, h] = 0.0
+        _masked_rows(G, mask, b, GS)
         _level_list(GS, off[b], lvl[b], order[b], hi[b], lo[b], L, True, ca, ce, cb, D, WG, T)
         for j in range(N):
             m = mask[b, j]
