@@ -128,16 +128,8 @@ def _first_pair(order, mask, rank, V, f, f_mode, n_real, wg, we, wl, out, b, h, 
         a0, a1 = _below2(tree, r, dense)
         e0 = same[2 * r]
         e1 = same[2 * r + 1]
-        v0 = wg * a0
-        v1 = wg * a1
-        if we != 0.0:
-            v0 += we * e0
-            v1 += we * e1
-        if wl != 0.0:
-            v0 += wl * (t0 - a0 - e0)
-            v1 += wl * (t1 - a1 - e1)
-        out[b, i, h] = v0
-        out[b, i, h + 1] = v1
+        out[b, i, h] = _weigh(a0, e0, t0 - a0 - e0, wg, we, wl)
+        out[b, i, h + 1] = _weigh(a1, e1, t1 - a1 - e1, wg, we, wl)
         w0 = np.float64(V[b, i, h])
         w1 = np.float64(V[b, i, h + 1])
         if f_mode != 0:
@@ -154,6 +146,19 @@ def _first_pair(order, mask, rank, V, f, f_mode, n_real, wg, we, wl, out, b, h, 
         same[2 * r + 1] += w1
         t0 += w0
         t1 += w1
+
+
+@numba.njit(cache=True, nogil=True)
+def _weigh(below, equal, above, wg, we, wl):  # pragma: no cover - compiled
+    """The pair weight applied to the sums of the partners below, at and above an item's relevance rank:
+    ``wg below + we equal + wl above`` (a zero weight skips its term, so an infinite sum it would multiply does
+    not turn the value into NaN)."""
+    v = wg * below
+    if we != 0.0:
+        v += we * equal
+    if wl != 0.0:
+        v += wl * above
+    return v
 
 
 @numba.njit(cache=True, nogil=True)
@@ -220,12 +225,7 @@ def _sweep_impl(order, mask, rbits, wide, has_rel, V, f, f_mode, blk, average, t
                     r = rank[i]
                     lt = _below(tree, r, dense)
                     eq = same[r]
-                    v = wg * lt
-                    if we != 0.0:
-                        v += we * eq
-                    if wl != 0.0:
-                        v += wl * (tot - lt - eq)
-                    out[b, i, h] = v
+                    out[b, i, h] = _weigh(lt, eq, tot - lt - eq, wg, we, wl)
                     w = np.float64(V[b, i, h])
                     if f_mode == 1:
                         w *= np.float64(f[b, i])
@@ -249,12 +249,7 @@ def _sweep_impl(order, mask, rbits, wide, has_rel, V, f, f_mode, blk, average, t
                     r = rank[i]
                     lt = _below(tree, r, dense)
                     eq = same[r]
-                    v = wg * lt
-                    if we != 0.0:
-                        v += we * eq
-                    if wl != 0.0:
-                        v += wl * (tot - lt - eq)
-                    res[q] = v
+                    res[q] = _weigh(lt, eq, tot - lt - eq, wg, we, wl)
                 if e - k > 1:  # tied partners: the block's own V by relevance category
                     btot = 0.0
                     for q in range(k, e):
@@ -272,11 +267,7 @@ def _sweep_impl(order, mask, rbits, wide, has_rel, V, f, f_mode, blk, average, t
                         vi = np.float64(V[b, i, h])
                         lt = _below(btree, r, dense)
                         eq = bsame[r] - vi
-                        v = wg * lt
-                        if we != 0.0:
-                            v += we * eq
-                        if wl != 0.0:
-                            v += wl * (btot - vi - lt - eq)
+                        v = _weigh(lt, eq, btot - vi - lt - eq, wg, we, wl)
                         res[q] += (np.float64(tie_arr[b, i]) if use_tie_arr else tie) * v
                     for q in range(k, e):
                         i = order[b, q]
@@ -347,12 +338,7 @@ def _all_pairs_impl(mask, rbits, wide, V, wg, we, wl, out, b0, b1, keys, k2):  #
                 vi = np.float64(V[b, i, h])
                 lt = below[r]
                 eq = per[r] - vi
-                v = wg * lt
-                if we != 0.0:
-                    v += we * eq
-                if wl != 0.0:
-                    v += wl * (tot - vi - lt - eq)
-                out[b, i, h] = v
+                out[b, i, h] = _weigh(lt, eq, tot - vi - lt - eq, wg, we, wl)
 
 
 def _weights(pw):
