@@ -86,7 +86,6 @@ BAD = [
     (lambda: epsilon_greedy(_S, epsilon=1.5), "epsilon"),
     (lambda: epsilon_greedy(_S, seed=-1), "seed"),
     (lambda: targeted_rerank(_S, None), "groups"),
-    (lambda: targeted_rerank(_S, _G, keep=6), "keep"),
     (lambda: targeted_rerank(_S, _G, boosts=[-1.0]), "boosts"),
     (lambda: targeted_rerank(_S, _G, measure="top1_exposure_gap"), "measure"),
     (lambda: targeted_rerank(_S, _G, protected=-1), "protected"),

@@ -271,7 +271,6 @@ _S, _G = torch.randn(5), torch.tensor([0, 1, 0, 1, 0])
 
 @pytest.mark.parametrize("call, arg", [
     (lambda: targeted_rerank(_S, _G, keep=-1), "keep"),
-    (lambda: targeted_rerank(_S, _G, keep=6), "keep"),
     (lambda: targeted_rerank(_S, _G, boosts=(0.0,)), "boosts"),
     (lambda: targeted_rerank(_S, _G, boosts=()), "boosts"),
     (lambda: targeted_rerank(_S, _G, boosts=(-1.0, 2.0)), "boosts"),
@@ -502,3 +501,13 @@ def test_bad_guard_relevance_and_guard_options_at_evaluation():
         get_reranker("targeted:guard=pairwise_gap:0.1,guard_relevance=best")
     with pytest.raises(ValueError, match="`guard`"):  # an option value the guard measure refuses
         targeted_rerank(_S, _G, guard=[("exposure_misallocation", 0.1, {"browsing": "nope"})])
+
+
+def test_keep_longer_than_a_list_is_clamped_to_it():
+    # a fixed top longer than the list fixes all of it (as `k` of FA*IR / DetConstSort is clamped), so the README's
+    # `keep=9` spec runs on lists shorter than 9
+    s, g = torch.tensor([1., 5., 3., 2., 4.]), torch.tensor([0, 1, 0, 1, 0])
+    out = targeted_rerank(s, g, keep=6, browsing="uniform")
+    assert out.ranking.tolist() == [1, 4, 2, 3, 0]
+    guarded = get_reranker("targeted:measure=dips,keep=9,guard=pairwise_gap:0.1")(s[None], None, g[None])
+    assert guarded.ranking.tolist() == [[1, 4, 2, 3, 0]]

@@ -5,6 +5,7 @@ returns a :class:`Reranking` (the ranking, scores reproducing it for any measure
 
 * :func:`fa_ir`: FA*IR (Zehlike et al., CIKM 2017): every prefix passes the ranked group fairness test;
 * :func:`det_const_sort`: DetConstSort (Geyik et al., KDD 2019): a target distribution over any number of groups;
+* :func:`interleave`: keep the top ``keep``, then a share ``p`` of every prefix for the protected group;
 * :func:`epsilon_greedy`: ε-greedy exploration (Feng & Shah, AAAI 2022), seeded;
 * :func:`targeted_rerank`: lowers any declared exact fairness measure under a utility constraint and optional
   guards on other fairness measures (:class:`Guard`, :func:`parse_guards`; torchfair's own);
@@ -16,9 +17,10 @@ from ._common import Reranking
 from .detconstsort import det_const_sort
 from .epsilon_greedy import epsilon_greedy
 from .fair import fa_ir
+from .interleave import interleave
 from .registry import RERANKERS, Reranker, get_reranker, list_rerankers, parse_spec, rerank_lists
 from .targeted import Guard, estimate_relevance, parse_guards, targeted_rerank
 
-__all__ = ["Reranking", "fa_ir", "det_const_sort", "epsilon_greedy", "targeted_rerank", "estimate_relevance",
+__all__ = ["Reranking", "fa_ir", "det_const_sort", "interleave", "epsilon_greedy", "targeted_rerank", "estimate_relevance",
            "Guard", "parse_guards", "Reranker", "get_reranker", "parse_spec", "list_rerankers", "RERANKERS",
            "rerank_lists"]

@@ -6,7 +6,9 @@ lists as ``a/b/c``, or strings)::
     fa_ir:p=0.5,alpha=0.1,protected=1,k=100
     detconstsort:distribution=0.5/0.5,k=100
     epsgreedy:epsilon=0.1,seed=0
+    interleave:p=0.8,keep=10,protected=1
     targeted:measure=dips,keep=10,tie_weight=0.5
+    targeted:measure=dips,keep=10,family=interleave,shares=0.5/0.7/0.9
     targeted:measure=exposure_misallocation,max_utility_loss=0.02,relevance=top:10
     targeted:measure=dips,keep=8,guard=pairwise_gap:0.1+exposure_misallocation:0.1,guard_relevance=top:10
     none
@@ -37,6 +39,7 @@ from ._common import Reranking, finish_rerank, prepare_rerank, start_order
 from .detconstsort import det_const_sort
 from .epsilon_greedy import epsilon_greedy
 from .fair import fa_ir
+from .interleave import interleave
 from .targeted import _relevance_how, parse_guards, targeted_rerank
 
 __all__ = ["Reranker", "get_reranker", "parse_spec", "list_rerankers", "RERANKERS", "rerank_lists"]
@@ -58,6 +61,8 @@ RERANKERS: Dict[str, Tuple[Callable[..., Reranking], str, str]] = {
              "Zehlike et al., CIKM 2017, Algorithm 1"),
     "detconstsort": (det_const_sort, "DetConstSort: minimum counts of a target group distribution in every prefix",
                      "Geyik et al., KDD 2019, Algorithm 3"),
+    "interleave": (interleave, "keeps the top `keep`, then gives the protected group a share p of every prefix "
+                   "below it (each group in the ranker's order)", "torchfair (torchfair.rerank.interleave)"),
     "epsgreedy": (epsilon_greedy, "epsilon-greedy: random swaps down the ranking (group-blind exploration)",
                   "Feng & Shah, AAAI 2022"),
     "targeted": (targeted_rerank, "lowers an exact fairness measure over group boosts, under a utility constraint "

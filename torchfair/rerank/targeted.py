@@ -29,6 +29,16 @@ What it guarantees
 * with integer groups, items of a group keep their relative order (a boost moves a whole group);
 * a list already at objective 0, or with fewer than two groups, is returned unchanged.
 
+The share family (``family="interleave"``)
+-----------------------------------------
+With integer groups, ``family="interleave"`` replaces the boosts by the share interleavings of
+:func:`torchfair.rerank.interleave`: for every group ``c`` and every share ``p`` in ``shares``, the candidate keeps
+the top ``keep`` and gives group ``c`` the share ``p`` of every prefix below it (each group in the ranker's order).
+The family then holds the plain interleaving re-ranker at each of its shares, and the per-list choice (the lowest
+objective under the utility bound and the guards) is a continuous strength: a share near the group's own share of
+the list changes little, ``p = 1`` is "all of group ``c`` right below the top".  Cost: ``1 + G len(shares)``
+evaluations.
+
 It does *not* guarantee the global optimum over all permutations (tests compare with exhaustive search on small
 lists, where it is never worse than the input).
 
@@ -99,8 +109,9 @@ from ..metrics.common import precise_dtype
 from ..metrics.declarations import get_declaration
 from ..orderings.hard import Hard
 from ._common import Reranking, finish_rerank, groups_present, prepare_rerank, start_order
+from .interleave import interleave_slots
 
-__all__ = ["targeted_rerank", "estimate_relevance", "Guard", "parse_guards", "DEFAULT_BOOSTS", "MEASURE_ALIASES",
+__all__ = ["targeted_rerank", "estimate_relevance", "Guard", "parse_guards", "DEFAULT_BOOSTS", "DEFAULT_SHARES", "MEASURE_ALIASES",
            "DEFAULT_GUARD_RELEVANCE"]
 
 #: boosts (in per-list score standard deviations) the candidates use by default
@@ -110,6 +121,9 @@ RelevanceLike = Union[Tensor, str, None]
 
 #: names that stand for a declared measure with a given reducer (in ``guard`` and ``measure``)
 MEASURE_ALIASES: Dict[str, Tuple[str, str]] = {"pairwise_gap": ("pairwise_accuracy", "inter")}
+
+#: shares of the interleaving family (``family="interleave"``) by default
+DEFAULT_SHARES = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0)
 
 #: the relevance estimate guard measures see by default (module docstring: why not ``"zeros"``)
 DEFAULT_GUARD_RELEVANCE = "top:10"
@@ -299,7 +313,8 @@ def targeted_rerank(scores: Tensor, groups: Tensor, relevance: RelevanceLike = "
                     utility_k: int = 10, boosts: Sequence[float] = DEFAULT_BOOSTS, mask: Optional[Tensor] = None,
                     num_groups: Optional[int] = None, protected: Optional[int] = None,
                     reference: Optional[int] = None, guard: GuardLike = None,
-                    guard_relevance: RelevanceLike = DEFAULT_GUARD_RELEVANCE, validate_args: bool = True,
+                    guard_relevance: RelevanceLike = DEFAULT_GUARD_RELEVANCE, family: str = "boosts",
+                    shares: Sequence[float] = DEFAULT_SHARES, validate_args: bool = True,
                     **measure_options: Any) -> Reranking:
     r"""Re-rank each list to lower the exact fairness ``measure`` under a utility constraint (module docstring:
     the algorithm, what it guarantees, its cost).
@@ -319,6 +334,9 @@ def targeted_rerank(scores: Tensor, groups: Tensor, relevance: RelevanceLike = "
     ``relevance``: what the measure takes as relevance (``"zeros"``, ``"scores"``, ``"top:m"`` or a tensor; see the
     module docstring).  ``boosts``: positive boosts in score standard deviations (``inf`` allowed; one number for
     one boost: ``boosts=inf`` costs ``1 + G`` evaluations, the cheapest member of the family).
+    ``family``: ``"boosts"`` (default, the group boosts) or ``"interleave"`` (integer groups only: the share
+    interleavings of :func:`torchfair.rerank.interleave` below the top ``keep``, one per group and share in
+    ``shares``, each in ``[0, 1]``; module docstring).  ``keep`` is clamped to each list's length.
     ``guard``: constraints on other fairness measures, e.g. ``"pairwise_gap:0.1"`` (the inter-group pairwise
     accuracy gap may grow by at most 10 % of its value for the input), several joined by ``+``, tuples
     ``(measure, tol[, {"reducer": ..., option: value}])`` or :class:`Guard` (:func:`parse_guards`); a candidate
@@ -360,7 +378,23 @@ def targeted_rerank(scores: Tensor, groups: Tensor, relevance: RelevanceLike = "
         rel = estimate_relevance(scores, "zeros" if relevance is None else relevance, mask=mask)
     b = prepare_rerank(scores, groups, mask, num_groups, relevance=rel, validate_args=validate_args)
     B, N = b.mask.shape
-    keep = check_int(keep, "keep", low=0, high=N)
+    keep = check_int(keep, "keep", low=0)  # clamped to each list's length: a fixed top longer than a list fixes it
+    if family not in ("boosts", "interleave"):
+        raise ValueError(f"`family` must be 'boosts' or 'interleave'; got {family!r}")
+    if family == "interleave":
+        if groups.is_floating_point():
+            raise ValueError("`family`='interleave' needs integer group ids [B, N] (soft membership assigns no item "
+                             "to one group)")
+        if isinstance(shares, (int, float)) and not isinstance(shares, bool):
+            shares = (shares,)
+        try:
+            if isinstance(shares, (str, bytes, Tensor)) or any(isinstance(x, bool) for x in shares):
+                raise TypeError
+            sl = sorted(set(float(x) for x in shares))
+        except (TypeError, ValueError):
+            raise ValueError(f"`shares` must be a share in [0, 1] or a sequence of them; got {shares!r}") from None
+        if not sl or any(not (0.0 <= x <= 1.0) for x in sl):
+            raise ValueError(f"`shares` must be a non-empty sequence of shares in [0, 1]; got {shares!r}")
     utility_k = check_int(utility_k, "utility_k", low=1)
     if max_utility_loss is not None:
         max_utility_loss = check_number(max_utility_loss, "max_utility_loss", low=0.0)
@@ -498,28 +532,38 @@ def targeted_rerank(scores: Tensor, groups: Tensor, relevance: RelevanceLike = "
 
         def admissible(vals: Tensor, defined: Tensor) -> Tensor:
             return (~g_defined | (defined & (vals <= g_limit))).all(-1)
-    for beta in bl:
-        for c in range(G):
-            mc = memb_sorted[..., c]
-            key = z + (mc * (4 * zmax + 4) if math.isinf(beta) else beta * mc)
-            lo, hi = key.amin(-1, keepdim=True), key.amax(-1, keepdim=True)
-            # finite keys (a measure may compare scores): the fixed top and the padding tie among themselves,
-            # and "first" breaks those ties by the input ranking
-            key = torch.where(fixed, hi + 1.0, torch.where(real_sorted, key, lo - 1.0))
-            ok = ~one_group
-            if max_utility_loss is not None:
-                top = torch.sort(key, dim=-1, descending=True, stable=True).indices
-                loss = 1.0 - _estimated_utility(gains, top, utility_k) / u0.clamp(min=1e-300)
-                ok = ok & (loss <= max_utility_loss + 1e-12)
-            obj = objective(key)
-            better = ok & (obj < best - 1e-12 * best.abs().clamp(min=1.0))
-            if gspecs and bool(better.any()):  # a candidate that improves no list needs no guard evaluation
-                vals, defined = guard_values(key)
-                better = better & admissible(vals, defined)
-                g_best = torch.where(better[:, None], vals, g_best)
-                g_best_defined = torch.where(better[:, None], defined, g_best_defined)
-            best = torch.where(better, obj, best)
-            best_keys = torch.where(better[:, None], key, best_keys)
+    keep_vec = torch.clamp(n, max=keep)
+
+    def candidates():
+        if family == "interleave":  # keys = -(merged slot): distinct, the fixed top first, the padding last
+            for p in sl:
+                for c in range(G):
+                    yield -interleave_slots(memb_sorted[..., c] > 0.5, real_sorted, keep_vec, p)
+            return
+        for beta in bl:
+            for c in range(G):
+                mc = memb_sorted[..., c]
+                key = z + (mc * (4 * zmax + 4) if math.isinf(beta) else beta * mc)
+                lo, hi = key.amin(-1, keepdim=True), key.amax(-1, keepdim=True)
+                # finite keys (a measure may compare scores): the fixed top and the padding tie among themselves,
+                # and "first" breaks those ties by the input ranking
+                yield torch.where(fixed, hi + 1.0, torch.where(real_sorted, key, lo - 1.0))
+
+    for key in candidates():
+        ok = ~one_group
+        if max_utility_loss is not None:
+            top = torch.sort(key, dim=-1, descending=True, stable=True).indices
+            loss = 1.0 - _estimated_utility(gains, top, utility_k) / u0.clamp(min=1e-300)
+            ok = ok & (loss <= max_utility_loss + 1e-12)
+        obj = objective(key)
+        better = ok & (obj < best - 1e-12 * best.abs().clamp(min=1.0))
+        if gspecs and bool(better.any()):  # a candidate that improves no list needs no guard evaluation
+            vals, defined = guard_values(key)
+            better = better & admissible(vals, defined)
+            g_best = torch.where(better[:, None], vals, g_best)
+            g_best_defined = torch.where(better[:, None], defined, g_best_defined)
+        best = torch.where(better, obj, best)
+        best_keys = torch.where(better[:, None], key, best_keys)
     best_perm = torch.sort(best_keys, dim=-1, descending=True, stable=True).indices
     ranking = order.gather(-1, best_perm)
     # `met`: the constraints, re-checked on the chosen ranking's own values (the identity meets them all, so every
