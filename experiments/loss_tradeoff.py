@@ -41,7 +41,7 @@ import _sweep  # noqa: E402 - the shared sweep helpers (experiments/_sweep.py)
 
 SWEEP = ROOT / "configs" / "sweep_loss_tradeoff.yaml"
 #: the tuned starts (split `random`: each seed its own per-user random hold-out)
-STARTS = ROOT / "configs" / "sweep_starts_tuned.yaml"
+STARTS = ROOT / "configs" / "sweep_starts_ials.yaml"
 #: (column, label, kind): "utility" (NDCG@10, relative change); "guard": a fairness measure read as |value| (0 is
 #: fair), judged by the share of its control's |value| removed, and guarded; "report": the same read-out, reported
 #: but not guarded; "pp": a descriptive column, its change in points.
@@ -82,17 +82,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep", default=str(SWEEP), help="the sweep file")
     p.add_argument("--groupings", nargs="+", default=["popularity", "drama"], choices=["popularity", "drama"],
                    help="item groupings: popularity head / tail, Drama vs the rest")
-    p.add_argument("--utilities", nargs="+", default=["listnet", "approx10", "lambdarank10"],
+    p.add_argument("--utilities", nargs="+", default=["listnet", "lambdarank10"],
                    help="utility variants of the sweep file (plndcg10: 1 - E_PL[NDCG@10] samples 1 682-item lists, "
                         "~10x a trial's time, not in the default run)")
-    p.add_argument("--losses", nargs="+", default=["none", "dips_ramp", "pairgap_ramp", "misalloc_ramp", "multi_ramp",
+    p.add_argument("--losses", nargs="+", default=["none", "dips_ramp", "pairgap_ramp", "multi_ramp",
                             "pairgap_below10", "dips_below10"],
                    help="loss variants of the sweep file (the Plackett-Luce ones run for one family only: "
                         "--pl-family)")
-    p.add_argument("--pl-family", action=argparse.BooleanOptionalAction, default=True,
+    p.add_argument("--pl-family", action=argparse.BooleanOptionalAction, default=False,
                    help="the Plackett-Luce DIPS loss on the popularity / ListNet family, two lambdas (3.5 min a "
                         "trial on 1 682-item lists)")
-    p.add_argument("--protocols", nargs="+", default=["finetune", "warmup", "lazy4", "scratch"],
+    p.add_argument("--protocols", nargs="+", default=["finetune"],
                    help="protocols of the prune stage (the others than finetune run for the popularity / ListNet / "
                         "DIPS family only)")
     p.add_argument("--workers", type=int, default=2, help="trials at a time (one torch thread each)")

@@ -194,9 +194,14 @@ class FairRankingModule(pl.LightningModule):
                                  "with an `info` dict, or pass `data_info=` / an nn.Module `ranker`")
             self._build(dict(info or {}))
         resumed = self._trainer is not None and getattr(self.trainer, "ckpt_path", None)
-        if stage == "fit" and self.hparams.get("init_from") and not resumed and not getattr(self, "_initialised",
-                                                                                            False):
-            self.load_ranker_weights(self.hparams["init_from"])
+        if stage == "fit" and not resumed and not getattr(self, "_initialised", False):
+            if self.hparams.get("init_from"):
+                self.load_ranker_weights(self.hparams["init_from"])
+            elif hasattr(self.ranker, "initialize"):  # a closed-form start (MatrixFactorization(init="ials"))
+                dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+                if dm is not None:
+                    self.ranker.initialize(dm, seed=int(getattr(dm, "seed", 0) or 0))
+                self._initialised = True
 
     def load_ranker_weights(self, path: str) -> None:
         """Copy the ranker weights of the checkpoint at ``path`` into this model's ranker (``ValueError`` when
