@@ -38,7 +38,7 @@ import _sweep  # noqa: E402
 STARTS = ROOT / "configs" / "sweep_starts_ials.yaml"
 OLD_STARTS = ROOT / "configs" / "sweep_starts_tuned.yaml"
 #: implicit ALS grid (dim, alpha, lambda), 15 alternations, confidence 1 + alpha per training rating
-IALS_GRID = [(64, a, r) for a in (2.0, 5.0, 10.0) for r in (20.0, 50.0, 100.0)] + [(128, 5.0, 50.0), (32, 5.0, 50.0)]
+IALS_GRID = [(64, a, r) for a in (2.0, 5.0, 10.0) for r in (20.0, 50.0, 100.0)] + [(32, 5.0, 50.0)]
 #: LensKit ImplicitMFScorer grid (embedding size, weight, regularization, epochs)
 LENSKIT_GRID = [(64, w, r, 10) for w in (5.0, 10.0, 40.0) for r in (0.1, 1.0, 10.0, 50.0)]
 
@@ -48,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--out", default="runs/start_ranker")
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--starts", default="runs/tradeoff/starts",
+                   help="where the trials of configs/sweep_starts_ials.yaml run (shared with experiments/"
+                        "loss_tradeoff.py --stage starts: a trial finished there is reused)")
     p.add_argument("--lenskit-python", default=str(ROOT.parent / "lkvenv" / "bin" / "python"),
                    help="a Python with lenskit and pandas < 3 (dev-only comparison; skipped when missing)")
     p.add_argument("--bootstrap", type=int, default=1000)
@@ -180,9 +183,10 @@ def main(argv=None) -> int:
         print(f"[lenskit] chosen {res['lenskit_chosen']}", flush=True)
     # 2. the trained starts (torchfair fit through the sweep files), every seed
     keep = {"split": ["random"], "seed": [str(s) for s in args.seeds]}
+    dirs = {"starts": Path(args.starts).resolve(), "old_starts": out / "old_starts"}
     for name, sweep in (("starts", STARTS), ("old_starts", OLD_STARTS)):
         path = _sweep.derive(sweep, out / "stages" / f"{name}.yaml", keep=keep)
-        _sweep.run(path, out / name, workers=args.workers)
+        _sweep.run(path, dirs[name], workers=args.workers)
     # 3. test NDCG@10 of every row, every seed
     from torchfair.training import Popularity, load_checkpoint
 
@@ -190,7 +194,7 @@ def main(argv=None) -> int:
     for s in args.seeds:
         dm = _dm(s)
         for name, d in (("start", "starts"), ("MF + ListNet (previous start)", "old_starts")):
-            tr = _sweep.pick(_sweep.finished(out / d), split="random", seed=s)
+            tr = _sweep.pick(_sweep.finished(dirs[d]), split="random", seed=s)
             run = load_checkpoint(tr["checkpoint"])
             rows.setdefault(name, []).append(_ndcg(_scored(run.model, dm, "test")))
         rows.setdefault("iALS (torchfair, no fine-tune)", []).append(

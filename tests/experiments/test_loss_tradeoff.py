@@ -80,6 +80,10 @@ def test_paired_change_pools_seeds_against_a_plain_computation(mod):
             want = 1 - abs(r_mean) / abs(k_mean)
         assert math.isclose(out[c]["mean"], want, rel_tol=1e-12)
         assert out[c]["lo"] <= out[c]["mean"] <= out[c]["hi"]
+    # the change per seed: each seed's own lists
+    for i in range(2):
+        want = 1 - abs(np.nanmean(row[i]["dips_gap"])) / abs(np.nanmean(ctrl[i]["dips_gap"]))
+        assert math.isclose(out["dips_gap"]["per_seed"][i], want, rel_tol=1e-12)
     # identical runs: zero change and a degenerate interval
     same = mod.paired(ctrl, ctrl, n_boot=50)
     assert all(abs(same[c]["lo"]) < 1e-12 and abs(same[c]["hi"]) < 1e-12 for c in cols)
@@ -87,10 +91,10 @@ def test_paired_change_pools_seeds_against_a_plain_computation(mod):
 
 def test_best_row_needs_the_budget(mod):
     gr = {"rows": {
-        "a": {"kind": "re-rank", "within": False, "change": {"dips_gap": {"mean": 0.6}}},
-        "b": {"kind": "loss", "within": True, "change": {"dips_gap": {"mean": 0.3}}},
-        "c": {"kind": "both", "within": True, "change": {"dips_gap": {"mean": 0.4}}},
-        "d": {"kind": "control", "within": True, "change": {"dips_gap": {"mean": 0.9}}}}}
+        "a": {"kind": "re-rank", "within": False, "vs_start": {"dips_gap": {"mean": 0.6}}},
+        "b": {"kind": "loss", "within": True, "vs_start": {"dips_gap": {"mean": 0.3}}},
+        "c": {"kind": "both", "within": True, "vs_start": {"dips_gap": {"mean": 0.4}}},
+        "d": {"kind": "control", "within": True, "vs_start": {"dips_gap": {"mean": 0.9}}}}}
     assert mod.best_row(gr)[0] == "c"
     assert mod.best_row(gr, kinds=("loss",))[0] == "b"
 
@@ -104,7 +108,12 @@ def test_fast_pipeline(mod, tmp_path):
     assert set(res["groupings"]) == {"popularity"}
     assert (out / "loss_tradeoff.png").stat().st_size > 0
     md = (out / "loss_tradeoff.md").read_text()
-    assert "| row | chosen at |" in md and "within budget" in md
+    assert "| row | kind |" in md and "within budget" in md and "Guard floors (measured)" in md
+    gr = res["groupings"]["popularity"]
+    assert set(gr["floors"]) == {"dips_gap", "exposure_misallocation_l1", "pairwise_accuracy_inter"}
+    # every row carries its per-seed changes and its signed means
+    for r in gr["rows"].values():
+        assert len(r["vs_start"]["dips_gap"]["per_seed"]) == len(res["seeds"])
 
 
 def test_select_needs_the_recipe_within_budget_of_the_start(mod):
@@ -119,19 +128,50 @@ def test_select_needs_the_recipe_within_budget_of_the_start(mod):
     assert mod.select(rows, 0, start) == {("popularity", "listnet", "dips_ramp", "finetune"): {0.01: [0.05]}}
 
 
-def test_start_val_reads_the_start_trials_validation(mod, tmp_path):
-    # the start trials of configs/sweep_starts_tuned.yaml in <out>/starts: seed 0's validation means, split random
-    for tid, params, metrics in (("a", {"split": "random", "seed": "0"}, {"val/ndcg@10": 0.12, "val/dips_gap": -0.25,
-                                                                          "test/ndcg@10": 0.2}),
-                                 ("b", {"split": "last", "seed": "0"}, {"val/ndcg@10": 0.5}),
-                                 ("c", {"split": "random", "seed": "2"}, {"val/ndcg@10": 0.3})):
-        d = tmp_path / "starts" / "trials" / tid
-        d.mkdir(parents=True)
-        (d / "result.json").write_text(json.dumps({"trial_id": tid, "params": params, "metrics": metrics,
-                                                   "checkpoint": None}))
-    assert mod.start_val(tmp_path, 0) == {"ndcg@10": 0.12, "dips_gap": -0.25}
-    assert mod.start_val(tmp_path, 2) == {"ndcg@10": 0.3}
-    assert mod.start_val(tmp_path, 1) is None
+def test_guard_floors_are_twice_the_seed_spread_of_the_start(mod, tmp_path):
+    (tmp_path / "start").mkdir()
+    for seed, (d, l1, pg) in enumerate([(-0.30, 0.60, 0.30), (-0.32, 0.64, 0.31), (-0.34, 0.62, 0.29)]):
+        (tmp_path / "start" / f"val_popularity_seed{seed}.json").write_text(json.dumps(
+            {"ndcg@10": 0.2, "dips_gap": d, "exposure_misallocation_l1": l1, "pairwise_accuracy_inter": pg}))
+
+    class A:
+        seeds, fast = [0, 1, 2], False
+
+    fl = mod.guard_floors(A, tmp_path, "popularity")
+    assert math.isclose(fl["dips_gap"], 2 * np.std([-0.30, -0.32, -0.34], ddof=1))
+    assert math.isclose(fl["exposure_misallocation_l1"], 2 * np.std([0.60, 0.64, 0.62], ddof=1))
+    assert math.isclose(fl["pairwise_accuracy_inter"], 2 * np.std([0.30, 0.31, 0.29], ddof=1))
+    A.seeds = [0]
+    assert mod.guard_floors(A, tmp_path, "popularity")["dips_gap"] == mod.GUARD_FLOOR
+
+
+def test_guard_held_counts_lists_on_the_true_relevance(mod):
+    before = [{"pairwise_accuracy_inter": np.array([0.5, -0.2, 0.0, np.nan, 0.3])}]
+    after = [{"pairwise_accuracy_inter": np.array([0.54, -0.3, 0.0, 0.1, -0.33])}]
+    # 0.54 <= 0.55 yes; |-0.3| > 0.22 no; 0 <= 0 yes; undefined before: left out; |-0.33| <= 0.33 yes
+    assert math.isclose(mod.guard_held(after, before), 3 / 4)
+
+
+def _row(kind, ndcg, *removed):
+    keys = ["ndcg@10", "dips_gap", "exposure_misallocation_l1", "pairwise_accuracy_inter"]
+    return {"kind": kind, "vs_start": {k: {"mean": v} for k, v in zip(keys, (ndcg, *removed))}}
+
+
+def test_dominated_by_needs_every_guarded_measure_and_ndcg(mod):
+    gr = {"rows": {"recipe": _row("both", -0.01, 0.3, 0.4, 0.2),
+                   "better everywhere": _row("re-rank", -0.005, 0.35, 0.4, 0.25),
+                   "worse ndcg": _row("re-rank", -0.02, 0.5, 0.6, 0.5),
+                   "worse pairwise": _row("re-rank", 0.0, 0.5, 0.6, 0.1),
+                   "a loss row": _row("loss", 0.0, 0.9, 0.9, 0.9)}}
+    assert mod.dominated_by(gr, "recipe") == ["better everywhere"]
+    assert mod.dominated_by(gr, "worse ndcg") == []
+
+
+def test_signed_values_mark_a_reversal(mod):
+    r = {"start_means": {"pairwise_accuracy_inter": 0.295, "dips_gap": -0.4},
+         "means": {"pairwise_accuracy_inter": -0.16, "dips_gap": -0.2}}
+    assert mod._signed(r, "pairwise_accuracy_inter") == "+0.295 → -0.160 ⇄"
+    assert mod._signed(r, "dips_gap") == "-0.400 → -0.200"
 
 
 def test_top_families_keeps_the_best_per_budget(mod):
