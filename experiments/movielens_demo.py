@@ -4,12 +4,12 @@ fairer -- a loss, a re-rank, or both -- judged by the same exact measures on the
 What it does, on a fresh machine:
 
 1. fetches ML-100K (GroupLens archive, or the RecBole 1.2.1 wheel from the package index) into the cache;
-2. splits every user's ratings leave-last-n-out (the last 10 by time are test, the 5 before validation), so all
-   943 users have full-catalogue test lists;
+2. splits every user's ratings as the headline does (``leave_random_n``: per seed, 10 random ratings of each user
+   are test and 5 more validation), so all 943 users have full-catalogue test lists;
 3. groups items by popularity (head = the most-rated items holding half of the training ratings, tail = the rest);
 4. trains, as sweep trials (:func:`torchfair.sweeps.run_sweep`, ``--workers`` at a time), for each seed the tuned
-   ranker (``configs/sweep_starts_tuned.yaml``, split ``last``: ``configs/ml100k_tuned.yaml``, biased MF, every
-   unrated item in each training list, ListNet with a flatter target; it beats popularity on NDCG@10), then the
+   ranker (``configs/sweep_starts_ials.yaml``, split ``random``: ``configs/ml100k_ials.yaml``, MF from implicit ALS
+   and a short ListNet fine-tune, on par with LensKit's tuned iALS), then the
    fine-tunes of ``configs/sweep_movielens_demo.yaml`` from it, ``--finetune-epochs`` each: the utility term alone
    (the control) and ``utility + --lam * --loss`` on the losses' default ordering (``RampRank(0.1)``);
 5. evaluates the trials' checkpoints with ``torchfair evaluate`` (exact measures, paired bootstrap over users): the
@@ -48,7 +48,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _sweep  # noqa: E402 - the shared sweep helpers (experiments/_sweep.py)
 
 #: the starts (split `last`) and the fine-tunes of the demo
-STARTS = _sweep.CONFIGS / "sweep_starts_tuned.yaml"
+STARTS = _sweep.CONFIGS / "sweep_starts_ials.yaml"
 SWEEP = _sweep.CONFIGS / "sweep_movielens_demo.yaml"
 #: the test-report columns of the summary table: (column, label, read as |value| for "removed")
 SUMMARY_COLUMNS = [
@@ -112,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def train(args, out: Path) -> Dict[str, Dict[str, str]]:
-    """The trials of the demo: each seed's tuned start (``configs/sweep_starts_tuned.yaml``, split ``last``) and,
+    """The trials of the demo: each seed's start (``configs/sweep_starts_ials.yaml``, split ``random``) and,
     with ``--lam`` > 0, the fine-tunes of ``configs/sweep_movielens_demo.yaml`` from it (the control and the
     recipe), as derived by the options; ``{seed: {"ranker" | "control" | "loss": checkpoint}}``."""
     seeds = [str(s) for s in args.seeds]
@@ -120,10 +120,10 @@ def train(args, out: Path) -> Dict[str, Dict[str, str]]:
     stream = open(os.devnull, "w") if args.quiet else None
     start_over = dict(common, **({"trainer.max_epochs": args.epochs} if args.epochs is not None else {}))
     seed_keys = {s: {"seed_everything": int(s), "data.seed": int(s)} for s in seeds}  # any seed, not only 0-2
-    path = _sweep.derive(STARTS, out / "stages" / "starts.yaml", keep={"split": ["last"], "seed": seeds},
+    path = _sweep.derive(STARTS, out / "stages" / "starts.yaml", keep={"split": ["random"], "seed": seeds},
                          bundles={"seed": seed_keys}, overrides=start_over)
     _sweep.run(path, out / "starts", workers=args.workers, threads=args.threads, stream=stream)
-    starts = _sweep.copy_starts(_sweep.finished(out / "starts", path), out / "start", {"split": "last"}, seeds)
+    starts = _sweep.copy_starts(_sweep.finished(out / "starts", path), out / "start", {"split": "random"}, seeds)
     ckpts = {s: {"ranker": str(starts[s])} for s in seeds}
     if args.lam > 0:
         path = _sweep.derive(
