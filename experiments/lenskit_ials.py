@@ -3,7 +3,7 @@
 Runs inside a separate environment with LensKit (it needs pandas < 3; see docs/guides/development.md):
 
     python -m venv ../lkvenv && ../lkvenv/bin/pip install torch==2.13.0 lenskit "pandas<3"
-    ../lkvenv/bin/python experiments/lenskit_ials.py IN.npz OUT.npz
+    ../lkvenv/bin/python experiments/lenskit_ials.py --inp IN.npz --out OUT.npz
 
 ``IN.npz`` (written by ``experiments/start_ranker.py``): ``train_user``, ``train_item``, ``train_rating`` (the
 training ratings, 0-based ids), ``num_users``, ``num_items``, ``grid`` (rows ``[dim, weight, reg, epochs]``) and,
@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 
-def main(inp: str, out: str) -> int:
+def run(inp: str, out: str) -> int:
     import pandas as pd
     from lenskit.als import ImplicitMFScorer
     from lenskit.data import from_interactions_df
@@ -56,5 +56,16 @@ def main(inp: str, out: str) -> int:
     return 0
 
 
+def main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--inp", default="in.npz", help="the split and grid, as written by experiments/start_ranker.py")
+    ap.add_argument("--out", default="out.npz", help="where the scores go")
+    a = ap.parse_args(argv)
+    return run(a.inp, a.out)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main())

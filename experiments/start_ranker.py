@@ -44,16 +44,18 @@ LENSKIT_GRID = [(64, w, r, 10) for w in (5.0, 10.0, 40.0) for r in (0.1, 1.0, 10
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--out", default="runs/start_ranker")
-    p.add_argument("--workers", type=int, default=2)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (each its own split; the first "
+                                                                            "tunes the grids)")
+    p.add_argument("--out", default="runs/start_ranker", help="output directory")
+    p.add_argument("--workers", type=int, default=2, help="trials at a time")
     p.add_argument("--starts", default="runs/tradeoff/starts",
                    help="where the trials of configs/sweep_starts_ials.yaml run (shared with experiments/"
                         "loss_tradeoff.py --stage starts: a trial finished there is reused)")
     p.add_argument("--lenskit-python", default=str(ROOT.parent / "lkvenv" / "bin" / "python"),
                    help="a Python with lenskit and pandas < 3 (dev-only comparison; skipped when missing)")
-    p.add_argument("--bootstrap", type=int, default=1000)
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates of the paired intervals")
     p.add_argument("--results", action="store_true", help="also write experiments/results/start_ranker.*")
     return p
 
@@ -105,8 +107,8 @@ def _lenskit(py: str, dm, grid, work: Path) -> Optional[List[Dict[str, np.ndarra
         arrays[f"{split}_offsets"] = np.cumsum([0] + [len(li["items"]) for li in L]).astype(np.int64)
     work.mkdir(parents=True, exist_ok=True)
     np.savez(work / "in.npz", **arrays)
-    r = subprocess.run([py, str(ROOT / "experiments" / "lenskit_ials.py"), str(work / "in.npz"),
-                        str(work / "out.npz")], capture_output=True, text=True)
+    r = subprocess.run([py, str(ROOT / "experiments" / "lenskit_ials.py"), "--inp", str(work / "in.npz"),
+                        "--out", str(work / "out.npz")], capture_output=True, text=True)
     if r.returncode != 0:
         print(f"[lenskit] failed: {r.stderr.strip().splitlines()[-1:]}", flush=True)
         return None
