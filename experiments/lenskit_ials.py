@@ -1,6 +1,7 @@
 """Dev-only: LensKit's implicit ALS (``lenskit.als.ImplicitMFScorer``) on a split exported by torchfair.
 
-Runs inside a separate environment with LensKit (it needs pandas < 3; see docs/guides/development.md):
+The split is that of the starts of ``configs/sweep_starts_ials.yaml`` (split ``random``).  Runs inside a separate
+environment with LensKit (it needs pandas < 3; see docs/guides/development.md):
 
     python -m venv ../lkvenv && ../lkvenv/bin/pip install torch==2.13.0 lenskit "pandas<3"
     ../lkvenv/bin/python experiments/lenskit_ials.py --inp IN.npz --out OUT.npz
