@@ -60,10 +60,11 @@ NDCG_BUDGET, GUARD = 0.02, 0.10
 #: re-ranker families, each a list of specs (its strengths), chosen on validation like lambda.  Group 1 is the
 #: protected group of both groupings (the popularity tail; Drama).
 RERANK_FAMILIES = {
-    "interleave": [f"interleave:keep={k},p={p}" for k in (10, 7, 5) for p in (0.5, 0.7, 0.8, 0.9, 0.95, 1.0)],
+    "interleave": [f"interleave:keep={k},p={p}" for k in (10, 9, 8, 7, 5)
+                   for p in (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0)],
     "targeted dips, share family": [f"targeted:measure=dips,keep={k},family=interleave" +
                                     (f",max_utility_loss={u}" if u is not None else "")
-                                    for k in (10, 7) for u in (None, 0.2, 0.05)],
+                                    for k in (10, 9, 8, 7) for u in (None, 0.05, 0.02)],
     "targeted dips, guarded": [f"targeted:measure=dips,keep={k},guard=pairwise_gap:0.1" for k in (10, 9, 8, 6)],
     "FA*IR": [f"fa_ir:p={p},k=100" for p in (0.3, 0.5, 0.7, 0.9)],
     "DetConstSort": [f"detconstsort:distribution={1 - p:g}/{p:g},k=100" for p in (0.3, 0.5, 0.7, 0.9)],
@@ -231,6 +232,12 @@ def _control_of(rows, r):
     return None
 
 
+def _trial(rows, g: str, u: str, loss: str, proto: str, seed: int, lam: float) -> Optional[Dict[str, Any]]:
+    """The trial row of one (grouping, utility, loss, protocol, seed, lambda), or ``None``."""
+    return next((r for r in rows if (r["groups"], r["utility"], r["loss"], r["protocol"], r["seed"], r["lam"])
+                 == (g, u, loss, proto, seed, lam)), None)
+
+
 def _split_means(metrics: Dict[str, float], split: str) -> Dict[str, float]:
     return {k.split("/", 1)[1]: v for k, v in metrics.items() if k.startswith(split + "/")}
 
@@ -301,11 +308,10 @@ def top_families(rows, chosen, seed: int, top: Optional[int] = None):
             for lam, budgets in lams.items():
                 if b not in budgets:
                     continue
-                r = [x for x in rows if (x["groups"], x["utility"], x["loss"], x["protocol"], x["seed"], x["lam"])
-                     == (*fam, seed, lam)]
-                ctrl = _control_of(rows, r[0]) if r else None
+                r = _trial(rows, fam[0], fam[1], fam[2], fam[3], seed, lam)
+                ctrl = _control_of(rows, r) if r else None
                 if r and ctrl:
-                    v = change(_split_means(r[0]["metrics"], "val"), _split_means(ctrl["metrics"], "val"))[TARGET]
+                    v = change(_split_means(r["metrics"], "val"), _split_means(ctrl["metrics"], "val"))[TARGET]
                     scored.append((v, fam, lam))
         for v, fam, lam in sorted(scored, key=lambda x: -x[0])[:top]:
             keep.setdefault(fam, {}).setdefault(lam, []).append(b)
@@ -486,11 +492,10 @@ def report_stage(args, out: Path) -> Dict[str, Any]:
                     for fam, spec in R.items():
                         add(f"{cname} + {spec}", "control + re-rank", ct[spec], st[None], family=fam)
                 for lam, budgets in lams.items():
-                    tr = [r for r in rows if (r["groups"], r["utility"], r["loss"], r["protocol"], r["seed"], r["lam"])
-                          == (g, u, loss, proto, seed, lam)]
-                    if not tr:
+                    tr = _trial(rows, g, u, loss, proto, seed, lam)
+                    if tr is None:
                         continue
-                    lt = _tables(tr[0]["checkpoint"], cfg, "test", specs, measures)
+                    lt = _tables(tr["checkpoint"], cfg, "test", specs, measures)
                     name = f"loss: {loss} λ={lam:g}, {u}"
                     add(name, "loss", lt[None], ct[None], st[None], budgets=budgets, loss=(u, loss, lam))
                     for fam, spec in R.items():
@@ -542,11 +547,10 @@ def recommend(args, out: Path, g: str, cfg: str, measures: List[str], rr, fams, 
         for fam, spec in R.items():
             cands[f"control: {u} + {spec}"] = (ct[spec], st[None], False)
         for lam in lams:
-            tr = [r for r in rows if (r["groups"], r["utility"], r["loss"], r["protocol"], r["seed"], r["lam"])
-                  == (g, u, loss, proto, s0, lam)]
-            if not tr:
+            tr = _trial(rows, g, u, loss, proto, s0, lam)
+            if tr is None:
                 continue
-            lt = _tables(tr[0]["checkpoint"], cfg, "val", specs, measures)
+            lt = _tables(tr["checkpoint"], cfg, "val", specs, measures)
             name = f"loss: {loss} λ={lam:g}, {u}"
             cands[name] = (lt[None], ct[None], True)
             for fam, spec in R.items():

@@ -290,7 +290,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         names = ["ranker"] + (["control", "loss"] if "loss" in tr else [])
         say(f"seed {seed}: torchfair evaluate (exact measures, test lists; re-rank {rerank or 'none'}, popularity)")
         rep = evaluate_checkpoints([tr[n] for n in names], str(out / f"seed{seed}" / "report"),
-                                   names=["ListNet (tuned)", control_name, loss_name][:len(names)], rerank=rerank,
+                                   names=["start (iALS)", control_name, loss_name][:len(names)], rerank=rerank,
                                    popularity=True, bootstrap=args.bootstrap, seed=seed, measures=DEFAULT_MEASURES,
                                    overwrite=True)
         reports[seed] = rep

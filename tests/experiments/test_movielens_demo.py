@@ -16,7 +16,7 @@ def test_demo_pipeline_rows_and_shares(demo, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     names = [r["name"] for r in summary["rows"]]
     rr = " + targeted:measure=dips,keep=2"
-    assert names == ["ListNet (tuned)", "ListNet (tuned)" + rr, "control: listnet fine-tune (1 ep)",
+    assert names == ["start (iALS)", "start (iALS)" + rr, "control: listnet fine-tune (1 ep)",
                      "control: listnet fine-tune (1 ep)" + rr, "listnet + 0.03·dips (1 ep)",
                      "listnet + 0.03·dips (1 ep)" + rr, "popularity"]
     reports = {s: json.loads((out / f"seed{s}" / "report" / "report.json").read_text()) for s in (0, 1)}
@@ -24,18 +24,18 @@ def test_demo_pipeline_rows_and_shares(demo, tmp_path):
         shares, rel = [], []
         for s in (0, 1):
             m = reports[s]["models"]
-            b, v = m["ListNet (tuned)"]["measures"], m[row["name"]]["measures"]
+            b, v = m["start (iALS)"]["measures"], m[row["name"]]["measures"]
             shares.append(1 - abs(v["dips_gap"]["mean"]) / abs(b["dips_gap"]["mean"]))
             rel.append(v["ndcg@10"]["mean"] / b["ndcg@10"]["mean"] - 1)
         assert math.isclose(row["columns"]["dips_gap"]["change"][0], sum(shares) / 2, rel_tol=1e-9, abs_tol=1e-12)
         assert math.isclose(row["columns"]["ndcg@10"]["change"][0], sum(rel) / 2, rel_tol=1e-9, abs_tol=1e-12)
     md = (out / "summary.md").read_text()
-    assert "| popularity |" in md and "popularity - ListNet (tuned):" in md
+    assert "| popularity |" in md and "popularity - start (iALS):" in md
     assert (out / "tradeoff.png").is_file()
-    # every fit is a sweep trial: the starts (split `last`) and the fine-tunes, each with its timing
+    # every fit is a sweep trial: the starts (split `random`, the headline's) and the fine-tunes, each with its timing
     starts = [json.loads(p.read_text()) for p in (out / "starts" / "trials").glob("*/result.json")]
     tunes = [json.loads(p.read_text()) for p in (out / "sweep" / "trials").glob("*/result.json")]
-    assert sorted((r["params"]["split"], r["params"]["seed"]) for r in starts) == [("last", "0"), ("last", "1")]
+    assert sorted((r["params"]["split"], r["params"]["seed"]) for r in starts) == [("random", "0"), ("random", "1")]
     assert sorted((r["params"]["loss"], r["params"]["seed"]) for r in tunes) == \
         [("control", "0"), ("control", "1"), ("dips", "0"), ("dips", "1")]
     assert all(r["timing"]["train_s"] > 0 for r in starts + tunes)
@@ -64,4 +64,4 @@ def test_demo_without_loss_or_rerank(demo, tmp_path):
     assert demo.main(["--variant", "synthetic", "--seeds", "0", "--epochs", "1", "--bootstrap", "0", "--lam", "0",
                       "--rerank", "none", "--out", str(out), "--quiet"]) == 0
     names = [r["name"] for r in json.loads((out / "summary.json").read_text())["rows"]]
-    assert names == ["ListNet (tuned)", "popularity"]
+    assert names == ["start (iALS)", "popularity"]

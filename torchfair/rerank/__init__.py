@@ -11,16 +11,19 @@ returns a :class:`Reranking` (the ranking, scores reproducing it for any measure
   guards on other fairness measures (:class:`Guard`, :func:`parse_guards`; torchfair's own);
 * :func:`get_reranker` / :data:`RERANKERS`: the spec language (``"fa_ir:p=0.5"``, ``"targeted:measure=dips,keep=10"``)
   shared by ``torchfair evaluate --rerank``, the training loop and the sweeps; :func:`rerank_lists` re-ranks
-  ragged lists (dicts of 1-D tensors, as the evaluation engine takes them).
+  ragged lists (dicts of 1-D tensors, as the evaluation engine takes them);
+* :class:`RerankedLoss`: a fairness loss on the order a re-ranker serves, its gradient straight through to the
+  scores (train the model for the re-ranked list).
 """
 from ._common import Reranking
 from .detconstsort import det_const_sort
 from .epsilon_greedy import epsilon_greedy
 from .fair import fa_ir
 from .interleave import interleave
+from .reranked_loss import RerankedLoss, straight_through_scores
 from .registry import RERANKERS, Reranker, get_reranker, list_rerankers, parse_spec, rerank_lists
 from .targeted import Guard, estimate_relevance, parse_guards, targeted_rerank
 
 __all__ = ["Reranking", "fa_ir", "det_const_sort", "interleave", "epsilon_greedy", "targeted_rerank", "estimate_relevance",
            "Guard", "parse_guards", "Reranker", "get_reranker", "parse_spec", "list_rerankers", "RERANKERS",
-           "rerank_lists"]
+           "rerank_lists", "RerankedLoss", "straight_through_scores"]

@@ -308,6 +308,22 @@ def _estimated_utility(gains_sorted: Tensor, perm: Tensor, k: int) -> Tensor:
     return (g * disc).sum(-1)
 
 
+def _number_set(values: Any, name: str, ok, what: str) -> List[float]:
+    """``values`` (one number, as ``boosts=inf`` in a spec, or a sequence) as a sorted list of distinct floats, each
+    passing ``ok``; ``ValueError`` naming ``name`` (a string, a bool, NaN or an empty sequence included)."""
+    if isinstance(values, (int, float)) and not isinstance(values, bool):
+        values = (values,)
+    try:
+        if isinstance(values, (str, bytes, Tensor)) or any(isinstance(x, bool) for x in values):
+            raise TypeError
+        out = sorted(set(float(x) for x in values))
+    except (TypeError, ValueError):
+        out = []
+    if not out or any(not ok(x) for x in out):
+        raise ValueError(f"`{name}` must be one of or a non-empty sequence of {what}; got {values!r}")
+    return out
+
+
 def targeted_rerank(scores: Tensor, groups: Tensor, relevance: RelevanceLike = "zeros", *, measure: str = "dips",
                     reducer: Optional[str] = None, keep: int = 0, max_utility_loss: Optional[float] = None,
                     utility_k: int = 10, boosts: Sequence[float] = DEFAULT_BOOSTS, mask: Optional[Tensor] = None,
@@ -385,30 +401,11 @@ def targeted_rerank(scores: Tensor, groups: Tensor, relevance: RelevanceLike = "
         if groups.is_floating_point():
             raise ValueError("`family`='interleave' needs integer group ids [B, N] (soft membership assigns no item "
                              "to one group)")
-        if isinstance(shares, (int, float)) and not isinstance(shares, bool):
-            shares = (shares,)
-        try:
-            if isinstance(shares, (str, bytes, Tensor)) or any(isinstance(x, bool) for x in shares):
-                raise TypeError
-            sl = sorted(set(float(x) for x in shares))
-        except (TypeError, ValueError):
-            raise ValueError(f"`shares` must be a share in [0, 1] or a sequence of them; got {shares!r}") from None
-        if not sl or any(not (0.0 <= x <= 1.0) for x in sl):
-            raise ValueError(f"`shares` must be a non-empty sequence of shares in [0, 1]; got {shares!r}")
+        sl = _number_set(shares, "shares", lambda x: 0.0 <= x <= 1.0, "shares in [0, 1]")
     utility_k = check_int(utility_k, "utility_k", low=1)
     if max_utility_loss is not None:
         max_utility_loss = check_number(max_utility_loss, "max_utility_loss", low=0.0)
-    if isinstance(boosts, (int, float)):  # one boost ("boosts=inf" in a spec)
-        boosts = (boosts,)
-    try:
-        if isinstance(boosts, (str, bytes, Tensor)) or any(isinstance(x, bool) for x in boosts):
-            raise TypeError
-        bl = sorted(set(float(x) for x in boosts))
-    except (TypeError, ValueError):
-        raise ValueError(f"`boosts` must be a positive number or a sequence of them (inf allowed); got "
-                         f"{boosts!r}") from None
-    if not bl or any(not (x > 0) for x in bl):
-        raise ValueError(f"`boosts` must be a non-empty sequence of positive numbers (inf allowed); got {boosts!r}")
+    bl = _number_set(boosts, "boosts", lambda x: x > 0, "positive numbers (inf allowed)")
     guards = parse_guards(guard)
     G = b.num_groups
     for name, gid in (("protected", protected), ("reference", reference)):
