@@ -100,7 +100,9 @@ class FairRankingModule(pl.LightningModule):
         init_from: a checkpoint of a ranker of the same shape (a ``torchfair fit`` checkpoint, or any file whose
             ``state_dict`` holds ``ranker.*`` entries) whose ranker weights start the fit: fine-tune a trained
             ranker with a fairness loss.  Read once, when a fit starts; a fit resumed with ``ckpt_path`` and
-            ``load_from_checkpoint`` restore their own weights and do not read it.
+            ``load_from_checkpoint`` restore their own weights and do not read it.  Without it, a ranker with an
+            ``initialize(datamodule, seed)`` method (``MatrixFactorization(init="ials")``: implicit ALS on the
+            training ratings) is initialised by it when a fit starts (not when one resumes).
         rerank: a re-ranker spec (:func:`torchfair.rerank.get_reranker`, e.g. ``"fa_ir:p=0.3"``,
             ``"targeted:measure=dips,keep=10"``) applied to the scores before the exact validation and test
             measures (training is unchanged): the measures then judge what serving the re-ranked lists would
