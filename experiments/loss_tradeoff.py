@@ -57,18 +57,28 @@ COLUMNS = [("ndcg@10", "NDCG@10", "utility"), ("dips_gap", "DIPS gap", "guard"),
 TARGET = "dips_gap"
 BUDGETS = (0.01, 0.02, 0.05)  # NDCG@10 costs at which each family's lambda / keep is chosen on validation
 NDCG_BUDGET, GUARD = 0.02, 0.10
-#: re-ranker families, each a list of specs (its strengths), chosen on validation like lambda.  Group 1 is the
-#: protected group of both groupings (the popularity tail; Drama).
-RERANK_FAMILIES = {
-    "interleave": [f"interleave:keep={k},p={p}" for k in (10, 9, 8, 7, 5)
-                   for p in (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0)],
-    "targeted dips, share family": [f"targeted:measure=dips,keep={k},family=interleave" +
-                                    (f",max_utility_loss={u}" if u is not None else "")
-                                    for k in (10, 9, 8, 7) for u in (None, 0.05, 0.02)],
-    "targeted dips, guarded": [f"targeted:measure=dips,keep={k},guard=pairwise_gap:0.1" for k in (10, 9, 8, 6)],
-    "FA*IR": [f"fa_ir:p={p},k=100" for p in (0.3, 0.5, 0.7, 0.9)],
-    "DetConstSort": [f"detconstsort:distribution={1 - p:g}/{p:g},k=100" for p in (0.3, 0.5, 0.7, 0.9)],
-}
+#: re-ranker families, each a list of specs (its strengths), chosen on validation like lambda, for the protected
+#: group ``protected`` (the group the start disadvantages on seed 0's validation lists: the popularity tail, 1; for
+#: Drama vs the rest, the rest, 0); the targeted re-rankers pick the group per list themselves
+def rerank_families(protected: int = 1) -> Dict[str, List[str]]:
+    if FAST:
+        return {"interleave": [f"interleave:keep=2,p=0.7,protected={protected}",
+                               f"interleave:keep=0,p=1.0,protected={protected}"],
+                "targeted dips, guarded": ["targeted:measure=dips,keep=0,guard=pairwise_gap:0.1"]}
+    dist = (lambda p: f"{1 - p:g}/{p:g}") if protected == 1 else (lambda p: f"{p:g}/{1 - p:g}")
+    return {
+        "interleave": [f"interleave:keep={k},p={p},protected={protected}" for k in (10, 9, 8, 7, 5)
+                       for p in (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0)],
+        "targeted dips, share family": [f"targeted:measure=dips,keep={k},family=interleave" +
+                                        (f",max_utility_loss={u}" if u is not None else "")
+                                        for k in (10, 9, 8, 7) for u in (None, 0.05, 0.02)],
+        "targeted dips, guarded": [f"targeted:measure=dips,keep={k},guard=pairwise_gap:0.1" for k in (10, 9, 8, 6)],
+        "FA*IR": [f"fa_ir:p={p},k=100,protected={protected}" for p in (0.3, 0.5, 0.7, 0.9)],
+        "DetConstSort": [f"detconstsort:distribution={dist(p)},k=100" for p in (0.3, 0.5, 0.7, 0.9)],
+    }
+
+
+FAST = False
 #: loss rows evaluated on test per grouping: at each budget, the families whose chosen lambda removes most of the
 #: target on seed 0's validation lists (every family's choice is in selection.json)
 TOP_FAMILIES = 3
@@ -426,11 +436,13 @@ def choose_reranks(args, out: Path, g: str, measures: List[str]) -> Dict[str, Di
     as lambda: the largest removal of the DIPS gap within the budget under the guard): ``{family: {"by_budget":
     {budget: spec}, "spec": the spec at the 2 % budget (or the largest budget that has one)}}``."""
     start = str(out / "start" / f"seed{args.seeds[0]}.ckpt")
-    specs = [s for fam in RERANK_FAMILIES.values() for s in fam]
-    tabs = _tables(start, _group_cfg(out, g, args.fast), "val", specs, measures)
-    ctrl = _means(tabs[None])
+    cfg = _group_cfg(out, g, args.fast)
+    ctrl = _means(_tables(start, cfg, "val", [], measures)[None])
+    # DIPS gap M_01 - M_10 < 0: group 1 is the disadvantaged one (Fabris et al. 2023)
+    families = rerank_families(1 if not (ctrl.get(TARGET, -1.0) > 0) else 0)
+    tabs = _tables(start, cfg, "val", [s for fam in families.values() for s in fam], measures)
     chosen: Dict[str, Dict[str, Any]] = {}
-    for fam, members in RERANK_FAMILIES.items():
+    for fam, members in families.items():
         by = {}
         for b in BUDGETS:
             best = None
@@ -448,6 +460,12 @@ def choose_reranks(args, out: Path, g: str, measures: List[str]) -> Dict[str, Di
     return chosen
 
 
+def chosen_specs(rr: Dict[str, Dict[str, Any]]) -> Dict[str, str]:
+    """Every spec some family chose at some budget (its strength at 1 %, 2 % and 5 %), with its family: each is a
+    re-rank row, and every loss is evaluated on top of each (a loss may afford only a weaker re-rank)."""
+    return {spec: fam for fam, c in rr.items() for spec in c["by_budget"].values()}
+
+
 def report_stage(args, out: Path) -> Dict[str, Any]:
     from torchfair.training.module import DEFAULT_MEASURES
 
@@ -460,7 +478,7 @@ def report_stage(args, out: Path) -> Dict[str, Any]:
         FLOORS.clear()
         FLOORS.update(guard_floors(args, out, g))
         rr = choose_reranks(args, out, g, measures)
-        R = {fam: c["spec"] for fam, c in rr.items()}  # family -> its validation-chosen spec
+        R = chosen_specs(rr)
         print(f"[report] {g}: floors {FLOORS}; re-rankers chosen on validation: {R} ({time.time() - t0:.0f} s)",
               flush=True)
         s0 = args.seeds[0]
@@ -474,11 +492,11 @@ def report_stage(args, out: Path) -> Dict[str, Any]:
             e["ctrl"].append(ctrl)
             e["start"].append(start if start is not None else ctrl)
 
-        specs = sorted(set(R.values()))
+        specs = sorted(R)
         for seed in args.seeds:
             st = _tables(str(out / "start" / f"seed{seed}.ckpt"), cfg, "test", specs, measures)
             add("start", "start", st[None], st[None])
-            for fam, spec in R.items():
+            for spec, fam in R.items():
                 add(f"re-rank: {spec}", "re-rank", st[spec], st[None], family=fam,
                     budgets=[b for b, x in rr[fam]["by_budget"].items() if x == spec])
             for (gg, u, loss, proto), lams in fams.items():
@@ -489,7 +507,7 @@ def report_stage(args, out: Path) -> Dict[str, Any]:
                 cname = f"control: {u}"
                 if len(entries.get(cname, {"rows": []})["rows"]) < args.seeds.index(seed) + 1:
                     add(cname, "control", ct[None], st[None])
-                    for fam, spec in R.items():
+                    for spec, fam in R.items():
                         add(f"{cname} + {spec}", "control + re-rank", ct[spec], st[None], family=fam)
                 for lam, budgets in lams.items():
                     tr = _trial(rows, g, u, loss, proto, seed, lam)
@@ -498,7 +516,7 @@ def report_stage(args, out: Path) -> Dict[str, Any]:
                     lt = _tables(tr["checkpoint"], cfg, "test", specs, measures)
                     name = f"loss: {loss} λ={lam:g}, {u}"
                     add(name, "loss", lt[None], ct[None], st[None], budgets=budgets, loss=(u, loss, lam))
-                    for fam, spec in R.items():
+                    for spec, fam in R.items():
                         add(f"{name} + {spec}", "both", lt[spec], ct[spec], st[None], budgets=budgets, family=fam,
                             loss=(u, loss, lam))
             print(f"[report] {g}: seed {seed} evaluated ({time.time() - t0:.0f} s)", flush=True)
@@ -533,18 +551,18 @@ def recommend(args, out: Path, g: str, cfg: str, measures: List[str], rr, fams, 
     start's DIPS gap, overall and among those containing the loss.  ``{"any": name, "with_loss": name,
     "val": {name: change vs start}}``."""
     s0 = args.seeds[0]
-    R = {fam: c["spec"] for fam, c in rr.items()}
-    specs = sorted(set(R.values()))
+    R = chosen_specs(rr)
+    specs = sorted(R)
     st = _tables(str(out / "start" / f"seed{s0}.ckpt"), cfg, "val", specs, measures)
     cands: Dict[str, Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray], bool]] = {}
-    for fam, spec in R.items():
+    for spec in R:
         cands[f"re-rank: {spec}"] = (st[spec], st[None], False)
     for (gg, u, loss, proto), lams in fams.items():
         ctrl_row = _control_of(rows, {"groups": g, "utility": u, "seed": s0, "protocol": proto})
         if ctrl_row is None:
             continue
         ct = _tables(ctrl_row["checkpoint"], cfg, "val", specs, measures)
-        for fam, spec in R.items():
+        for spec in R:
             cands[f"control: {u} + {spec}"] = (ct[spec], st[None], False)
         for lam in lams:
             tr = _trial(rows, g, u, loss, proto, s0, lam)
@@ -553,7 +571,7 @@ def recommend(args, out: Path, g: str, cfg: str, measures: List[str], rr, fams, 
             lt = _tables(tr["checkpoint"], cfg, "val", specs, measures)
             name = f"loss: {loss} λ={lam:g}, {u}"
             cands[name] = (lt[None], ct[None], True)
-            for fam, spec in R.items():
+            for spec in R:
                 cands[f"{name} + {spec}"] = (lt[spec], ct[spec], True)
     sm = _means(st[None])
     val: Dict[str, Dict[str, float]] = {}
@@ -732,9 +750,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args.losses = [x for x in args.losses if x in ("none", "dips_ramp", "multi_ramp")]
         args.bootstrap = min(args.bootstrap, 30)
         args.groupings = ["popularity"]
-        global RERANK_FAMILIES
-        RERANK_FAMILIES = {"interleave": ["interleave:keep=2,p=0.7", "interleave:keep=0,p=1.0"],
-                           "targeted dips, guarded": ["targeted:measure=dips,keep=0,guard=pairwise_gap:0.1"]}
+        global FAST
+        FAST = True
     t0 = time.time()
     stages = ["starts", "prune", "confirm", "report"] if args.stage == "all" else [args.stage]
     if "starts" in stages:
