@@ -111,6 +111,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="protocols of the prune stage (the others than finetune run for the popularity / ListNet / "
                         "DIPS family only)")
     p.add_argument("--workers", type=int, default=2, help="trials at a time (one torch thread each)")
+    p.add_argument("--families", nargs="+", default=None,
+                   help="re-rank families to evaluate (default: all of rerank_families(); the share family "
+                        "'targeted dips, share family' is the costliest and, on popularity groups, picks the plain "
+                        "interleaving's p = 1 on nearly every list)")
     p.add_argument("--bootstrap", type=int, default=300, help="bootstrap replicates of the paired intervals")
     p.add_argument("--out", default="runs/tradeoff", help="output directory (starts, sweep, reports)")
     p.add_argument("--results", action="store_true", help="also write experiments/results/loss_tradeoff.*")
@@ -440,6 +444,8 @@ def choose_reranks(args, out: Path, g: str, measures: List[str]) -> Dict[str, Di
     ctrl = _means(_tables(start, cfg, "val", [], measures)[None])
     # DIPS gap M_01 - M_10 < 0: group 1 is the disadvantaged one (Fabris et al. 2023)
     families = rerank_families(1 if not (ctrl.get(TARGET, -1.0) > 0) else 0)
+    if getattr(args, "families", None):
+        families = {k: v for k, v in families.items() if k in args.families}
     tabs = _tables(start, cfg, "val", [s for fam in families.values() for s in fam], measures)
     chosen: Dict[str, Dict[str, Any]] = {}
     for fam, members in families.items():
