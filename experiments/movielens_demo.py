@@ -105,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
                         "on, 2 threads made each small op 3-15x slower than 1: OpenMP wake-ups dominate batches of "
                         "this size)")
     p.add_argument("--workers", type=int, default=None,
-                   help="trials at once (default: one per GPU, else 1)")
+                   help="trials at once (default: one per GPU, else min(2, CPUs): each trial one torch thread)")
     p.add_argument("--out", default="runs/demo", help="output directory (the trials: a second run reuses them)")
     p.add_argument("--results", action="store_true",
                    help="also write experiments/results/movielens_demo.md and .png")
@@ -270,6 +270,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     rerank = [] if args.rerank.strip().lower() == "none" else [get_reranker(args.rerank).spec]  # fail early
     torch.set_num_threads(args.threads)
+    if args.workers is None and not torch.cuda.is_available():
+        args.workers = max(1, min(2, os.cpu_count() or 1))  # CPU trials of one thread each, side by side
     t_start = time.time()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -277,8 +279,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     def say(msg: str) -> None:
         print(f"[{time.time() - t_start:5.0f}s] {msg}", flush=True)
 
-    say(f"training (sweep trials, {args.workers or 'one per GPU, else 1'} at a time): the tuned ranker of seeds "
-        f"{args.seeds} (MF + ListNet, every unrated item per list)"
+    say(f"training (sweep trials, {args.workers or 'one per GPU, else 1'} at a time): the start of seeds "
+        f"{args.seeds} (MF from implicit ALS + ListNet, configs/ml100k_ials.yaml)"
         + (f", then {args.finetune_epochs} epoch(s) of {args.utility} alone and + {args.lam:g}·{args.loss}"
            if args.lam > 0 else ""))
     load0 = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
