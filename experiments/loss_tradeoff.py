@@ -101,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="utility variants of the sweep file (plndcg10: 1 - E_PL[NDCG@10] samples 1 682-item lists, "
                         "~10x a trial's time, not in the default run)")
     p.add_argument("--losses", nargs="+", default=["none", "dips_ramp", "pairgap_ramp", "multi_ramp",
-                            "pairgap_below10", "dips_below10"],
+                            "pairgap_below10", "dips_below10", "misalloc_ramp", "dips_served", "pairgap_served"],
                    help="loss variants of the sweep file (the Plackett-Luce ones run for one family only: "
                         "--pl-family)")
     p.add_argument("--pl-family", action=argparse.BooleanOptionalAction, default=False,
@@ -111,10 +111,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="protocols of the prune stage (the others than finetune run for the popularity / ListNet / "
                         "DIPS family only)")
     p.add_argument("--workers", type=int, default=2, help="trials at a time (one torch thread each)")
-    p.add_argument("--families", nargs="+", default=None,
-                   help="re-rank families to evaluate (default: all of rerank_families(); the share family "
-                        "'targeted dips, share family' is the costliest and, on popularity groups, picks the plain "
-                        "interleaving's p = 1 on nearly every list)")
+    p.add_argument("--families", nargs="+",
+                   default=["interleave", "targeted dips, guarded", "FA*IR", "DetConstSort"],
+                   help="re-rank families of rerank_families() to evaluate; 'targeted dips, share family' is opt-in: "
+                        "the costliest, and on popularity groups it picked the plain interleaving's p = 1 on nearly "
+                        "every list (the same figures to the printed precision)")
     p.add_argument("--bootstrap", type=int, default=300, help="bootstrap replicates of the paired intervals")
     p.add_argument("--out", default="runs/tradeoff", help="output directory (starts, sweep, reports)")
     p.add_argument("--results", action="store_true", help="also write experiments/results/loss_tradeoff.*")
