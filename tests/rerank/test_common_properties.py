@@ -110,8 +110,13 @@ def test_a_vanishing_share_runs_in_time_linear_in_the_list():
     for backend in ("auto", "torch"):
         det_const_sort(s[:4], g[:4], distribution=[0.5, 0.5], num_groups=2, backend=backend)  # compile first
         t = time.perf_counter()
+        det_const_sort(s, g, distribution=[0.5, 0.5], backend=backend)
+        even = time.perf_counter() - t
+        t = time.perf_counter()
         out = det_const_sort(s, g, distribution=[1 - 1e-12, 1e-12], backend=backend)
-        assert time.perf_counter() - t < 20.0
+        # a ratio to the even shares on the same list (a loaded machine slows both): a walk of 1e12 steps would
+        # take hours
+        assert time.perf_counter() - t < 50 * even + 0.5
         # group 0 needs one item per position; group 1 needs its first only at length 1e12 -> after group 0
         assert out.ranking.tolist() == list(range(N))
         assert bool(out.met)

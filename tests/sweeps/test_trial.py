@@ -113,9 +113,11 @@ def test_a_trial_records_its_timing_and_slot(tmp_path, sweep_file):
         # the training time against the Timer state the last epoch's checkpoint saved a moment before the fit
         # ended (read after validate / test restored that state, it would count it twice)
         saved = torch.load(r["checkpoint"], map_location="cpu", weights_only=False)["callbacks"]["Timer"]
-        # (slack for a loaded machine between that save and the fit's end; counting it twice would add all of it)
+        # counting it twice would give at least twice the saved time; the time between that save and the fit's end
+        # is a small part of it on a quiet machine, an unknown part on a loaded one, so the check is that ratio
+        # and no wall-clock bound
         train = saved["time_elapsed"]["train"]
-        assert train <= t["train_s"] < train + max(0.25 * train, 0.45)
+        assert train <= t["train_s"] < 2 * train
         assert t["slot"] in (0, 1) and t["pid"] > 0 and t["host"]
         assert len(t["loadavg_start"]) == 3 and len(t["loadavg_end"]) == 3
     for a in timings:
