@@ -75,7 +75,8 @@ def test_trec_read_preset(files):
     assert [d["list_id"] for d in data.lists] == ["q1", "q2"]
     assert data.lists[0]["item_ids"] == ["z", "b", "a9", "a10"]
     assert data.warnings  # the negative grade read as 0, with a warning
-    assert TREC_READ == {"ties": "docno", "queries": "qrels", "negative_grades": "zero", "ideal": "qrels"}
+    assert TREC_READ == {"ties": "docno", "queries": "qrels", "negative_grades": "zero", "ideal": "qrels",
+                         "repeated_qrels": "error"}
 
 
 @pytest.mark.parametrize("kw, name", [({"ties": "first"}, "`ties`"), ({"queries": "all"}, "`queries`"),

@@ -133,3 +133,59 @@ def test_errors_name_the_argument():
     bad[0]["ideal_relevance"] = torch.tensor([[1.0, 2.0]])
     with pytest.raises(ValueError, match="`ideal_relevance`"):
         evaluate_lists(bad, ["ndcg"], bootstrap=0)
+
+
+# ------------------------------------------------------------- scores that differ below float32 resolution
+def _near_tie_collection(kind, n_queries=40, n_docs=30, seed=0):
+    """Runs whose scores are distinct in float64 but not all in float32 (trec_eval stores a run's scores as C
+    ``float``): ``"tiny"`` steps of 1e-13 around a few levels, ``"large"`` scores 1e6 + 0.01 k."""
+    rng = np.random.default_rng(seed)
+    run, qrels = {}, {}
+    for q in range(n_queries):
+        docs = [f"d{q}_{j:02d}" for j in rng.permutation(n_docs)]
+        if kind == "tiny":
+            scores = rng.integers(0, 4, n_docs) + 1e-13 * rng.permutation(n_docs)
+        else:
+            scores = 1e6 + 0.01 * rng.permutation(n_docs)
+        run[str(q)] = {d: float(s) for d, s in zip(docs, scores)}
+        qrels[str(q)] = {d: int(rng.integers(0, 3)) for d in docs[: n_docs // 2]}
+    return run, qrels
+
+
+@pytest.mark.parametrize("kind", ["tiny", "large"])
+def test_scores_that_tie_in_float32_go_by_docno_as_in_trec_eval(kind, tmp_path):
+    run, qrels = _near_tie_collection(kind)
+    # the float64 values are distinct in every query, their float32 roundings are not
+    assert all(len(set(d.values())) == len(d) for d in run.values())
+    assert all(len(set(np.float32(list(d.values())).tolist())) < len(d) for d in run.values())
+    run_path, qrels_path = write_trec(run, qrels, str(tmp_path))
+    ref = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank", "ndcg_cut", "P"}).evaluate(run)
+    data = read_trec(run_path, qrels_path, **TREC_READ)
+    table = evaluate_lists(data.lists, ["recip_rank", "ndcg_cut_10", "P_10"], bootstrap=0, **TREC_EVAL)
+    for name in ("recip_rank", "ndcg_cut_10", "P_10"):
+        diff = max(abs(table[name][i] - ref[q][name]) for i, q in enumerate(table.list_ids))
+        assert diff <= 1e-9, (name, diff)
+
+
+def test_comparing_float64_scores_would_differ_from_trec_eval_on_near_ties(tmp_path):
+    # the control: ordering by the float64 values (then docno) disagrees with trec_eval on some query
+    run, qrels = _near_tie_collection("tiny")
+    ref = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(run)
+    differs = 0
+    for q, docs in run.items():
+        order = sorted(docs, key=lambda d: (docs[d], d), reverse=True)
+        rr = next((1.0 / (i + 1) for i, d in enumerate(order) if qrels[q].get(d, 0) > 0), 0.0)
+        differs += abs(rr - ref[q]["recip_rank"]) > 1e-9
+    assert differs > 0
+
+
+def test_a_repeated_qrels_line_is_refused_under_trec_conventions_and_read_once_otherwise(tmp_path):
+    (tmp_path / "run.txt").write_text("q1 Q0 a 1 2.0 r\nq1 Q0 b 2 1.0 r\n")
+    (tmp_path / "qrels.txt").write_text("q1 0 a 1\nq1 0 b 0\nq1 0 a 1\n")
+    with pytest.raises(ValueError, match=r"qrels.txt:3: .*judged again \(first at line 1\).*repeated_qrels"):
+        read_trec(tmp_path / "run.txt", tmp_path / "qrels.txt", **TREC_READ)
+    data = read_trec(tmp_path / "run.txt", tmp_path / "qrels.txt")
+    assert data.lists[0]["relevance"].tolist() == [1.0, 0.0]
+    assert any("1 repeated identical qrels lines read once" in n for n in data.notes)
+    with pytest.raises(ValueError, match="`repeated_qrels`"):
+        read_trec(tmp_path / "run.txt", tmp_path / "qrels.txt", repeated_qrels="twice")

@@ -23,7 +23,7 @@ TREC input
   et al., CIKM 2020; its ``-G`` option).  A 3-column line ``qid docid rel`` has no group (expeval gives it group
   ``-1``).  A first line that is not a judgment (a header) is skipped.  An empty qrels file, a document judged twice
   with different grades, and a negative grade (unless ``negative_grades="zero"``) are errors; a line repeated
-  identically is read once.
+  identically is read once (``repeated_qrels="once"``) or is an error (``"error"``, trec_eval's: under ``--trec``).
 * **group file** (optional, as in the TREC Fair Ranking track, e.g. document -> author group): ``docid group``
   (one group for the document everywhere) or ``qid docid group`` (per query).  Lines starting with ``#`` are
   comments.  A group file wins over groups found in the qrels.  An empty group file is an error.
@@ -83,10 +83,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 
 __all__ = ["RankedLists", "read_trec", "read_run", "read_qrels", "read_group_file", "read_table",
-           "MISSING_GROUPS", "NEGATIVE_GRADES", "UNKNOWN_LABEL", "TIES", "QUERIES", "IDEAL", "TREC_READ"]
+           "MISSING_GROUPS", "NEGATIVE_GRADES", "UNKNOWN_LABEL", "TIES", "QUERIES", "IDEAL", "TREC_READ",
+           "REPEATED_QRELS"]
 
 #: choices of ``missing_groups``: a document without a group label is an error, or of unknown group (warning)
 MISSING_GROUPS = ("error", "unknown")
@@ -97,13 +99,15 @@ UNKNOWN_LABEL = "-1"
 #: choices of ``read_trec(ties=...)``: scores kept, equal ones in rank-column order (``"score"``), or trec_eval's
 #: order, score then document id descending, with strictly decreasing scores (``"docno"``)
 TIES = ("score", "docno")
+#: choices of ``read_trec(repeated_qrels=...)``: a qrels line repeated identically read once, or an error (trec_eval)
+REPEATED_QRELS = ("once", "error")
 #: choices of ``read_trec(queries=...)``: every query of the run, or only those in the qrels (trec_eval's)
 QUERIES = ("run", "qrels")
 #: choices of ``read_trec(ideal=...)``: lists carry ``ideal_relevance`` from the qrels, or not
 IDEAL = ("qrels", "run")
 #: the :func:`read_trec` options of trec_eval's conventions (with :data:`torchfair.evaluation.TREC_EVAL` for the
 #: measures): its ranking order, its query set, negative grades read as 0 (trec_eval: gain 0, not relevant)
-TREC_READ = {"ties": "docno", "queries": "qrels", "negative_grades": "zero", "ideal": "qrels"}
+TREC_READ = {"ties": "docno", "queries": "qrels", "negative_grades": "zero", "ideal": "qrels", "repeated_qrels": "error"}
 _SHARE_TOL = 1e-6
 
 
@@ -315,7 +319,7 @@ def read_run(path, use_rank: bool = False) -> Dict[str, List[Tuple[str, int, flo
     return {q: [x[:3] for x in lst] for q, lst in _read_run(path, use_rank).items()}
 
 
-def _read_qrels(path, groups: str, negative_grades: str, clamped: List[str]):
+def _read_qrels(path, groups: str, negative_grades: str, clamped: List[str], repeated: str = "once"):
     _check_choice(groups, "groups", ("auto", "column", "iter", "none"))
     _check_choice(negative_grades, "negative_grades", NEGATIVE_GRADES)
     rels: Dict[str, Dict[str, float]] = {}
@@ -354,6 +358,10 @@ def _read_qrels(path, groups: str, negative_grades: str, clamped: List[str]):
                 raise ValueError(f"{where}: document {doc!r} of query {qid!r} is judged {f[3]} here and "
                                  f"{prel:g} at line {pno}: conflicting judgments")
             if label is None or label in plabels:
+                if repeated == "error":
+                    raise ValueError(f"{where}: document {doc!r} of query {qid!r} is judged again (first at line "
+                                     f"{pno}); trec_eval refuses a repeated qrels line (`repeated_qrels`='error', "
+                                     f"as under --trec): remove the repeat, or read with repeated_qrels='once'")
                 repeats += 1
                 continue
             # the same judgment with another group label: the document is in several groups
@@ -408,7 +416,7 @@ def read_group_file(path) -> Tuple[Dict[str, List[str]], Dict[Tuple[str, str], L
 
 def read_trec(run, qrels=None, groups=None, *, qrels_groups: str = "auto", use_rank: bool = False,
               missing_groups: str = "error", negative_grades: str = "error", ties: str = "score",
-              queries: str = "run", ideal: str = "qrels") -> RankedLists:
+              queries: str = "run", ideal: str = "qrels", repeated_qrels: str = "once") -> RankedLists:
     """Read a TREC run with its qrels and optional group file (see the module doc for the formats and checks).
 
     ``missing_groups``: ``"error"`` (default: a ranked document without a group label, while the input has group
@@ -416,11 +424,15 @@ def read_trec(run, qrels=None, groups=None, *, qrels_groups: str = "auto", use_r
     ``negative_grades``: ``"error"`` (default) or ``"zero"`` (read as 0, with a warning).
     ``ties``: ``"score"`` (default: scores kept, equal ones in rank-column order, ties left to the measures'
     ``ordering``) or ``"docno"`` (**trec_eval's order**: score descending, then document id descending; scores
-    replaced by ``n, ..., 1`` so that no measure sees a tie, the run's kept as ``"raw_scores"``).
+    replaced by ``n, ..., 1`` so that no measure sees a tie, the run's kept as ``"raw_scores"``).  trec_eval stores a
+    run's scores as C ``float``: under ``"docno"`` scores are compared rounded to float32, so two scores that differ
+    below float32 resolution tie there and go by document id, as in trec_eval.
     ``queries``: ``"run"`` (default: every query of the run, one without qrels entry with relevance 0) or
     ``"qrels"`` (trec_eval's query set without ``-c``: the run's queries that have a qrels entry; needs qrels).
     ``ideal``: ``"qrels"`` (default, with qrels: every list carries ``"ideal_relevance"``, the grades of all judged
     documents of its query, trec_eval's ideal ranking and relevant counts) or ``"run"`` (no ``ideal_relevance``).
+    ``repeated_qrels``: ``"once"`` (default: a qrels line repeated identically is read once, with a note) or
+    ``"error"`` (trec_eval's: a ``ValueError`` naming both lines).
 
     The defaults keep the run's own scores and every query (nothing dropped or rewritten silently, and
     ``Hard(ties="average")`` stays available); :data:`TREC_READ` is trec_eval's choice of each.
@@ -435,6 +447,7 @@ def read_trec(run, qrels=None, groups=None, *, qrels_groups: str = "auto", use_r
     _check_choice(ties, "ties", TIES)
     _check_choice(queries, "queries", QUERIES)
     _check_choice(ideal, "ideal", IDEAL)
+    _check_choice(repeated_qrels, "repeated_qrels", REPEATED_QRELS)
     if queries == "qrels" and qrels is None:
         raise ValueError("`queries`='qrels' keeps the run's queries that are in the qrels: it needs `qrels`")
     ranking = _read_run(run, use_rank)
@@ -444,7 +457,7 @@ def read_trec(run, qrels=None, groups=None, *, qrels_groups: str = "auto", use_r
     rels: Dict[str, Dict[str, float]] = {}
     qgrp: Dict[Tuple[str, str], List[_Part]] = {}
     if qrels is not None:
-        rels, qgrp, repeats = _read_qrels(qrels, qrels_groups, negative_grades, clamped)
+        rels, qgrp, repeats = _read_qrels(qrels, qrels_groups, negative_grades, clamped, repeated_qrels)
         if repeats:
             notes.append(f"{qrels}: {repeats} repeated identical qrels lines read once")
         if not any(q in rels for q in ranking):
@@ -466,8 +479,9 @@ def read_trec(run, qrels=None, groups=None, *, qrels_groups: str = "auto", use_r
         if queries == "qrels" and qid not in rels:
             dropped.append(qid)
             continue
-        if ties == "docno":  # trec_eval: score descending, then docno descending (strcmp); no two keys are equal
-            lst = sorted(lst, key=lambda x: (x[2], x[0]), reverse=True)
+        if ties == "docno":  # trec_eval: float32 score descending, then docno descending (strcmp); no two keys equal
+            f32 = np.asarray([x[2] for x in lst], dtype=np.float64).astype(np.float32).tolist()
+            lst = [x for _, x in sorted(zip(f32, lst), key=lambda p: (p[0], p[1][0]), reverse=True)]
         else:  # descending score, then the rank column (stable)
             lst = sorted(lst, key=lambda x: (-x[2], x[1]))
         q = rels.get(qid, {})
