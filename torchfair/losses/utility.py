@@ -189,9 +189,9 @@ def pl_ndcg_loss(scores: Tensor, relevance: Tensor, *, samples: int = 32, k: Opt
     ``temperature`` / ``scale``: the temperature rule of the soft orderings (module docstring of
     :mod:`torchfair.orderings.soft`, Temperature).  The default ``temperature=0.1, scale="std"``
     (``tau_b = 0.1 * max(std_b, 0.25)``, detached) is :class:`~torchfair.orderings.PlackettLuce`'s: on a trained
-    ranker's scores (spread ~0.25 within a list) the policy keeps 98-99 % of the hard ranking's NDCG@10, so the
+    ranker's scores (spread ~0.25 within a list) the policy keeps 98-99 % of the hard ranking's ``NDCG@10``, so the
     loss tracks ``1 - NDCG@k`` of the ranking being trained, and 20 SGD steps (lr 1) on 32 such lists (N = 50) raise
-    their hard NDCG@10 from 0.60 to 0.82, against 0.65 with ``temperature=1.0, scale="none"`` -- the policy
+    their hard ``NDCG@10`` from 0.60 to 0.82, against 0.65 with ``temperature=1.0, scale="none"`` -- the policy
     ``softmax(scores)`` of the former default, nearly uniform on such scores (module docstring of
     :mod:`torchfair.orderings.plackett_luce`, Temperature).  Pass ``temperature=1.0, scale="none"`` for a policy
     whose randomness the model controls through the magnitude of its scores (PL-Rank's setting).

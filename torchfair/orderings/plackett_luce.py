@@ -51,7 +51,7 @@ of a list by ``c > 0`` leaves the policy unchanged while its std stays above ``m
 (``rho = 0.7``, ~16 % relevant, 256 lists, 500 samples):
 
 =====================================  ============  ============  ============
-expected NDCG@10                        N = 20        N = 50        N = 100
+expected ``NDCG@10``                    N = 20        N = 50        N = 100
 =====================================  ============  ============  ============
 hard ranking                            0.696         0.624         0.580
 ``temperature=1, scale="none"`` (old)   0.354         0.204         0.150
@@ -62,13 +62,13 @@ uniform random ranking                  0.291         0.157         0.114
 ``temperature=0.05``                    0.695         0.624         0.576
 =====================================  ============  ============  ============
 
-At ``0.1`` the policy keeps 98-99 % of the hard ranking's NDCG@10 (the old default: 16 / 10 / 8 % of the way from
+At ``0.1`` the policy keeps 98-99 % of the hard ranking's ``NDCG@10`` (the old default: 16 / 10 / 8 % of the way from
 random to hard) and is still stochastic (N = 50: the hard top item is drawn first with probability 0.83, the hard
 top 10 in its order in 0.5 % of the samples, an item moves 1.6 positions on average).  Training: 20 SGD steps
 (lr 1, 16 samples) of the DIPS loss on 32 such lists (N = 50) with a ranker biased towards one group take the
 exact DIPS gap from 0.137 to 0.055 at ``temperature=0.1`` (0.046-0.052 at 0.2-0.3; 0.075 at 0.02, nearly hard:
 PL-Rank's gradients vanish with the policy's randomness), to 0.133 with the old default; 20 such steps of
-PL-NDCG@10 (:func:`~torchfair.losses.pl_ndcg_loss`, 32 samples) take the hard NDCG@10 from 0.60 to 0.82 (0.65 with
+``PL-NDCG@10`` (:func:`~torchfair.losses.pl_ndcg_loss`, 32 samples) take the hard ``NDCG@10`` from 0.60 to 0.82 (0.65 with
 the old default).  (With Adam the old default's gradient direction still moves free scores, but its loss value, the
 expected DIPS of a nearly uniform policy, is 0.05-0.25x the ranking's on such lists.)  ``temperature``
 well below ``1 / N`` approaches the hard ranking (and vanishing gradients), ``1`` and more a nearly uniform one.
@@ -721,7 +721,7 @@ class PlackettLuce(_Tempered):
     samples : rankings drawn per list (Monte Carlo estimators).
     estimator : ``"pl_rank"`` (default), ``"score_function"`` or ``"relaxed"``.
     temperature : PL temperature (> 0), default ``0.1``: relative to each list's score scale with ``scale="std"``,
-        in score units with ``scale="none"``.  The default keeps 98-99 % of the hard ranking's NDCG@10 on a trained
+        in score units with ``scale="none"``.  The default keeps 98-99 % of the hard ranking's ``NDCG@10`` on a trained
         ranker's lists while staying stochastic (module docstring, Temperature, for the measurements); smaller is
         closer to the hard ranking.
     relaxation : for ``"relaxed"``: the soft ordering applied to the Gumbel-perturbed logits
