@@ -1,4 +1,5 @@
 """Utility measures (torchfair.metrics.utility) against plain-loop references and established implementations."""
+import itertools
 import math
 
 import pytest
@@ -326,6 +327,43 @@ def test_dcg_overflow_is_invalid_and_fp64_exact():
     assert dcg(s, r2).item() == pytest.approx(ref_dcg([1, 2, 3], [127, 100, 0]), rel=1e-6)
     v, valid = ideal_dcg(r, return_valid=True)
     assert not valid and v.item() == 0
+
+
+@pytest.mark.parametrize("grade", [16.0, 30.0, 127.0])
+def test_dcg_with_half_scores_carrying_a_gradient_refuses_a_gain_beyond_half_range(grade):
+    # the gradient reaches float16 scores in float16: a gain 2**16 - 1 > 65504 would make it infinite
+    from torchfair.orderings import PlackettLuce
+
+    x = torch.tensor([[0.3, -1.0, 0.5, 2.0, 0.1]], dtype=torch.float16, requires_grad=True)
+    r = torch.tensor([[grade, 3.0, 1.0, 0.0, 0.0]], dtype=torch.float16)
+    v, valid = dcg(x, r, ordering=PlackettLuce(exact=True), return_valid=True)
+    v.sum().backward()
+    assert not valid.item() and v.item() == 0
+    assert torch.isfinite(x.grad).all() and (x.grad == 0).all()
+    # without a gradient the value is defined (computed in float32): the plain loop over the 5! rankings
+    ev = dcg(x.detach(), r, ordering=PlackettLuce(exact=True, temperature=1.0, scale="none"))  # logits = scores
+    p = torch.softmax(x.detach().float(), -1)
+    want = 0.0
+    for perm in itertools.permutations(range(5)):
+        prob, left = 1.0, 1.0
+        for i in perm:
+            prob *= p[0, i].item() / left
+            left -= p[0, i].item()
+        want += prob * sum((2.0 ** r[0, i].item() - 1) / math.log2(pos + 2) for pos, i in enumerate(perm))
+    assert ev.item() == pytest.approx(want, rel=1e-4)
+
+
+def test_dcg_with_half_scores_below_half_range_keeps_a_finite_gradient():
+    from torchfair.orderings import PlackettLuce
+
+    x = torch.tensor([[0.3, -1.0, 0.5, 2.0, 0.1]], dtype=torch.float16, requires_grad=True)
+    r = torch.tensor([[15.0, 3.0, 1.0, 0.0, 0.0]], dtype=torch.float16)
+    v, valid = dcg(x, r, ordering=PlackettLuce(exact=True), return_valid=True)
+    v.sum().backward()
+    assert valid.item() and torch.isfinite(x.grad).all() and (x.grad != 0).any()
+    x32 = x.detach().float().requires_grad_(True)
+    dcg(x32, r.float(), ordering=PlackettLuce(exact=True)).sum().backward()
+    assert torch.allclose(x.grad.float(), x32.grad, rtol=1e-2, atol=1.0)
 
 
 def test_err_large_grades():

@@ -216,14 +216,18 @@ def _scale_back(x: Tensor, c: Tensor):
     return out, ok
 
 
-def _gains_representable(b: Batch, gain: GainLike) -> Tensor:
+def _gains_representable(b: Batch, gain: GainLike, grad_dtype: Optional[torch.dtype] = None) -> Tensor:
     """``[B]``: whether every item's gain is finite in the dtype (``2**r - 1`` overflows at ``r >= 128`` in
     float32, ``r >= 1024`` in float64).  Where it is not, the derivative of the unnormalised DCG with respect to
     that item's exposure is not representable (an infinite gradient, NaN once multiplied by a zero slope), wherever
-    the item is placed: :func:`dcg` is undefined there (0, invalid, zero gradient)."""
+    the item is placed: :func:`dcg` is undefined there (0, invalid, zero gradient).  ``grad_dtype``: the dtype of
+    scores that carry a gradient, when it is narrower (float16: the gain must stay below 65504, ``r < 16``: the
+    gradient reaches the scores in their own dtype)."""
     if gain != "exponential":
         return torch.ones(b.relevance.shape[0], dtype=torch.bool, device=b.relevance.device)
     log_max = math.log2(torch.finfo(b.relevance.dtype).max)
+    if grad_dtype is not None and grad_dtype.is_floating_point:
+        log_max = min(log_max, math.log2(torch.finfo(grad_dtype).max))
     return ~((b.relevance.detach() >= log_max) & b.mask).any(-1)
 
 
@@ -309,7 +313,9 @@ def dcg(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, gain: Gai
     overflows the dtype, and for a list holding an item whose exponential gain ``2**r - 1`` overflows the dtype
     (a grade ``>= 128`` in float32, ``>= 1024`` in float64) wherever that item is ranked, past the cut-off
     included: the DCG's derivative with respect to that item's exposure is infinite there, so no finite gradient
-    exists (see the module docstring).  Use float64 or :func:`ndcg`, which cancels the scale.
+    exists (see the module docstring).  Scores in half precision that carry a gradient receive it in their dtype:
+    there a gain must stay below its largest value too (float16: grades ``< 16``).  Use float64 or :func:`ndcg`,
+    which cancels the scale.
 
     Example::
 
@@ -322,7 +328,8 @@ def dcg(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, gain: Gai
     g, c = scaled_gains(b, gain, validate_args)
     ob = order(b, ordering)
     value, ok = _scale_back(_dcg(b, ob, k, g), c)
-    ok = ok & _gains_representable(b, gain)
+    grad_dtype = scores.dtype if scores.requires_grad and torch.is_grad_enabled() else None
+    ok = ok & _gains_representable(b, gain, grad_dtype)
     return finish(b, value, ok & _nonempty(b), reduction, return_valid)
 
 
