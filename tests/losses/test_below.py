@@ -66,3 +66,23 @@ def test_edge_cases():
         BelowTopK("dips", k=2)
     with pytest.raises(ValueError, match="`k`"):
         BelowTopK(inner, k=-1)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")], ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize("where", [0, 3], ids=["ranked-in-the-top-k", "ranked-below"])
+def test_a_non_finite_score_is_refused_wherever_it_ranks(bad, where):
+    # the wrapped loss sees only the items below the top k: the wrapper checks every real item itself
+    s = torch.tensor([[0.5, 1.0, 2.0, 3.0, -1.0]])
+    s[0, where] = bad
+    r = torch.tensor([[1.0, 0.0, 1.0, 0.0, 1.0]])
+    g = torch.tensor([[0, 1, 0, 1, 0]])
+    with pytest.raises(ValueError, match="`scores` must be finite"):
+        BelowTopK(DIPSLoss(num_groups=2), k=2)(s, r, g)
+
+
+def test_a_non_finite_score_on_a_padded_item_is_ignored():
+    s = torch.tensor([[float("nan"), 1.0, 2.0, 3.0, -1.0]])
+    m = torch.tensor([[False, True, True, True, True]])
+    r = torch.tensor([[1.0, 0.0, 1.0, 0.0, 1.0]])
+    g = torch.tensor([[0, 1, 0, 1, 0]])
+    assert torch.isfinite(BelowTopK(DIPSLoss(num_groups=2), k=2)(s, r, g, m))

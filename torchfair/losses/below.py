@@ -66,7 +66,9 @@ class BelowTopK(nn.Module):
                 mask: Optional[Tensor] = None) -> Tensor:
         if self.k == 0:
             return self.loss(scores, relevance, groups, mask)
-        below = below_top_k_mask(scores, self.k, mask, validate_args=False)  # the wrapped loss checks the inputs
+        # the scores are checked here on every real item (the wrapped loss checks only the items below the top k,
+        # so a NaN or infinite score ranked in the top k would otherwise pass unseen)
+        below = below_top_k_mask(scores, self.k, mask, validate_args=getattr(self.loss, "validate_args", True))
         if not bool(below.any()):  # nothing below the top k in the whole batch (one host read, as input checks do)
             real = torch.ones_like(scores, dtype=torch.bool) if mask is None else mask
             return torch.where(real, scores, torch.zeros_like(scores)).sum() * 0.0
