@@ -511,3 +511,48 @@ def test_keep_longer_than_a_list_is_clamped_to_it():
     assert out.ranking.tolist() == [1, 4, 2, 3, 0]
     guarded = get_reranker("targeted:measure=dips,keep=9,guard=pairwise_gap:0.1")(s[None], None, g[None])
     assert guarded.ranking.tolist() == [[1, 4, 2, 3, 0]]
+
+
+# ------------------------------------------------------------------- a measure's default group id, absent
+def test_a_default_protected_group_absent_from_the_batch_leaves_the_list_unchanged():
+    # rkl's default protected group is 1: on a one-group batch it is undefined (as measure_loss says), the same
+    # as protected=1 given explicitly
+    from torchfair.losses import measure_loss
+
+    s = torch.tensor([[0.3, 2.0, -1.0, 0.7, 1.5, 0.0]])
+    z = torch.zeros(1, 6, dtype=torch.long)
+    implied = targeted_rerank(s, z, measure="rkl")
+    explicit = targeted_rerank(s, z, measure="rkl", protected=1)
+    assert implied.ranking.tolist() == explicit.ranking.tolist() == [[1, 4, 3, 0, 5, 2]]  # by score
+    assert implied.objective.tolist() == explicit.objective.tolist() == [[0.0], [0.0]]
+    assert measure_loss("rkl", s, groups=z, reduction="none").tolist() == [0.0]
+
+
+# --------------------------------------------------------------------------------- guards and group ids
+def _awrf_per_list(scores, groups, protected):
+    from torchfair.metrics import awrf
+    return awrf(scores, groups, protected=protected)
+
+
+@pytest.mark.parametrize("how", ["the-re-rank's-protected", "the-guard's-own"])
+def test_an_awrf_guard_takes_a_protected_group(how):
+    g = torch.Generator().manual_seed(3)
+    s = torch.randn(4, 8, generator=g)
+    grp = torch.randint(0, 2, (4, 8), generator=g)
+    grp[:, 0], grp[:, 1] = 0, 1
+    if how == "the-re-rank's-protected":
+        out = targeted_rerank(s, grp, measure="dips", protected=1, guard="awrf:0.05")
+    else:
+        out = targeted_rerank(s, grp, measure="dips", guard=("awrf", 0.05, {"protected": 1}))
+    # the guard held on every list: the served order's AWRF distance (protected 1, one value per list, the exact
+    # measure) is within 5 % of the start's
+    served = torch.empty_like(s)
+    served.scatter_(-1, out.ranking, torch.arange(8, 0, -1, dtype=s.dtype).expand(4, 8))
+    before, after = _awrf_per_list(s, grp, 1), _awrf_per_list(served, grp, 1)
+    assert before.shape == (4,)
+    assert (after <= before + 0.05 * before.abs() + 1e-9).all()
+
+
+def test_a_guard_group_id_is_checked():
+    with pytest.raises(ValueError, match="`guard`.*`protected` must be an int group id"):
+        parse_guards([("awrf", 0.1, {"protected": -1})])

@@ -226,9 +226,15 @@ def _make_guard(item: Any, name: Any, tol: Any, reducer: Any = None, options: An
     params = inspect.signature(decl.fn).parameters
     bad = [k for k in options if k not in params or k in ("scores", "relevance", "groups", "mask", "num_groups",
                                                             "validate_args", "return_valid", "reduction",
-                                                            "ordering", "protected", "reference")]
+                                                            "ordering")]
     if bad:
         raise _guard_error(item, f"{bad[0]!r} is not an option of measure {name!r}")
+    for gid in ("protected", "reference"):  # the guard's own group ids (default: those of the re-rank)
+        if gid in options:
+            try:
+                check_group_id(options[gid], gid)
+            except ValueError as e:
+                raise _guard_error(item, str(e)) from None
     return Guard(decl.name, float(tol), reducer, dict(options))
 
 
@@ -411,7 +417,12 @@ def targeted_rerank(scores: Tensor, groups: Tensor, relevance: RelevanceLike = "
     for name, gid in (("protected", protected), ("reference", reference)):
         if gid is not None:  # soft membership declares G by its shape: an id past it is an error there
             check_group_id(gid, name, G if groups.is_floating_point() else num_groups)
-    if any(gid is not None and gid >= G for gid in (protected, reference)):
+    # the measure's own default group ids count too (rkl's protected = 1): absent from the batch, the measure is
+    # undefined on every list, as with the same id given explicitly
+    defaults = inspect.signature(decl.fn).parameters
+    implied = [gid if gid is not None else getattr(defaults.get(name), "default", None)
+               for name, gid in (("protected", protected), ("reference", reference))]
+    if any(isinstance(gid, int) and not isinstance(gid, bool) and gid >= G for gid in implied):
         # a group id absent from the batch: the measure is undefined on every list (measure_loss), so every list
         # comes back unchanged, with objective 0 (an undefined list's value) and NaN guards
         order, _ = start_order(b)
@@ -457,9 +468,10 @@ def targeted_rerank(scores: Tensor, groups: Tensor, relevance: RelevanceLike = "
         """``(value [B], defined [B])`` of measure ``d`` reduced by ``red`` on the ranking of ``keys`` (start frame):
         ``measure_loss(..., ordering=Hard(), reduction="none")`` and where it is defined."""
         gs, ng = groups_frame(d)
+        opts = dict(opts)
+        ids = {"protected": opts.pop("protected", protected), "reference": opts.pop("reference", reference)}
         per, ok = per_list_loss(d, keys.to(work), rel, gs, reducer=red, ordering=Hard(), mask=real_sorted,
-                                num_groups=ng, protected=protected, reference=reference, validate_args=False,
-                                **opts)
+                                num_groups=ng, validate_args=False, **ids, **opts)
         return reduce_loss(per.detach(), ok, "none"), ok
 
     def objective(keys: Tensor) -> Tensor:
@@ -487,7 +499,11 @@ def targeted_rerank(scores: Tensor, groups: Tensor, relevance: RelevanceLike = "
             if "browsing" in measure_options and "browsing" not in opts and \
                     "browsing" in inspect.signature(d.fn).parameters:
                 opts["browsing"] = measure_options["browsing"]  # the objective's user model
-            gspecs.append((d, gd.reducer, opts))
+            red = gd.reducer
+            if red is None and d.name == "awrf" and (opts.get("protected", protected) is not None or
+                                                     opts.get("distance") == "kl"):
+                red = "abs"  # one distance per list with these options, as for the objective
+            gspecs.append((d, red, opts))
 
     def guard_values(keys: Tensor) -> Tuple[Tensor, Tensor]:
         """``(values [B, K], defined [B, K])`` of every guard on the ranking of ``keys``."""
