@@ -144,3 +144,18 @@ def test_markdown_and_figure_primitives(tmp_path):
     rep = _file_report()
     plot_position_shares(rep, tmp_path / "s.png")
     assert (tmp_path / "s.png").stat().st_size > 1000
+
+
+def test_a_report_names_a_checkpoint_under_the_working_directory_relatively_and_a_run_without_a_loss(tmp_path,
+                                                                                                      monkeypatch):
+    from torchfair.evaluation.report import report_markdown
+
+    monkeypatch.chdir(tmp_path)
+    rep = _file_report()
+    inside = str(tmp_path / "runs" / "x" / "last.ckpt")  # absolute, under the working directory
+    rep["models"]["plain"]["meta"] = {"checkpoint": inside, "epoch": 1, "ranker": "mf", "fairness_loss": None,
+                                      "lam": None, "rerank": None}
+    md = report_markdown(rep).splitlines()
+    line = next(ln for ln in md if ln.startswith("- **plain**"))
+    assert line.startswith("- **plain**: `runs/x/last.ckpt` (epoch 1); ranker `mf`; no fairness loss; 3 lists")
+    assert str(tmp_path) not in "\n".join(md) and "None" not in line

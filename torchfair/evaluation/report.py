@@ -250,8 +250,10 @@ def report_markdown(report: Mapping[str, Any], *, title: Optional[str] = None, n
         groups = f"groups {_groups_text(m['group_names'])}." if m.get("group_names") is not None else ""
         if "checkpoint" in meta:
             fl = meta.get("fairness_loss") or {}
-            md.append(f"- **{n}**: `{meta['checkpoint']}` (epoch {meta.get('epoch')}); ranker `{meta.get('ranker')}`; "
-                      f"fairness loss {fl.get('repr', 'none')} (lambda {meta.get('lam')}); "
+            fair = "no fairness loss" if not fl.get("repr") else f"fairness loss {fl['repr']}" + (
+                f" (lambda {meta['lam']:g})" if isinstance(meta.get("lam"), (int, float)) else "")
+            md.append(f"- **{n}**: `{_shown_path(meta['checkpoint'])}` (epoch {meta.get('epoch')}); ranker "
+                      f"`{meta.get('ranker')}`; {fair}; "
                       f"{'re-ranked by `' + meta['rerank'] + '`; ' if meta.get('rerank') else ''}{m['n_lists']} "
                       f"lists; {groups}".rstrip())
         else:
@@ -261,6 +263,19 @@ def report_markdown(report: Mapping[str, Any], *, title: Optional[str] = None, n
             md.append(f"  MPC(group {mp['group']}) = {mp['estimate']:+.4f} [{mp['ci_low']:+.4f}, "
                       f"{mp['ci_high']:+.4f}] over {mp['n_pairs']} adjacent pairs (> 0: the group is under-ranked).")
     return "\n".join(md)
+
+
+def _shown_path(path) -> str:
+    """A checkpoint path as a report shows it: relative to the working directory when under it (a report pasted
+    elsewhere names no home directory), else as given."""
+    import os
+
+    p = str(path)
+    try:
+        rel = os.path.relpath(p)
+    except ValueError:  # another drive (Windows)
+        return p
+    return rel if os.path.isabs(p) and not rel.startswith("..") else p
 
 
 def plot_position_shares(report: Mapping[str, Any], path: PathLike, max_groups: int = 6) -> str:
