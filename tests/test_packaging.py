@@ -133,7 +133,7 @@ def test_core_modules_work_without_any_extra():
 @pytest.mark.parametrize("code, line", [
     ("import torchfair.training", "torchfair.training needs the [train] extra"),
     ("import torchfair.sweeps", "torchfair.sweeps needs the [sweep] extra"),
-    ("from torchfair.metrics import DIPS", "torchfair.evaluation.metric (the Metric classes: torchfair.metrics.DIPS"
+    ("from torchfair.metrics import DIPS", "torchfair.metrics.classes (the Metric classes: torchfair.metrics.DIPS"
                                            "...) needs the [torchmetrics] extra"),
     ("from torchfair.evaluation import PositionShares",
      "torchfair.evaluation.PositionShares / PooledMPC needs the [torchmetrics] extra"),

@@ -1,12 +1,17 @@
-"""torchfair.evaluation.metric: the torchmetrics accumulators -- exact corpus means against the measures list by
-list, invalid lists excluded, single columns and the named classes, distributed merges; the generated classes
-have the measure's real signature."""
+"""torchfair.metrics.classes: the torchmetrics accumulators -- exact corpus means against the measures list by
+list, invalid lists excluded, single columns and the named classes, distributed merges; one real class per
+declared measure (defined at module level, source visible), with the measure's real signature and its declared
+statics; ``torchfair.evaluation.metric`` re-exports them."""
+import ast
 import inspect
+import textwrap
+import typing
 
 import pytest
 import torch
 
-import torchfair.evaluation.metric as M
+import torchfair.metrics.classes as M
+from torchfair.metrics import MEASURES
 from evaluation_lists import direct_mean, make_lists, pad
 from torchfair.evaluation import available_measures
 from torchfair.evaluation.registry import parse_browsing
@@ -26,13 +31,117 @@ def _measure_of(cls):
 
 @pytest.mark.parametrize("name", CLASSES)
 def test_signature_lists_every_option_of_the_measure_function(name):
+    """Every option of the function is a keyword-only parameter of the class; besides them ``num_groups``,
+    ``column``, ``validate_args`` and ``**kwargs`` (torchmetrics' own keywords: ``sync_on_compute``...)."""
     cls = getattr(M, name)
     fn = get_measure(_measure_of(cls)).fn
     expected = {p for p, prm in inspect.signature(fn).parameters.items()
                 if p not in DATA and p not in ("column", "label") and prm.kind is not inspect.Parameter.VAR_KEYWORD}
-    got = set(inspect.signature(cls).parameters)
-    assert got == {"num_groups", "column", "validate_args"} | expected
-    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in inspect.signature(cls).parameters.values())
+    params = inspect.signature(cls).parameters
+    named = {n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_KEYWORD}
+    assert named == {"num_groups", "column", "validate_args"} | expected
+    assert all(params[n].kind is inspect.Parameter.KEYWORD_ONLY for n in named)
+    assert [n for n, p in params.items() if p.kind is inspect.Parameter.VAR_KEYWORD] == ["kwargs"]
+
+
+# --- the classes are real classes, one per declared measure, as their declarations say ---------------------------
+#: what the source of a measure's class writes for an annotation of its function (the rest is written as it is)
+_ALIASES = {"Union[BrowsingModel, str, None]": "BrowsingLike"}
+
+
+def _wrap(head: str, items, indent: int, end: str = ""):
+    lines, cur = [], head
+    for i, item in enumerate(items):
+        piece = item + ("," if i < len(items) - 1 else end)
+        if len(cur) + 1 + len(piece) > 120:
+            lines.append(cur.rstrip())
+            cur = " " * indent + piece
+        else:
+            cur += ("" if cur.endswith("(") else " ") + piece
+    return lines + [cur]
+
+
+def expected_source(name: str, measure: str) -> str:
+    """The source of ``class <name>`` in torchfair/metrics/classes.py for the declared ``measure``: what a failing
+    test below prints, to paste there (a new declared measure, a changed option or description)."""
+    spec = get_measure(measure)
+    options = M._option_parameters(spec)
+    raw = inspect.signature(spec.fn).parameters
+    params = ["self", "*", "num_groups: Optional[int] = None", "column: Optional[str] = None",
+              "validate_args: bool = True"]
+    for p in options:
+        ann = raw[p.name].annotation
+        ann = _ALIASES.get(ann, ann) if isinstance(ann, str) else inspect.formatannotation(ann)
+        default = f'"{p.default}"' if isinstance(p.default, str) else repr(p.default)
+        params.append(f"{p.name}: {ann} = {default}" if ann is not inspect.Parameter.empty else f"{p.name}={default}")
+    doc, opts = M.class_doc(spec).split("\n\n")
+    wrap = dict(width=116, break_on_hyphens=False, break_long_words=False)
+    lines = [f"class {name}(FairnessMetric):"]
+    lines += textwrap.wrap(doc, initial_indent='    """', subsequent_indent="    ", **wrap) + [""]
+    lines += textwrap.wrap(opts, initial_indent="    ", subsequent_indent="    ", **wrap) + ['    """', ""]
+    lines += [f'    measure = "{measure}"', f"    higher_is_better = {spec.higher_is_better!r}",
+              "    is_differentiable = False", "    full_state_update = False", ""]
+    lines += _wrap("    def __init__(", params + ["**kwargs: Any"], 17, end=") -> None:")
+    lines += _wrap("        super().__init__(", ["self.measure", "num_groups=num_groups", "column=column",
+                                                 "validate_args=validate_args"], 25, end=",")
+    lines += _wrap("                         **self._options(", ["kwargs"] + [f"{p.name}={p.name}" for p in options],
+                   41, end="))")
+    return "\n".join(lines) + "\n"
+
+
+def test_one_class_per_declared_measure():
+    """The classes are exactly the declared measures' (each declared measure accumulates per-list columns)."""
+    measures = [getattr(M, n).measure for n in CLASSES]
+    assert len(set(measures)) == len(measures)
+    missing = sorted(set(MEASURES) - set(measures))
+    assert not missing, "declared measures without a class; add to torchfair/metrics/classes.py (and __all__, " \
+        "torchfair.metrics._METRIC_CLASSES):\n\n" + "\n\n".join(expected_source(m.title().replace("_", ""), m)
+                                                                  for m in missing)
+    assert set(measures) == set(MEASURES)
+    assert set(M.__all__) == {"FairnessMetric", "metric_class", *CLASSES}
+
+
+@pytest.mark.parametrize("name", CLASSES)
+def test_each_class_is_a_real_class_defined_in_its_module(name):
+    """Written as ``class DIPS(FairnessMetric): ...`` at the top level of torchfair/metrics/classes.py, so that
+    IDEs, type checkers and ``inspect.getsource`` see it (not made by a call)."""
+    cls = getattr(M, name)
+    assert cls.__qualname__ == cls.__name__ == name and cls.__module__ == "torchfair.metrics.classes"
+    assert inspect.getsource(cls).startswith(f"class {name}(FairnessMetric):")
+    top = {node.name: node for node in ast.parse(inspect.getsource(M)).body if isinstance(node, ast.ClassDef)}
+    assert name in top and "__init__" in {f.name for f in top[name].body if isinstance(f, ast.FunctionDef)}
+    assert cls.__init__.__qualname__ == f"{name}.__init__" and not hasattr(cls.__init__, "__signature__")
+
+
+@pytest.mark.parametrize("name", CLASSES)
+def test_each_class_is_what_its_declaration_says(name):
+    """Statics, signature (names, order, defaults, types) and docstring of the class equal what the declaration and
+    the measure function say; on a mismatch the message holds the class's expected source."""
+    cls = getattr(M, name)
+    decl = MEASURES[cls.measure]
+    spec = get_measure(cls.measure)
+    hint = f"\nexpected in torchfair/metrics/classes.py:\n\n{expected_source(name, cls.measure)}"
+    assert cls.higher_is_better is decl.higher_is_better, hint
+    assert cls.is_differentiable is False and cls.full_state_update is False, hint
+    assert cls.__doc__ is not None and " ".join(cls.__doc__.split()) == " ".join(M.class_doc(spec).split()), hint
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    want = M._option_parameters(spec)
+    assert [p.name for p in params] == ["num_groups", "column", "validate_args", *(p.name for p in want), "kwargs"], \
+        hint
+    hints = typing.get_type_hints(cls.__init__)
+    for got, exp in zip(params[3:], want):
+        assert got.kind is inspect.Parameter.KEYWORD_ONLY, hint
+        assert M._same(got.default, exp.default) or (got.default is None and exp.default is None), hint
+        assert hints.get(got.name, inspect.Parameter.empty) == exp.annotation, hint
+    assert inspect.getsource(cls).strip() == expected_source(name, cls.measure).strip(), hint
+
+
+def test_the_earlier_module_re_exports_the_classes():
+    """``torchfair.evaluation.metric`` (where the factory made them) names the same objects."""
+    import torchfair.evaluation.metric as old
+
+    assert old.__all__ == M.__all__
+    assert all(getattr(old, n) is getattr(M, n) for n in M.__all__)
 
 
 def test_options_reach_the_measure_and_defaults_change_nothing():
@@ -46,7 +155,8 @@ def test_options_reach_the_measure_and_defaults_change_nothing():
     got = m.compute()
     assert torch.allclose(got["dips_gap"].double(), (ref[..., 0, 1] - ref[..., 1, 0]).double().mean(), atol=1e-6)
     # every default given explicitly (as LightningCLI does): the same request, columns and values
-    defaults = {p.name: p.default for p in inspect.signature(M.DIPS).parameters.values()}
+    defaults = {p.name: p.default for p in inspect.signature(M.DIPS).parameters.values()
+                if p.kind is not inspect.Parameter.VAR_KEYWORD}
     a, b = M.DIPS(), M.DIPS(**defaults)
     assert a.request.options == b.request.options and a.columns == b.columns
 

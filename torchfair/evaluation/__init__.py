@@ -1,8 +1,11 @@
 """Evaluation tooling: a registry of named measures, corpus tables, accumulators and file readers.
 
-* :mod:`.registry`: ``name -> measure`` returning named per-list columns (:func:`get_measure`, :func:`register`);
-* :mod:`.metric`: the torchmetrics classes ``FairnessMetric``, ``DIPS``, ``NDCG``..., exact corpus means synchronised
-  across processes, public as :mod:`torchfair.metrics` names (``torchfair.metrics.DIPS`` beside ``dips``);
+* the measure registry, ``name -> measure`` returning named per-list columns (:func:`get_measure`, :func:`register`,
+  :func:`parse_request`), defined in :mod:`torchfair.metrics.registry` below this package and exported here
+  (:mod:`.registry` re-exports it at its earlier address);
+* the torchmetrics classes ``FairnessMetric``, ``DIPS``, ``NDCG``..., exact corpus means synchronised across
+  processes, are :mod:`torchfair.metrics` names (``torchfair.metrics.DIPS`` beside ``dips``), defined in
+  :mod:`torchfair.metrics.classes` (:mod:`.metric` re-exports them);
 * :mod:`.table`: :func:`evaluate_lists` -> :class:`EvaluationTable` (per-list rows, means, bootstrap intervals; JSON, CSV,
   Markdown);
 * :mod:`.io`: TREC run / qrels / group files and CSV/Parquet tables;
@@ -23,12 +26,12 @@ import sys
 from typing import Any, List
 
 from .io import TREC_READ, RankedLists, read_group_file, read_qrels, read_run, read_table, read_trec
-from .registry import (MeasureRequest, MeasureSpec, available_measures, compute_columns, get_measure, parse_request,
-                       register, unregister)
+from ..metrics.registry import (MeasureRequest, MeasureSpec, available_measures, compute_columns, get_measure,
+                                parse_request, register, unregister)
 from .table import TREC_EVAL, EvaluationTable, bootstrap_interval, evaluate_lists
 
 #: the accumulators, imported on first access (PEP 562); the torchmetrics classes built on the registry
-#: (:mod:`.metric`) are public as ``torchfair.metrics.DIPS`` etc., beside the functions
+#: (:mod:`torchfair.metrics.classes`) are public as ``torchfair.metrics.DIPS`` etc., beside the functions
 _LAZY = {name: "accumulators" for name in ("PooledMPC", "PositionShares")}
 
 __all__ = ["register", "unregister", "get_measure", "available_measures", "compute_columns", "parse_request",

@@ -25,8 +25,8 @@ from .declarations import MEASURES, Measure, get_declaration
 
 #: the torchmetrics ``Metric`` classes, beside the functions they accumulate (``DIPS`` and ``dips``), as torchmetrics
 #: keeps a domain's classes in its domain package: exact corpus means over batches and processes, defined in
-#: :mod:`torchfair.evaluation.metric` (they run the measure registry) and imported on first access (PEP 562), so that
-#: ``import torchfair.metrics`` does not import torchmetrics (the [torchmetrics] extra)
+#: :mod:`torchfair.metrics.classes` over the measure registry (:mod:`torchfair.metrics.registry`) and imported on
+#: first access (PEP 562), so that ``import torchfair.metrics`` does not import torchmetrics (the [torchmetrics] extra)
 _METRIC_CLASSES = (
     "FairnessMetric", "metric_class", "DIPS", "IGI", "REE", "PairwiseAccuracy", "RankParity", "KendallTau",
     "DiscordantFraction", "NDCG", "DCG", "Precision", "Recall", "MRR", "AveragePrecision", "RPrecision",
@@ -64,7 +64,7 @@ def __getattr__(name: str):
     if name in _METRIC_CLASSES:
         import importlib
 
-        value = getattr(importlib.import_module("torchfair.evaluation.metric"), name)
+        value = getattr(importlib.import_module("torchfair.metrics.classes"), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
