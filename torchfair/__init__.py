@@ -20,7 +20,7 @@ from typing import Any, List
 from . import browsing, data, losses, metrics, orderings
 from .kernels import warmup  # compile the CPU kernels up front (torchfair.kernels)
 
-__version__ = "0.1.0"
+from ._version import __version__
 __all__ = ["browsing", "orderings", "metrics", "losses", "evaluation", "compat", "data", "warmup", "__version__"]
 
 #: subpackages imported on first attribute access (PEP 562)

@@ -199,7 +199,7 @@ def _run(command: str, cfg) -> int:
 
 
 def _usage() -> str:
-    from . import __version__
+    from ._version import __version__
 
     rows = [f"  {n:<13} {h}" for n, (h, _, _) in COMMANDS.items()]
     rows += [f"  {n:<13} LightningCLI {n}: train / check a ranker from a YAML config" for n in LIGHTNING_SUBCOMMANDS]

@@ -158,7 +158,7 @@ def _log_error(tdir: Path) -> Optional[str]:
 def _provenance() -> Dict[str, Optional[str]]:
     """The torchfair version and git commit (recorded in trial.json, not hashed into the trial id: a new commit
     or version, most of which do not touch training, would otherwise orphan every finished trial)."""
-    from .. import __version__
+    from .._version import __version__
 
     commit = None
     try:
