@@ -67,7 +67,7 @@ def two_group_relevance(n_a: int = 500, n_b: int = 500, *, range_a: Tuple[float,
 
 def promote(ranking: Tensor, groups: Tensor, *, group: int = 1, count: int = 20, k: int = 0) -> Tensor:
     """Condition 1 of ``000`` §6.1.1: move the first ``count`` items of ``group`` in ``ranking`` (for the ideal
-    ranking, its most relevant ones) to positions ``k .. k + count - 1``; all other items keep their relative order.
+    ranking, its most relevant ones) to positions ``k`` to ``k + count - 1``; all other items keep their relative order.
 
     ``ranking`` ``[N]`` (item by position), ``groups`` ``[N]`` ids (by item).  Returns the new ranking ``[N]``.
     With ``k`` above the promoted items' current positions they are demoted instead (same rule).

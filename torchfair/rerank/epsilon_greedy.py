@@ -26,8 +26,9 @@ __all__ = ["epsilon_greedy"]
 def epsilon_greedy(scores: Tensor, groups: Optional[Tensor] = None, *, epsilon: float = 0.1, seed: int = 0,
                    mask: Optional[Tensor] = None, num_groups: Optional[int] = None,
                    validate_args: bool = True) -> Reranking:
-    r"""ε-greedy re-ranking (Feng & Shah, AAAI 2022): for ``i = 0 .. n-2``, with probability ``epsilon`` swap the
-    item at position ``i`` with one drawn uniformly from positions ``i+1 .. n-1`` of the current ranking.
+    r"""ε-greedy re-ranking (Feng & Shah, AAAI 2022): for ``i`` from 0 to ``n - 2``, with probability ``epsilon``
+    swap the item at position ``i`` with one drawn uniformly from the positions ``i + 1`` to ``n - 1`` of the
+    current ranking.
 
     ``epsilon`` in [0, 1]; ``seed``: an int (the same seed, batch and lengths give the same output on any device).
     ``groups`` is optional (the algorithm is group-blind); when given, lists with fewer than two groups present are
