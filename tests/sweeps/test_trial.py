@@ -120,6 +120,9 @@ def test_a_trial_records_its_timing_and_slot(tmp_path, sweep_file):
         assert train <= t["train_s"] < 2 * train
         assert t["slot"] in (0, 1) and t["pid"] > 0 and t["host"]
         assert len(t["loadavg_start"]) == 3 and len(t["loadavg_end"]) == 3
+        env = r["environment"]  # what decides the numbers: one torch thread per trial, deterministic algorithms
+        assert env["torch_threads"] == 1 and env["kernels"] in ("auto", "numba", "torch")
+        assert env["torch"] == torch.__version__ and env["deterministic"] in (True, False)
     for a in timings:
         for b in timings:
             if a is not b and a["wall_start"] < b["wall_end"] and b["wall_start"] < a["wall_end"]:

@@ -78,6 +78,30 @@ def _timer(trainer) -> Any:
     return timer
 
 
+def environment() -> Dict[str, Any]:
+    """What decides a trial's numbers besides its config and seed, as ``result.json["environment"]`` records it:
+    ``torch_threads`` (``torch.get_num_threads()``), ``deterministic`` (``torch.are_deterministic_algorithms_enabled()``),
+    ``kernels`` (``TORCHFAIR_KERNELS``, ``auto`` when unset; the code path of each call follows from it and the
+    input), ``numba`` (whether numba imports), and the versions of python, torch, numpy, numba and torchfair."""
+    import platform
+
+    import numpy
+    import torch
+
+    import torchfair
+    from torchfair import kernels
+
+    try:
+        from importlib.metadata import version
+        numba_version: Optional[str] = version("numba")
+    except Exception:  # pragma: no cover - numba not installed
+        numba_version = None
+    return {"torch_threads": torch.get_num_threads(), "deterministic": torch.are_deterministic_algorithms_enabled(),
+            "kernels": kernels.mode(), "numba": kernels.numba_available(), "python": platform.python_version(),
+            "torch": torch.__version__, "numpy": numpy.__version__, "numba_version": numba_version,
+            "torchfair": getattr(torchfair, "__version__", None), "machine": platform.machine()}
+
+
 def run_trial(tdir: os.PathLike, slot: Optional[int] = None) -> int:
     """Run the trial described by ``tdir/trial.json`` in this process: fit, then validate and test the best
     checkpoint (else the last one saved; else the model as trained); write ``result.json`` (or ``error.json``)
@@ -125,7 +149,8 @@ def run_trial(tdir: os.PathLike, slot: Optional[int] = None) -> int:
         timing.update(wall_end=time.time(), loadavg_end=_loadavg())
         _atomic_json(tdir / "result.json", {"trial_id": desc["trial_id"], "params": desc["params"],
                                             "metrics": metrics, "checkpoint": ckpt,
-                                            "seconds": timing["wall_end"] - t0, "timing": timing})
+                                            "seconds": timing["wall_end"] - t0, "timing": timing,
+                                            "environment": environment()})
         return 0
     except BaseException as e:  # noqa: BLE001 - a failing trial is recorded, whatever it raised
         error = f"{type(e).__name__}: {e}"
@@ -371,5 +396,5 @@ def _main(argv: Sequence[str]) -> int:  # pragma: no cover - the trial subproces
 
             torch.set_num_threads(int(threads))
         return run_trial(argv[1])
-    print("usage: torchfair sweep --config FILE --out DIR (this module's entry point is internal)", file=sys.stderr)
+    print("usage: torchfair sweep SWEEP_FILE --out DIR (this module's entry point is internal)", file=sys.stderr)
     return 2
