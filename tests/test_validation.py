@@ -241,3 +241,18 @@ def test_integer_scores_are_accepted():
     assert kendall_tau(s, r).dtype == torch.float32
     assert float(kendall_tau(s, r)[0]) == pytest.approx(
         ref.kendall_tau(ref.rank([3.0, 1.0, 2.0, 0.0]), [0.0, 1.0, 2.0, 3.0])[0])
+
+
+def test_a_misspelt_measure_name_gets_its_closest_spelling():
+    from torchfair.metrics import get_declaration
+
+    with pytest.raises(ValueError, match=r"got 'dipz' \(did you mean 'dips'\?\)"):
+        get_declaration("dipz")
+
+
+def test_check_choice_names_the_closest_choice():
+    from torchfair._validation import check_choice
+
+    with pytest.raises(ValueError, match=r"`reduction` must be one of 'none', 'mean', 'sum'; got 'maen' "
+                                         r"\(did you mean 'mean'\?\)"):
+        check_choice("maen", "reduction", ("none", "mean", "sum"))

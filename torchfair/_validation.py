@@ -43,7 +43,7 @@ from torch import Tensor
 
 __all__ = ["Batch", "prepare", "work_dtype", "as_membership", "check_choice", "check_number", "check_group_id",
            "check_reduction", "pad_groups", "check_int", "check_bool", "REDUCTIONS", "require", "value_check_mode",
-           "needs_host_value", "group_codes"]
+           "needs_host_value", "group_codes", "did_you_mean"]
 
 
 REDUCTIONS = ("none", "mean", "sum")
@@ -83,10 +83,22 @@ def needs_host_value(device: torch.device) -> bool:
     return torch.device(device).type != "cpu"
 
 
+def did_you_mean(value, choices) -> str:
+    """``" (did you mean 'x'?)"`` for the closest of ``choices`` to a misspelt ``value`` (``difflib``), else ``""``:
+    the tail of an error message."""
+    import difflib
+
+    if not isinstance(value, str):
+        return ""
+    close = difflib.get_close_matches(value, [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def check_choice(value, name: str, choices) -> str:
     """``value`` if it is one of the strings ``choices``, else ``ValueError`` naming ``name`` and the choices."""
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"`{name}` must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
+        raise ValueError(f"`{name}` must be one of {', '.join(repr(c) for c in choices)}; got {value!r}"
+                         f"{did_you_mean(value, choices)}")
     return value
 
 

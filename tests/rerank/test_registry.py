@@ -198,3 +198,27 @@ def test_rerank_lists_equals_the_reranker_on_each_list_alone():
         rerank_lists([{"scores": torch.ones(2)}], "fa_ir", num_groups=2)
     with pytest.raises(ValueError, match="`spec`"):
         rerank_lists(ragged, "nope", num_groups=2)
+
+
+# ------------------------------------------------------------------------ near misses: "did you mean"
+@pytest.mark.parametrize("spec, hint", [
+    ("interleav:p=1", "unknown re-ranker 'interleav' (did you mean 'interleave'?)"),
+    ("interleave:pp=1", "'pp' is not an option of re-ranker 'interleave' (did you mean 'p'?)"),
+    ("targeted:measure=dps", "unknown fairness measure 'dps' (did you mean 'dips'?)"),
+    ("targeted:measure=dips,kep=9", "'kep' is neither an option of re-ranker 'targeted' nor of measure 'dips' "
+                                    "(did you mean 'keep'?)"),
+], ids=["re-ranker", "option", "targeted-measure", "targeted-option"])
+def test_a_near_miss_is_named_with_its_closest_spelling(spec, hint):
+    with pytest.raises(ValueError) as e:
+        get_reranker(spec)
+    assert hint in str(e.value)
+
+
+def test_a_targeted_spec_takes_the_measures_own_options():
+    assert get_reranker("targeted:measure=dips,keep=9,browsing=rbp:0.9").options["browsing"] == "rbp:0.9"
+
+
+def test_a_far_miss_gets_no_suggestion():
+    with pytest.raises(ValueError) as e:
+        get_reranker("zzzzzz")
+    assert "did you mean" not in str(e.value)

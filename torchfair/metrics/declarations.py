@@ -432,4 +432,6 @@ def get_declaration(name: str) -> Measure:
     try:
         return MEASURES[name]
     except (KeyError, TypeError):
-        raise ValueError(f"`measure` must be one of {', '.join(sorted(MEASURES))}; got {name!r}") from None
+        from .._validation import did_you_mean
+        raise ValueError(f"`measure` must be one of {', '.join(sorted(MEASURES))}; got {name!r}"
+                         f"{did_you_mean(name, MEASURES)}") from None

@@ -35,10 +35,11 @@ from torch import Tensor
 
 import torch
 
+from .._validation import did_you_mean
 from ._common import Reranking, finish_rerank, prepare_rerank, start_order
 from .detconstsort import det_const_sort
 from .epsilon_greedy import epsilon_greedy
-from .fair import fa_ir
+from .fa_ir import fa_ir
 from .interleave import interleave
 from .targeted import _relevance_how, parse_guards, targeted_rerank
 
@@ -100,7 +101,8 @@ def parse_spec(spec: str) -> Tuple[str, Dict[str, Any]]:
     name, _, rest = spec.strip().partition(":")
     name = _ALIASES.get(name.strip().lower(), name.strip().lower())
     if name not in RERANKERS:
-        raise ValueError(f"`spec`: unknown re-ranker {name!r}; known: {', '.join(RERANKERS)}")
+        raise ValueError(f"`spec`: unknown re-ranker {name!r}{did_you_mean(name, list(RERANKERS) + list(_ALIASES))}; "
+                         f"known: {', '.join(RERANKERS)}")
     opts: Dict[str, Any] = {}
     if rest.strip():
         # split on commas that start a new key=value (so 'relevance=top:10' and lists survive)
@@ -127,7 +129,8 @@ class Reranker:
 
     def __post_init__(self):
         if self.name not in RERANKERS:
-            raise ValueError(f"`name`: unknown re-ranker {self.name!r}; known: {', '.join(RERANKERS)}")
+            raise ValueError(f"`name`: unknown re-ranker {self.name!r}{did_you_mean(self.name, RERANKERS)}; known: "
+                             f"{', '.join(RERANKERS)}")
         fn = RERANKERS[self.name][0]
         params = inspect.signature(fn).parameters
         takes_any = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
@@ -136,8 +139,8 @@ class Reranker:
                 continue  # the relevance estimate of the targeted measure ("zeros", "top:10", ...)
             if k in _DATA or (k not in params and not takes_any):
                 allowed = [p for p in params if p not in _DATA and params[p].kind == inspect.Parameter.KEYWORD_ONLY]
-                raise ValueError(f"`spec`: {k!r} is not an option of re-ranker {self.name!r}; it takes "
-                                 f"{', '.join(allowed)}")
+                raise ValueError(f"`spec`: {k!r} is not an option of re-ranker {self.name!r}"
+                                 f"{did_you_mean(k, allowed)}; it takes {', '.join(allowed)}")
         if self.name == "targeted":  # a bad measure or guard fails here, before any work
             from ..metrics import MEASURES
             from .targeted import MEASURE_ALIASES
@@ -145,8 +148,19 @@ class Reranker:
             measure = self.options.get("measure", "dips")
             known = sorted([n for n, m in MEASURES.items() if m.kind == "fairness"] + list(MEASURE_ALIASES))
             if measure is not None and measure not in known:  # None: the function's default
-                raise ValueError(f"`spec` {self.spec!r}: unknown fairness measure {measure!r}; one of "
-                                 f"{', '.join(known)}")
+                raise ValueError(f"`spec` {self.spec!r}: unknown fairness measure {measure!r}"
+                                 f"{did_you_mean(measure, known)}; one of {', '.join(known)}")
+            # the options that are not the re-ranker's own go to the measure: each must be one of its options
+            own = [p for p in params if p not in _DATA and params[p].kind == inspect.Parameter.KEYWORD_ONLY]
+            name = MEASURE_ALIASES[measure][0] if measure in MEASURE_ALIASES else (measure or "dips")
+            taken = [p for p in inspect.signature(MEASURES[name].fn).parameters
+                     if p not in ("scores", "relevance", "groups", "mask", "num_groups", "validate_args",
+                                  "return_valid", "reduction", "ordering", "protected", "reference")]
+            for k in self.options:
+                if k not in own and k not in taken and k != "relevance":
+                    raise ValueError(f"`spec` {self.spec!r}: {k!r} is neither an option of re-ranker 'targeted' "
+                                     f"nor of measure {name!r}{did_you_mean(k, own + taken)}; the re-ranker takes "
+                                     f"{', '.join(own)}; the measure takes {', '.join(taken) or 'no options'}")
             parse_guards(self.options.get("guard"))
             how = self.options.get("guard_relevance")
             if how is not None and not isinstance(how, Tensor):
