@@ -32,7 +32,7 @@ NOT_MEASURES = {"individual_dissatisfaction", "pairwise_gap", "accuracy_gaps", "
                 "individual_misallocation", "ideal_exposure", "log_dp", "log_eur", "log_rur", "prefix_mass",
                 "matched_pairs", "mpc_cluster_variance", "matched_pair_calibration", "monotonicity_test",
                 "isotonic_regression", "get_declaration", "ideal_dcg", "ideal_ranking",
-                "fair_test", "fair_mtable", "fair_adjusted_alpha",  # a test, its table and its significance
+                "fa_ir_test", "fa_ir_mtable", "fa_ir_adjusted_alpha",  # FA*IR's test, its table and its significance
                 "metric_class"}  # the factory of the torchmetrics classes
 
 

@@ -18,7 +18,7 @@ import importlib
 from typing import Any, List
 
 from . import browsing, data, losses, metrics, orderings
-from .kernels import warmup  # compile the CPU kernels up front (torchfair.kernels)
+from ._warmup import warmup  # compile every CPU kernel up front (torchfair.kernels; `torchfair warmup`)
 
 from ._version import __version__
 __all__ = ["browsing", "orderings", "metrics", "losses", "evaluation", "compat", "data", "warmup", "__version__"]

@@ -4,18 +4,30 @@
   or an error naming the variable); an explicit ``backend=`` wins; any other value is an error naming it;
 * a missing numba falls back to the torch code with one ``KernelFallbackWarning`` per process, and the orderings
   still give the torch numbers;
-* ``warmup()`` compiles what the measures call: afterwards a measure compiles nothing.
+* the path of a call depends on its input and this gate only: under ``auto`` the torch code below
+  ``MIN_ELEMENTS[family]`` elements, the kernels from there on, whatever the disk cache holds; no process is started;
+* the first compile of a family in a process is logged once (logger ``torchfair.kernels``);
+* ``torchfair.kernels.warmup()`` (each family's own, arrays only) and ``torchfair.warmup()`` compile what the measures
+  call: afterwards a measure compiles nothing.
 """
 from __future__ import annotations
 
+import importlib
+import logging
+import math
+import subprocess
 import warnings
 
+import numba
 import pytest
 import torch
 
+import torchfair
 import torchfair.kernels as kernels
-from torchfair.metrics import dips
-from torchfair.orderings import Hard
+from torchfair.metrics import dips, fa_ir_adjusted_alpha, fa_ir_mtable, fa_ir_test
+from torchfair.metrics import prefix as P
+from torchfair.orderings import FastSoftRank, Hard, RampRank
+from torchfair.rerank import det_const_sort, fa_ir
 
 
 @pytest.fixture
@@ -27,21 +39,14 @@ def no_numba(monkeypatch):
     monkeypatch.setattr(kernels, "_WARNED", False)
 
 
-@pytest.fixture
-def compiled(monkeypatch):
-    """As after the background compile (whatever the state of this machine's disk cache)."""
-    monkeypatch.setattr(kernels, "_READY", True)
-    monkeypatch.setattr(kernels, "_LOADED", {})  # forget what this process has loaded
-
-
-def test_numba_is_there(compiled):
+def test_numba_is_there():
     """numba is a core dependency: the kernel tests fail, not skip, without it."""
     assert kernels.numba_available()
     assert kernels.load("pairs").__name__ == "torchfair.kernels.pairs"
 
 
 @pytest.mark.parametrize("family", kernels.FAMILIES)
-def test_load_picks_by_backend_and_environment(family, monkeypatch, compiled):
+def test_load_picks_by_backend_and_environment(family, monkeypatch):
     monkeypatch.delenv(kernels.ENV, raising=False)
     assert kernels.load(family).__name__ == f"torchfair.kernels.{family}"
     assert kernels.load(family, "torch") is None
@@ -66,8 +71,7 @@ def test_bad_values_name_what_is_wrong(monkeypatch):
 
 def test_missing_numba_warns_once_and_runs_the_torch_code(no_numba, monkeypatch):
     monkeypatch.delenv(kernels.ENV, raising=False)
-    g = torch.Generator().manual_seed(0)
-    s, r, grp = torch.randn(3, 20, generator=g), torch.rand(3, 20, generator=g), torch.randint(0, 2, (3, 20))
+    s, r, grp = _large("pairs")  # (below the size the torch code runs without asking for numba)
     with pytest.warns(kernels.KernelFallbackWarning, match="numba"):
         got = dips(s, r, grp)
     with warnings.catch_warnings():
@@ -90,56 +94,147 @@ def test_missing_numba_is_an_error_when_asked_for(no_numba, monkeypatch):
     assert kernels.warmup() == 0.0
 
 
-def test_warmup_compiles_what_a_measure_needs(monkeypatch):
+def _batch(B, N, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(B, N, generator=g, dtype=dtype), torch.randint(0, 4, (B, N), generator=g).to(dtype),
+            torch.randint(0, 2, (B, N), generator=g))
+
+
+def _large(family):
+    """A ``[B, 50]`` batch with at least ``MIN_ELEMENTS[family]`` elements."""
+    return _batch(max(1, math.ceil(kernels.MIN_ELEMENTS[family] / 50)), 50)
+
+
+@pytest.mark.parametrize("ordering", [Hard(), RampRank(0.1), FastSoftRank(0.1)], ids=repr)
+def test_auto_takes_the_torch_code_below_the_size_and_the_kernels_above(ordering, monkeypatch):
+    monkeypatch.delenv(kernels.ENV, raising=False)
+    with kernels.trace() as small:
+        dips(*_batch(2, 5), ordering=ordering)
+    assert small and all(path == "torch" for _, path, _ in small), small
+    with kernels.trace() as large:
+        dips(*_large("sorting"), ordering=ordering)
+    for family, path, size in large:
+        assert path == ("numba" if size >= kernels.MIN_ELEMENTS[family] else "torch"), large
+    assert any(path == "numba" for _, path, _ in large), large
+
+
+def test_the_gate_overrides_the_size(monkeypatch):
+    small = _batch(2, 5)
+    monkeypatch.setenv(kernels.ENV, "numba")
+    with kernels.trace() as paths:
+        dips(*small)
+    assert {path for _, path, _ in paths} == {"numba"}
+    monkeypatch.setenv(kernels.ENV, "torch")
+    with kernels.trace() as paths:
+        dips(*_large("pairs"))
+    assert {path for _, path, _ in paths} == {"torch"}
+    monkeypatch.delenv(kernels.ENV)
+    with kernels.trace() as paths:
+        dips(*small, ordering=Hard(backend="numba"))
+    assert {path for _, path, _ in paths} == {"numba"}
+
+
+def test_the_same_call_gives_the_same_bits(monkeypatch):
+    """The path does not depend on what ran before in the process (no cache state, no clock)."""
+    monkeypatch.delenv(kernels.ENV, raising=False)
+    for args in (_batch(4, 50), _large("pairs")):
+        first = dips(*args)
+        kernels.warmup()
+        assert torch.equal(first, dips(*args))
+
+
+def test_no_process_is_started(monkeypatch):
+    """Neither a cold nor a warm call starts a process (the kernels compile synchronously, in this one)."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("torchfair started a process")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    monkeypatch.setattr(kernels, "_LOADED", {})
+    monkeypatch.delenv(kernels.ENV, raising=False)
+    for args in (_batch(4, 50), _large("pairs")):
+        dips(*args)
+        dips(*args, ordering=RampRank(0.1))
+    fa_ir_adjusted_alpha(40, 0.4, 0.05)
+    assert not hasattr(kernels, "subprocess")
+
+
+def test_pick_checks_its_arguments():
+    with pytest.raises(ValueError, match="`family`"):
+        kernels.pick("fenwick", "auto")
+    with pytest.raises(ValueError, match="`backend`"):
+        kernels.pick("pairs", "gpu")
+    assert kernels.pick("pairs", "auto", torch.zeros(3)) is None  # 3 elements
+    assert kernels.pick("pairs", "auto", torch.zeros(3), size=kernels.FOLLOW) is not None
+    assert kernels.pick("pairs", "torch", torch.zeros(10 ** 6)) is None
+
+
+def test_the_first_compile_of_a_family_is_logged_once(monkeypatch, caplog):
+    """numba's compile event (not a disk-cache load) of a kernel of a family logs one line naming its seconds."""
+    monkeypatch.setattr(kernels, "_LOGGED", set())
+    kernels.load("sorting")  # (registers the listener)
+
+    def twice(x):  # pragma: no cover - compiled
+        return 2 * x
+
+    twice.__module__ = "torchfair.kernels.sorting"  # as if it were a kernel of that family
+    jitted = numba.njit(twice)  # not cached: compiles on every new signature
+    with caplog.at_level(logging.INFO, logger="torchfair.kernels"):
+        jitted(1)
+        jitted(1.5)
+    lines = [r for r in caplog.records if r.name == "torchfair.kernels"]
+    assert len(lines) == 1 and lines[0].levelno == logging.WARNING
+    assert "'sorting'" in lines[0].getMessage() and " s (" in lines[0].getMessage()
+
+
+# ---------------------------------------------------------------------------------------------------- FA*IR
+@pytest.mark.parametrize("k, p, alpha", [(25, 0.5, 0.1), (200, 0.3, 0.1), (600, 0.6, 0.05), (7, 0.9, 0.2)])
+def test_fa_ir_values_are_the_same_bits_on_both_paths(k, p, alpha, monkeypatch):
+    """The cached adjusted significance is the same whichever path computed it first."""
+    got = {}
+    for backend in ("numba", "torch"):
+        monkeypatch.setattr(P, "_ADJUSTED", {})
+        got[backend] = (fa_ir_adjusted_alpha(k, p, alpha, backend=backend),
+                        fa_ir_mtable(k, p, alpha, backend=backend).tolist())
+    assert got["numba"] == got["torch"]
+
+
+@pytest.mark.parametrize("call", [
+    lambda b: fa_ir_adjusted_alpha(10, 0.5, 0.1, backend=b),
+    lambda b: fa_ir_mtable(10, 0.5, 0.1, backend=b),
+    lambda b: fa_ir_test(torch.tensor([3., 2., 1.]), torch.tensor([0, 1, 0]), p=0.5, backend=b),
+    lambda b: fa_ir(torch.tensor([3., 2., 1.]), torch.tensor([0, 1, 0]), backend=b),
+], ids=["fa_ir_adjusted_alpha", "fa_ir_mtable", "fa_ir_test", "fa_ir"])
+def test_fa_ir_takes_a_backend(call):
+    for backend in kernels.BACKENDS:
+        call(backend)
+    with pytest.raises(ValueError, match="`backend`"):
+        call("cuda")
+
+
+# --------------------------------------------------------------------------------------------------- warm-up
+def _signatures():
+    out = {}
+    for family in kernels.FAMILIES:
+        module = importlib.import_module(f"torchfair.kernels.{family}")
+        for name, value in vars(module).items():
+            if hasattr(value, "py_func") and hasattr(value, "signatures"):
+                out[f"{family}.{name}"] = list(value.signatures)
+    return out
+
+
+def test_warmup_compiles_what_the_measures_call(monkeypatch):
+    """``kernels.warmup()`` (each family on small arrays) leaves nothing for the measures to compile: the measure
+    pass of ``torchfair.warmup()`` adds no signature."""
     monkeypatch.delenv(kernels.ENV, raising=False)
     seconds = kernels.warmup()
     assert isinstance(seconds, float) and seconds > 0
-    from torchfair.kernels import pairs, sorting
+    before = _signatures()
+    monkeypatch.setenv(kernels.ENV, "numba")  # every path a kernel, whatever the size
+    from torchfair import _warmup
 
-    dispatchers = [sorting._sort_rows32, sorting._sort_rows64, pairs._sweep_rows32, pairs._sweep_rows64]
-    before = [len(d.signatures) for d in dispatchers]
-    assert all(before)
-    g = torch.Generator().manual_seed(1)
-    for dtype in (torch.float32, torch.float64):
-        s = torch.randn(3, 30, generator=g, dtype=dtype)
-        dips(s, torch.randint(0, 4, (3, 30), generator=g).to(dtype), torch.randint(0, 3, (3, 30), generator=g))
-    assert [len(d.signatures) for d in dispatchers] == before  # nothing left to compile
+    _warmup._measure_calls()
+    det_const_sort(*_batch(3, 9)[::2], distribution=[0.5, 0.5], k=5)
+    assert _signatures() == before  # nothing left to compile
+    monkeypatch.delenv(kernels.ENV)
+    assert torchfair.warmup() > 0
 
-
-class _FakeCompile:
-    """Stands for the background compile process: running until ``finish()``."""
-
-    def __init__(self, argv, **kwargs):
-        self.argv, self.env, self.code = argv, kwargs["env"], None
-        _FakeCompile.started.append(self)
-
-    def poll(self):
-        return self.code
-
-    def finish(self):
-        self.code = 0
-
-
-def test_a_cold_cache_runs_the_torch_code_while_a_process_compiles(monkeypatch):
-    """``auto`` with nothing on disk: the torch code (the same numbers) and one compile process per process,
-    which runs warmup() with TORCHFAIR_KERNELS=numba; once it has exited, the kernels."""
-    monkeypatch.delenv(kernels.ENV, raising=False)
-    monkeypatch.setattr(kernels, "_READY", False)
-    monkeypatch.setattr(kernels, "_LOADED", {})  # forget what this process has loaded
-    monkeypatch.setattr(kernels, "_STARTED_PID", None)
-    monkeypatch.setattr(kernels, "_CHILD", None)
-    monkeypatch.setattr(kernels, "_CACHED", {})
-    monkeypatch.setattr(kernels, "_on_disk", lambda module: False)
-    _FakeCompile.started = []
-    monkeypatch.setattr(kernels.subprocess, "Popen", _FakeCompile)
-    assert kernels.load("pairs") is None and kernels.load("sorting") is None
-    assert len(_FakeCompile.started) == 1
-    child = _FakeCompile.started[0]
-    assert "warmup()" in child.argv[-1] and child.env[kernels.ENV] == "numba"
-    assert kernels.load("pairs", "numba") is not None  # an explicit backend does not wait
-    g = torch.Generator().manual_seed(2)
-    s, r, grp = torch.randn(3, 20, generator=g), torch.rand(3, 20, generator=g), torch.randint(0, 2, (3, 20))
-    torch.testing.assert_close(dips(s, r, grp), dips(s, r, grp, ordering=Hard(backend="torch")), rtol=0, atol=0)
-    child.finish()
-    assert kernels.load("pairs").__name__ == "torchfair.kernels.pairs"
-    assert len(_FakeCompile.started) == 1

@@ -20,10 +20,8 @@ def backend(request, monkeypatch):
     (every other device)."""
     if request.param == "torch":
         monkeypatch.setattr(rp, "kernels", lambda *a, **k: None)
-    else:  # the kernels under "auto" even while a cold disk cache would have them compile in the background
-        import torchfair.kernels
-
-        monkeypatch.setattr(torchfair.kernels, "_READY", True)
+    else:  # the kernels under "auto" whatever the input size
+        monkeypatch.setenv("TORCHFAIR_KERNELS", "numba")
     return request.param
 
 
@@ -171,6 +169,7 @@ def test_fused_level_pass_runs_on_the_cpu_and_passes_gradcheck(weights, monkeypa
     """The compiled pass with the level weights inside (``_LevelWindowSum``): it is what the CPU takes for a
     LevelPairWeight, its values equal the one-hot torch path's and its hand-written backward (the transposed
     kernel with the transposed weights) matches finite differences for the scores and the values."""
+    monkeypatch.setenv("TORCHFAIR_KERNELS", "numba")  # the kernels whatever the input size
     g = torch.Generator().manual_seed(13)
     B, N, L = 3, 10, 4
     z = (torch.randn(B, N, generator=g, dtype=torch.float64) * 2).requires_grad_(True)

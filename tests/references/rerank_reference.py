@@ -98,7 +98,7 @@ def next_table_change(k: int, p: float, alpha: float) -> float:
     return f if Fraction(f) >= x else math.nextafter(f, 1.0)
 
 
-def fair_test_passes(ranking: Sequence[int], groups: Sequence[int], protected: int, p: float, alpha: float,
+def fa_ir_test_passes(ranking: Sequence[int], groups: Sequence[int], protected: int, p: float, alpha: float,
                      K: int) -> bool:
     """Zehlike et al. §4.1: every prefix i <= min(K, n) has BinomCDF(tau_p(i); i, p) > alpha."""
     c = prefix_counts(ranking, groups, protected)

@@ -12,7 +12,7 @@ from hypothesis import given, strategies as st
 
 import rerank_reference as R
 from rerank_cases import SETTINGS, _batch, _check_padding
-from torchfair.metrics import awrf, fair_mtable, fair_test
+from torchfair.metrics import awrf, fa_ir_mtable, fa_ir_test
 from torchfair.rerank import det_const_sort, epsilon_greedy, fa_ir, get_reranker, targeted_rerank
 
 RERANKERS = {
@@ -137,7 +137,7 @@ def test_fa_ir_k_longer_than_a_list_is_clamped_to_it():
     gen = torch.Generator().manual_seed(2)
     s, g = torch.randn(30, generator=gen).double(), torch.tensor([0] * 24 + [1] * 6)
     out = fa_ir(s, g, p=0.5, k=100)  # was a ValueError: k > N
-    m = fair_mtable(100, 0.5, 0.1).tolist()  # the table of k; the list uses its first 30 entries
+    m = fa_ir_mtable(100, 0.5, 0.1).tolist()  # the table of k; the list uses its first 30 entries
     order = sorted(range(30), key=lambda i: (-float(s[i]), i))
     P = [i for i in order if g[i] == 1]
     Q = [i for i in order if g[i] != 1]
@@ -149,7 +149,7 @@ def test_fa_ir_k_longer_than_a_list_is_clamped_to_it():
         else:
             want.append(Q.pop(0))
     assert out.ranking.tolist() == want
-    assert bool(out.met) == bool(fair_test(out.scores, g, p=0.5, k=100).passed)
+    assert bool(out.met) == bool(fa_ir_test(out.scores, g, p=0.5, k=100).passed)
     # the README's spec on lists shorter than its k
     r = get_reranker("fa_ir:p=0.5,k=100")(s[None], None, g[None])
     assert r.ranking[0].tolist() == want

@@ -1,4 +1,5 @@
-"""The compiled (numba) CPU kernels of torchfair, behind one gate.
+"""The compiled (numba) CPU kernels of torchfair, behind one gate.  Arrays in, arrays out: nothing of torchfair
+above this package is imported here.
 
 Families (one module each, imported on first use, never by ``import torchfair``):
 
@@ -7,26 +8,30 @@ Families (one module each, imported on first use, never by ``import torchfair``)
 * :mod:`~torchfair.kernels.windows` -- the prefix-sum passes of :class:`~torchfair.orderings.RampRank`;
 * :mod:`~torchfair.kernels.pav` -- the isotonic regression of :class:`~torchfair.orderings.FastSoftRank`;
 * :mod:`~torchfair.kernels.detconstsort` -- the walk of :func:`~torchfair.rerank.det_const_sort`;
-* :mod:`~torchfair.kernels.fair` -- FA*IR's m-tables and the bisection of their adjusted significance.
+* :mod:`~torchfair.kernels.fa_ir` -- FA*IR's m-tables and the bisection of their adjusted significance.
 
-Every ordering and re-ranker that has kernels takes ``backend="auto" | "numba" | "torch"``; the torch code is the
-reference and runs on every device.  ``"auto"`` follows the environment variable ``TORCHFAIR_KERNELS``:
+Every ordering, measure and re-ranker that has kernels takes ``backend="auto" | "numba" | "torch"``; the torch code
+is the reference and runs on every device.
 
-* unset or ``auto``: the kernels where they can run (plain CPU tensors); if numba cannot be imported, the torch
-  code, with one :class:`KernelFallbackWarning` per process (a broken numba is slow, never silent);
-* ``numba``: the kernels, and a ``ValueError`` naming ``TORCHFAIR_KERNELS`` when numba cannot be imported;
-* ``torch``: never the kernels.
+* ``"torch"``: never the kernels.
+* ``"numba"``: the kernels (``ValueError`` when numba cannot be imported or the tensors are not plain float32 /
+  float64 CPU tensors without gradients).
+* ``"auto"`` follows the environment variable ``TORCHFAIR_KERNELS``: ``torch`` / ``numba`` as above; unset or
+  ``auto``: the kernels for plain CPU tensors of at least :data:`MIN_ELEMENTS` ``[family]`` elements (the largest
+  tensor of the call; FA*IR: the table length ``k``), the torch code below that size, where it is as fast
+  (``experiments/bench_first_call.py --crossover``).  If numba cannot be imported: the torch code, with one
+  :class:`KernelFallbackWarning` per process.
 
-An explicit ``backend="numba"`` or ``"torch"`` wins over the variable.
+The path a call takes depends on its input (size, dtype, device) and this gate only, never on the state of a cache
+or on the clock, so the same call gives the same bits in every process.
 
-Compilation.  Kernels compile on first use, one specialisation per key width (``*32`` / ``*64`` entry points) and
-argument types, cached on disk (``NUMBA_CACHE_DIR``, else ``__pycache__``).  Compiling them takes tens of
-CPU-seconds, so under ``"auto"`` a process whose disk cache lacks a kernel family does not wait: the call runs the
-torch code while a background Python process runs :func:`warmup` (filling the disk cache; it outlives a short
-script), and the calls after it has finished load the kernels (the same values up to float64 rounding of the
-sums).  With a warm disk cache the kernels load on
-the first call, in well under a second.  ``backend="numba"`` (or ``TORCHFAIR_KERNELS=numba``) always waits for the
-kernels; :func:`warmup` pays the compile up front.
+Compilation.  A kernel compiles on its first call in a process, only the signature that call needs (key width,
+argument types), synchronously, and numba caches it on disk (``NUMBA_CACHE_DIR``, else ``__pycache__``): later
+processes load it in well under a second.  The first compile of each family in a process is reported by one
+``WARNING`` of the logger ``torchfair.kernels`` naming its cost (seconds; it happens once per machine while the
+disk cache is writable, so the line is rare, and without it a first call looks hung).  :func:`warmup` (or
+:func:`torchfair.warmup`, ``torchfair warmup``) compiles every kernel up front, for images and CI.  No process or
+thread is ever started to compile.
 
     >>> import torchfair.kernels as kernels
     >>> kernels.load("sorting", "torch") is None
@@ -34,33 +39,41 @@ kernels; :func:`warmup` pays the compile up front.
 """
 from __future__ import annotations
 
-import glob
+import contextlib
 import importlib
+import logging
+import math
 import os
-import subprocess
-import sys
 import threading
 import time
 import warnings
 from types import ModuleType
-from typing import Optional
+from typing import Dict, Iterator, List, Optional, Tuple
 
-__all__ = ["load", "pick", "mode", "numba_available", "warmup", "KernelFallbackWarning", "BACKENDS", "FAMILIES", "ENV"]
+__all__ = ["load", "pick", "trace", "mode", "numba_available", "warmup", "KernelFallbackWarning", "BACKENDS",
+           "FAMILIES", "MIN_ELEMENTS", "FOLLOW", "ENV"]
 
-#: ``backend=`` of the orderings and re-rankers that have kernels
+#: ``backend=`` of everything that has kernels (the one definition; the orderings, measures and re-rankers import it)
 BACKENDS = ("auto", "torch", "numba")
 #: the kernel modules
-FAMILIES = ("sorting", "pairs", "windows", "pav", "detconstsort", "fair")
+FAMILIES = ("sorting", "pairs", "windows", "pav", "detconstsort", "fa_ir")
 #: the environment variable that decides what ``backend="auto"`` means
 ENV = "TORCHFAIR_KERNELS"
+
+#: under ``"auto"``: the input size (elements of the largest tensor of a call; ``fa_ir``: the table length ``k``)
+#: from which a family runs its kernels; below it the torch code is as fast once the kernels are compiled, measured
+#: on 2 CPU cores by ``experiments/bench_first_call.py --crossover`` (experiments/results/bench_first_call.md)
+MIN_ELEMENTS: Dict[str, int] = {"sorting": 4096, "pairs": 4096, "windows": 4096, "pav": 4096, "detconstsort": 1,
+                                "fa_ir": 1}
+#: ``size=`` of a later stage of a call whose first stage runs the kernels (:func:`pick`): the same path
+FOLLOW = math.inf
 
 _NUMBA_ERROR: Optional[BaseException] = None
 _NUMBA_OK: Optional[bool] = None
 _WARNED = False
-_READY = False  # the background compile (or warmup()) has finished in this process
-_STARTED_PID: Optional[int] = None  # the process that started the background compile
-_LOCAL = threading.local()  # .force: this thread compiles (warmup): "auto" means "numba"
-_CHILD: Optional[subprocess.Popen] = None  # the background compile process
+_LOCAL = threading.local()  # .trace: the list trace() fills; .quiet: warmup() runs (no compile log)
+_LOCK = threading.Lock()
+_log = logging.getLogger(__name__)
 
 
 class KernelFallbackWarning(RuntimeWarning):
@@ -99,18 +112,49 @@ def _fall_back(reason: str) -> None:
                       KernelFallbackWarning, stacklevel=3)
 
 
-def pick(family: str, backend: str, *tensors) -> Optional[ModuleType]:
-    """The kernel module ``family`` (:func:`load`) when ``backend`` picks it for ``tensors`` (float32 / float64
-    where floating, plain CPU tensors outside compilation, not carrying gradients), else ``None`` (the torch
-    code); ``backend="numba"`` with tensors the kernels cannot take is a ``ValueError``."""
-    import torch
-
+def _check_backend(backend: str) -> None:
     if backend not in BACKENDS:
         raise ValueError(f"`backend` must be one of {', '.join(map(repr, BACKENDS))}; got {backend!r}")
+
+
+def pick(family: str, backend: str, *tensors, size: Optional[float] = None) -> Optional[ModuleType]:
+    """The kernel module ``family`` when ``backend`` picks it for this call, else ``None`` (the torch code).
+
+    ``tensors``: the call's tensors (float32 / float64 where floating, plain CPU tensors outside compilation, not
+    carrying gradients, for the kernels to take them); ``size``: the input size compared with
+    :data:`MIN_ELEMENTS` under ``"auto"`` (default: the element count of the largest of ``tensors``; a later stage
+    of a call whose first stage runs kernels passes ``math.inf``, so both stages take the same path).
+    ``backend="numba"`` with tensors the kernels cannot take is a ``ValueError``.
+
+    >>> import torch
+    >>> pick("sorting", "auto", torch.zeros(2, 3)) is None  # 6 elements: the torch code
+    True
+    """
+    if family not in FAMILIES:
+        raise ValueError(f"`family` must be one of {', '.join(map(repr, FAMILIES))}; got {family!r}")
+    _check_backend(backend)
+    K = _pick(family, backend, tensors, size)
+    rec = getattr(_LOCAL, "trace", None)
+    if rec is not None:
+        n = _size(tensors) if size is None else size
+        rec.append((family, "torch" if K is None else "numba", n))
+    return K
+
+
+def _size(tensors) -> int:
+    return max((t.numel() for t in tensors), default=0)
+
+
+def _pick(family: str, backend: str, tensors, size) -> Optional[ModuleType]:
     if backend == "torch":
         return None
-    if backend == "auto" and (torch.compiler.is_compiling() or not all(t.device.type == "cpu" for t in tensors)):
-        return None  # (without importing numba, and without a graph break under torch.compile)
+    import torch
+
+    if backend == "auto":
+        if torch.compiler.is_compiling() or not all(t.device.type == "cpu" for t in tensors):
+            return None  # (without importing numba, and without a graph break under torch.compile)
+        if mode() == "auto" and (_size(tensors) if size is None else size) < MIN_ELEMENTS[family]:
+            return None  # small: the torch code (without importing numba)
     K = load(family, backend)
     grad = torch.is_grad_enabled()
     ok = K is not None and not torch.compiler.is_compiling() and all(
@@ -123,28 +167,44 @@ def pick(family: str, backend: str, *tensors) -> Optional[ModuleType]:
     return K if ok else None
 
 
+@contextlib.contextmanager
+def trace() -> Iterator[List[Tuple[str, str, float]]]:
+    """Record the path of every kernel decision made in this thread inside the block: a list of
+    ``(family, "numba" | "torch", size)`` in call order (introspection for tests and benchmarks).
+
+    >>> import torch
+    >>> with trace() as paths:  # what Hard() asks for a [2, 5] batch
+    ...     _ = pick("sorting", "auto", torch.zeros(2, 5), torch.ones(2, 5, dtype=torch.bool))
+    >>> paths
+    [('sorting', 'torch', 10)]
+    """
+    previous = getattr(_LOCAL, "trace", None)
+    _LOCAL.trace = rec = []
+    try:
+        yield rec
+    finally:
+        _LOCAL.trace = previous
+
+
 def load(family: str, backend: str = "auto") -> Optional[ModuleType]:
-    """The kernel module ``family`` (one of :data:`FAMILIES`) when ``backend`` picks the kernels, else ``None``
-    (run the torch code).  ``backend`` is ``"auto"`` (:func:`mode` decides), ``"numba"`` (``ValueError`` naming
-    ``backend`` when numba cannot be imported) or ``"torch"``.  Whether the kernels can take given tensors (CPU,
-    dtype) is the caller's check.
+    """The kernel module ``family`` (one of :data:`FAMILIES`) when ``backend`` picks the kernels whatever the input
+    size, else ``None`` (run the torch code).  ``backend`` is ``"auto"`` (:func:`mode` decides; numba missing: one
+    :class:`KernelFallbackWarning`), ``"numba"`` (``ValueError`` naming ``backend`` when numba cannot be imported)
+    or ``"torch"``.  The library's calls go through :func:`pick`, which adds the size rule and the tensor checks.
 
     >>> load("pairs", "torch") is None
     True
     """
-    key = (family, backend, os.environ.get(ENV), getattr(_LOCAL, "force", False), os.getpid())
+    key = (family, backend, os.environ.get(ENV))
     module = _LOADED.get(key)
     if module is not None:  # loaded before under the same settings (the per-call cost of the kernels' callers)
         return module
     if family not in FAMILIES:
         raise ValueError(f"`family` must be one of {', '.join(map(repr, FAMILIES))}; got {family!r}")
-    if backend not in BACKENDS:
-        raise ValueError(f"`backend` must be one of 'auto', 'torch', 'numba'; got {backend!r}")
+    _check_backend(backend)
     source = "`backend`"
-    auto = backend == "auto" and not getattr(_LOCAL, "force", False)
     if backend == "auto":
         backend, source = mode(), ENV
-        auto = auto and backend == "auto"
     if backend == "torch":
         return None
     error = None
@@ -154,10 +214,7 @@ def load(family: str, backend: str = "auto") -> Optional[ModuleType]:
         except Exception as exc:  # pragma: no cover - a numba that imports but cannot build the kernels
             error = exc
         else:
-            if auto and not _READY and not _cached(module):
-                _compile_in_background()
-                if not _background_done():
-                    return None  # the torch code while the kernels compile
+            _listen()
             _LOADED[key] = module
             return module
     else:
@@ -170,118 +227,89 @@ def load(family: str, backend: str = "auto") -> Optional[ModuleType]:
     return None
 
 
-_LOADED = {}  # (family, backend, TORCHFAIR_KERNELS, forced, pid) -> the module load() returned for them
+_LOADED: Dict[tuple, ModuleType] = {}  # (family, backend, TORCHFAIR_KERNELS) -> the module load() returned
 
-_CACHED = {}  # family -> whether the disk cache held its kernels when first asked (asked once per process)
-
-
-def _cached(module: ModuleType) -> bool:
-    """Whether the disk cache holds compiled kernels of ``module`` (an index file of one of its kernels), read once
-    per process: a family found cold waits for the whole background compile, never half of it."""
-    key = (module.__name__, os.getpid())
-    if key not in _CACHED:
-        _CACHED[key] = _on_disk(module)
-    return _CACHED[key]
+# ------------------------------------------------------------------------------------------ the compile log
+_LOGGED: set = set()  # the families whose first compile in this process was logged
+_LISTENING = False
 
 
-def _on_disk(module: ModuleType) -> bool:
-    try:
-        for value in vars(module).values():
-            cache = getattr(value, "_cache", None)
-            path = getattr(cache, "_cache_path", None)
-            if path is not None and hasattr(value, "py_func"):
-                stem = module.__name__.rsplit(".", 1)[-1]
-                return bool(glob.glob(os.path.join(glob.escape(path), f"{stem}.*.nbi")))
-    except Exception:  # pragma: no cover - numba internals changed: compile in the background
-        return False
-    return False
-
-
-def _compile_in_background() -> None:
-    """Start (once per process) a separate Python process that runs :func:`warmup` and so fills the disk cache.
-    A process, not a thread: it outlives a short script (which would otherwise abort at exit inside LLVM, or wait
-    for it), and the next process starts warm."""
-    global _STARTED_PID, _CHILD
+def _listen() -> None:
+    """Register (once per process) a listener of numba's public event API (``numba.core.event``, kind
+    ``"numba:compile"``: real compilations only, not loads from the disk cache) that logs the first compile of
+    each family."""
+    global _LISTENING
+    if _LISTENING:
+        return
     with _LOCK:
-        if _STARTED_PID == os.getpid():
+        if _LISTENING:
             return
-        _STARTED_PID = os.getpid()
-        env = dict(os.environ, **{ENV: "numba"})
         try:
-            _CHILD = subprocess.Popen([sys.executable, "-c", "import torchfair.kernels as k; k.warmup()"], env=env,
-                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL, start_new_session=True)
-        except Exception:  # pragma: no cover - no subprocess here: compile in this process, on first use
-            _CHILD = None
+            from numba.core import event
+
+            class _CompileLog(event.Listener):
+                def on_start(self, ev):
+                    stack = _LOCAL.__dict__.setdefault("compiling", [])
+                    stack.append(time.perf_counter())
+
+                def on_end(self, ev):
+                    stack = _LOCAL.__dict__.setdefault("compiling", [])
+                    start = stack.pop() if stack else time.perf_counter()
+                    if not stack:  # the outermost compile (its callees compile inside it)
+                        _compiled(ev.data.get("dispatcher") if isinstance(ev.data, dict) else None,
+                                  time.perf_counter() - start)
+
+            event.register("numba:compile", _CompileLog())
+        except Exception:  # pragma: no cover - numba without the event API: no log line
+            pass
+        _LISTENING = True
 
 
-def _background_done() -> bool:
-    """Whether the compile process has exited (the disk cache is then read again)."""
-    global _READY
-    if _CHILD is None or _CHILD.poll() is not None:
-        _READY = True
-        return True
-    return False
+def _compiled(dispatcher, seconds: float) -> None:
+    module = getattr(getattr(dispatcher, "py_func", None), "__module__", "") or ""
+    prefix = __name__ + "."
+    if not module.startswith(prefix) or getattr(_LOCAL, "quiet", False):
+        return
+    family = module[len(prefix):]
+    if family in _LOGGED:
+        return
+    _LOGGED.add(family)
+    try:
+        where = f" in {dispatcher.stats.cache_path}"
+    except Exception:  # pragma: no cover
+        where = ""
+    _log.warning("torchfair.kernels: compiled the %r kernels for this call in %.1f s (first compile of the family "
+                 "in this process; cached on disk%s, later processes load them in well under a second; "
+                 "`torchfair warmup` compiles every kernel up front)", family, seconds, where)
 
 
-_LOCK = threading.Lock()
-
-
+# -------------------------------------------------------------------------------------------------- warm-up
 def warmup() -> float:
-    """Compile the kernels the library calls, for float32 and float64 inputs, now (or load them from the disk
-    cache) and return the seconds it took; 0.0 when :func:`mode` is ``"torch"`` or numba is missing.  The first exact measure on the
-    CPU then starts without compiling.  ``ValueError`` naming ``TORCHFAIR_KERNELS`` when it asks for numba and numba
-    cannot be loaded.
+    """Compile every kernel the library calls, for float32 and float64 inputs, now (or load them from the disk
+    cache) and return the seconds it took: each family's own ``warmup()`` on small arrays.  0.0 when :func:`mode`
+    is ``"torch"`` or numba is missing (warned once).  ``ValueError`` naming ``TORCHFAIR_KERNELS`` when it asks for
+    numba and numba cannot be loaded.  :func:`torchfair.warmup` also runs the measures once.
 
     >>> seconds = warmup()  # doctest: +SKIP
     """
-    global _READY
     if mode() == "torch":
         return 0.0
-    _LOCAL.force = True  # "auto" waits for the kernels in this thread
-    try:
-        if load("sorting") is None:  # numba missing (warned once)
-            return 0.0
-    finally:
-        _LOCAL.force = False
-    import torch
-
-    from ..metrics import dips, igi, individual_dissatisfaction, kendall_tau, pairwise_accuracy
-    from ..orderings import FastSoftRank, Hard, RampRank
-    from ..rerank import det_const_sort
-
+    if load("sorting") is None:  # numba missing (warned once, or the ValueError of TORCHFAIR_KERNELS=numba)
+        return 0.0
     start = time.perf_counter()
-    _LOCAL.force = True
-    try:
-        _warm_calls(torch, dips, igi, individual_dissatisfaction, kendall_tau, pairwise_accuracy, FastSoftRank, Hard,
-                    RampRank, det_const_sort)
-    finally:
-        _LOCAL.force = False
-    _READY = True
+    with _quiet():
+        for family in FAMILIES:
+            load(family, "numba").warmup()
     return time.perf_counter() - start
 
 
-def _warm_calls(torch, dips, igi, individual_dissatisfaction, kendall_tau, pairwise_accuracy, FastSoftRank, Hard,
-                RampRank, det_const_sort) -> None:
-    """The calls :func:`warmup` makes: every measure path that reaches a kernel, float32 and float64."""
-    g = torch.Generator().manual_seed(0)
-    for dtype in (torch.float32, torch.float64):
-        s = torch.randn(2, 8, generator=g, dtype=dtype)
-        r = torch.randint(0, 3, (2, 8), generator=g).to(dtype)
-        grp = torch.randint(0, 2, (2, 8), generator=g)
-        soft = torch.softmax(torch.randn(2, 8, 2, generator=g, dtype=dtype), -1)
-        for ties in ("first", "average"):
-            hard = Hard(ties)
-            for groups in (grp, soft):
-                dips(s, r, groups, ordering=hard)
-                igi(s, r, groups, ordering=hard)
-            individual_dissatisfaction(s, r, grp, ordering=hard)
-            pairwise_accuracy(s, r, grp, ordering=hard)
-            kendall_tau(s, r, ordering=hard)
-        for ordering in (RampRank(0.1), FastSoftRank(0.1)):
-            x = s.clone().requires_grad_(True)
-            dips(x, r, grp, ordering=ordering).sum().backward()
-    det_const_sort(torch.randn(2, 8, generator=g), torch.randint(0, 2, (2, 8), generator=g))
-    fair = load("fair")
-    fair.mtable(4, 0.5, 0.1)
-    fair.fail_probability(4, 0.5, 0.1)
+@contextlib.contextmanager
+def _quiet():
+    """No compile log in this thread (an explicit warm-up reports its own time)."""
+    previous = getattr(_LOCAL, "quiet", False)
+    _LOCAL.quiet = True
+    try:
+        yield
+    finally:
+        _LOCAL.quiet = previous
+

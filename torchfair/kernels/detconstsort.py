@@ -20,7 +20,7 @@ try:
 except Exception:  # the plain loop still runs; torchfair.kernels.load reports the missing numba
     numba = None
 
-__all__ = ["walk", "walk_python"]
+__all__ = ["walk", "walk_python", "warmup"]
 
 
 def walk_python(codes_sorted, n, p, k, out, key, slack, floor_eps, whole_batches):
@@ -132,3 +132,9 @@ def walk_python(codes_sorted, n, p, k, out, key, slack, floor_eps, whole_batches
 
 #: :func:`walk_python` compiled (nogil, cached on disk)
 walk = None if numba is None else numba.njit(cache=True, nogil=True)(walk_python)
+
+
+def warmup() -> None:
+    """Compile (or load from the disk cache) the signature the library calls."""
+    out = np.empty((1, 4), np.int64)
+    walk(np.array([[0, 0, 1, 1]]), np.array([4]), np.array([[0.5, 0.5]]), 4, out, np.arange(4)[None], 0, 1e-9, False)

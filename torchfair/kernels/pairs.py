@@ -32,7 +32,7 @@ from torch import Tensor
 from ._threads import run as _run
 from .sorting import _bits, _rank_row, _rank_scratch
 
-__all__ = ["sweep", "all_pairs"]
+__all__ = ["sweep", "all_pairs", "warmup"]
 
 #: up to this many distinct relevance values a sweep keeps the sums below every rank in a plain array (an insertion
 #: updates all of them, branch-free: graded relevance); above, a Fenwick tree (``O(log L)`` per insertion and query)
@@ -392,3 +392,27 @@ def all_pairs(right: Tensor, mask: Tensor, pw) -> Tensor:
     _run(_all_pairs_rows64 if wide else _all_pairs_rows32, (mask.contiguous().numpy(), rbits, wide, right.detach().contiguous().numpy(), g, e, l,
                            out.numpy()), B, N)
     return out
+
+
+def warmup() -> None:
+    """Compile (or load from the disk cache) every signature the library calls: both relevance key widths (and no
+    relevance) with float32 and float64 values, ties first and average, with and without exposure factors."""
+    from types import SimpleNamespace
+
+    mask = torch.ones(2, 3, dtype=torch.bool)
+    order = torch.tensor([[1, 2, 0], [0, 1, 2]])
+    blocks = torch.tensor([[0, 0, 1], [0, 1, 2]])
+    for vt in (torch.float32, torch.float64):
+        right = torch.ones(2, 3, 2, dtype=vt)
+        factor = torch.ones(2, 3, dtype=vt)
+        for rt in (None, torch.float32, torch.float64):
+            pw = None if rt is None else SimpleNamespace(relevance=torch.tensor([[2., 1., 0.], [0., 1., 1.]], dtype=rt),
+                                                         greater=1.0, equal=0.5, less=0.0)
+            sweep(order, mask, right, pw)
+            for by in ("item", "position"):
+                sweep(order, mask, right, pw, factor, by)
+            sweep(order, mask, right, pw, factor[:1], "row")
+            sweep(order, mask, right, pw, None, "item", blocks)
+            sweep(order, mask, right, pw, factor, "item", blocks, factor)
+            if pw is not None:
+                all_pairs(right, mask, pw)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["project_rows", "backward_rows"]
+__all__ = ["project_rows", "backward_rows", "warmup"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -90,3 +90,12 @@ def backward_rows(grad, eps, order, blk, n, out):  # pragma: no cover - compiled
                 out[b, i] = -(grad[b, i] - mean) / e
             a = c
     return 0
+
+
+def warmup() -> None:
+    """Compile (or load from the disk cache) the float32 and float64 signatures the library calls."""
+    order, n, eps = np.array([[1, 0]]), np.array([2]), np.array([1.])
+    for dt in (np.float32, np.float64):
+        pos, blk = np.zeros((1, 2), dt), np.empty((1, 2), np.int64)
+        project_rows(np.array([[1., 0.]], dt), eps, order, n, pos, blk)
+        backward_rows(np.ones((1, 2), dt), eps, order, blk, n, np.zeros((1, 2), dt))

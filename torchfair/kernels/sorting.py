@@ -26,7 +26,7 @@ from torch import Tensor
 
 from ._threads import np_view, run as _run
 
-__all__ = ["sort_desc", "dense_rank", "tie_average", "ideal_exposure", "supported"]
+__all__ = ["sort_desc", "dense_rank", "tie_average", "ideal_exposure", "supported", "warmup"]
 
 _U8 = np.uint64(8)
 
@@ -380,3 +380,15 @@ def dense_rank(relevance: Tensor, mask: Tensor):
     levels = np.zeros(B, np.int64)
     _run(_dense_rank_rows64 if wide else _dense_rank_rows32, (bits, wide, mask.contiguous().numpy(), rank.numpy(), levels), B, N)
     return rank, int(levels.max()) if B else 0
+
+
+def warmup() -> None:
+    """Compile (or load from the disk cache) every signature the library calls: both key widths and both value
+    dtypes of each entry point, on tiny inputs."""
+    mask = torch.ones(2, 3, dtype=torch.bool)
+    for dt in (torch.float32, torch.float64):
+        x = torch.tensor([[1., 3., 2.], [0., 0., 1.]], dtype=dt)
+        order = sort_desc(x, mask)[0]
+        dense_rank(x, mask)
+        ideal_exposure(x, mask, torch.ones(3, dtype=dt))
+        tie_average(x.gather(-1, order), x, order, mask.sum(-1))

@@ -20,7 +20,7 @@ from torch import Tensor
 from ._threads import np_view, run as _run
 
 __all__ = ["window_bounds", "ordered_window_bounds", "window_pass", "level_window_pass", "list_scale", "ramp_contract",
-           "ramp_contract_backward", "ramp_positions", "ramp_positions_backward"]
+           "ramp_contract_backward", "ramp_positions", "ramp_positions_backward", "warmup"]
 
 @numba.njit(cache=True, nogil=True)
 def _window_rows(X, off, order, hi, lo, start, end, grouped, lower, W, OUT, b0, b1):  # pragma: no cover - compiled
@@ -561,3 +561,29 @@ def ramp_positions_backward(G: Tensor, mask: Tensor, order: Tensor, hi: Tensor, 
     _run(_positions_back_rows, (np_view(G), mask.contiguous().numpy(), order.contiguous().numpy(),
                                 hi.contiguous().numpy(), lo.contiguous().numpy(), W.numpy(), dOFF.numpy()), B, N)
     return dOFF
+
+
+def warmup() -> None:
+    """Compile (or load from the disk cache) every signature the library calls: the float64 window passes, and
+    the entry points that read or write float32 / float64 values in either dtype."""
+    B, N, H = 2, 3, 2
+    mask = torch.ones(B, N, dtype=torch.bool)
+    off = torch.tensor([[0., 0.3, 1.2], [0., 0.9, 0.4]], dtype=torch.float64)
+    order = off.argsort(-1)
+    hi, lo = ordered_window_bounds(off, mask, order)
+    window_bounds(off.gather(-1, order), order)
+    X = torch.ones(B, N, H, dtype=torch.float64)
+    level = torch.tensor([[0, 1, 1], [1, 0, 0]])
+    window_pass(X, off, order, hi, lo, None, None, False)
+    window_pass(X, off, order, hi, lo, torch.zeros(B, N, dtype=torch.int64), torch.full((B, N), N), True)
+    for lower in (False, True):
+        level_window_pass(X, off, level, order, hi, lo, lower, 1.0, 0.5, 0.0)
+    for dt in (torch.float32, torch.float64):
+        list_scale(off.to(dt), mask, 0.25, 0.0)
+        R, e = torch.ones(B, N, H, dtype=dt), torch.ones(B, N, dtype=dt)
+        out, XX, W = ramp_contract(R, e, mask, off, level, order, hi, lo, 1.0, 0.5, 0.0)
+        for values in (True, False):
+            ramp_contract_backward(torch.ones_like(out), R, e, XX, W, mask, off, level, order, hi, lo, 1.0, 0.5, 0.0,
+                                   values=values)
+        pos, WP = ramp_positions(mask, off, order, hi, lo, dt)
+        ramp_positions_backward(torch.ones_like(pos), mask, order, hi, lo, WP)

@@ -17,8 +17,9 @@ from .exposure import (ExpectedExposureResult, awrf, exposure_share, dp, eur, ex
 from .monotonicity import MonotonicityTest, isotonic_regression, monotonicity_test
 from .pairwise import (RankParityResult, accuracy_gaps, dips, discordant_fraction, igi, individual_dissatisfaction,
                        kendall_tau, pairwise_accuracy, pairwise_gap, rank_parity, ree)
-from .prefix import (FairTest, fair, fair_adjusted_alpha, fair_mtable, fair_test, ndkl, pref, prefix_mass, rkl, rnd,
+from .prefix import (FaIrTest, fa_ir_adjusted_alpha, fa_ir_mtable, fa_ir_test, fair, ndkl, pref, prefix_mass, rkl, rnd,
                      rrd, skew)
+from .prefix import fair_adjusted_alpha, fair_mtable, fair_test  # deprecated names of the fa_ir_* (FutureWarning)
 from .utility import average_precision, dcg, err, ideal_dcg, ideal_ranking, mrr, ndcg, precision, r_precision, rbp, recall
 from .disparity import disparate_exposure, top1_exposure_gap
 from .declarations import MEASURES, Measure, get_declaration
@@ -43,8 +44,8 @@ __all__ = [
     "expected_exposure", "ExpectedExposureResult", "iaa", "exposure_share", "awrf", "dp", "eur", "rur", "log_dp", "log_eur", "log_rur",
     "exp_rr",
     # prefix
-    "rnd", "rrd", "rkl", "pref", "skew", "ndkl", "fair", "prefix_mass", "fair_test", "fair_mtable",
-    "fair_adjusted_alpha", "FairTest",
+    "rnd", "rrd", "rkl", "pref", "skew", "ndkl", "fair", "prefix_mass", "fa_ir_test", "fa_ir_mtable",
+    "fa_ir_adjusted_alpha", "FaIrTest",
     # calibration and tests
     "matched_pair_calibration", "matched_pairs", "mpc_cluster_variance", "MPCResult", "MatchedPairs",
     "monotonicity_test", "MonotonicityTest", "isotonic_regression",
@@ -67,6 +68,10 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module("torchfair.metrics.classes"), name)
         globals()[name] = value
         return value
+    if name == "FairTest":  # deprecated name of FaIrTest (FutureWarning)
+        from . import prefix
+
+        return prefix.FairTest
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -70,8 +70,8 @@ from ..orderings import OrderedBatch
 from .common import (check_bool, check_k, check_soft_group_id, check_target_string, clamp_rounding, finish, order,
                       precise_dtype, safe_div, safe_log)
 
-__all__ = ["rnd", "rrd", "rkl", "pref", "skew", "ndkl", "fair", "prefix_mass", "MAX_NORMALISER_STATES", "fair_test",
-           "fair_mtable", "fair_adjusted_alpha", "FairTest"]
+__all__ = ["rnd", "rrd", "rkl", "pref", "skew", "ndkl", "fair", "prefix_mass", "MAX_NORMALISER_STATES", "fa_ir_test",
+           "fa_ir_mtable", "fa_ir_adjusted_alpha", "FaIrTest"]
 
 TargetLike = Union[float, Tensor, str, None]
 
@@ -678,8 +678,9 @@ def fair(scores: Tensor, groups: Tensor, *, protected: int = 1, target: TargetLi
 
 
 # ------------------------------------------------------------------------ FA*IR's ranked group fairness test
-class FairTest(NamedTuple):
-    """Result of :func:`fair_test`: ``passed`` ``[B]`` bool, ``p_value`` ``[B]`` the smallest prefix binomial CDF,
+# (``fair`` above is Raj & Ekstrand's FAIR measure; FA*IR's test, its m-table and its significance are ``fa_ir_*``)
+class FaIrTest(NamedTuple):
+    """Result of :func:`fa_ir_test`: ``passed`` ``[B]`` bool, ``p_value`` ``[B]`` the smallest prefix binomial CDF,
     ``alpha`` the significance every prefix was tested at (adjusted or not), ``valid`` ``[B]`` bool."""
 
     passed: Tensor
@@ -688,7 +689,7 @@ class FairTest(NamedTuple):
     valid: Tensor
 
 
-def _check_fair_args(k, p, alpha) -> Tuple[int, float, float]:
+def _check_fa_ir_args(k, p, alpha) -> Tuple[int, float, float]:
     k = check_int(k, "k", low=1)
     p = check_number(p, "p", low=0.0, high=1.0)
     if not 0.0 < p < 1.0:
@@ -697,6 +698,15 @@ def _check_fair_args(k, p, alpha) -> Tuple[int, float, float]:
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"`alpha` must lie in the open interval (0, 1); got {alpha!r}")
     return k, p, alpha
+
+
+def _kernel(k: int, backend: str):
+    """The compiled FA*IR module (:mod:`torchfair.kernels.fa_ir`) when ``backend`` picks it for tables of length
+    ``k``, else ``None`` (the numpy code below); ``ValueError`` naming ``backend`` for an unknown value."""
+    from ..kernels import BACKENDS, pick
+
+    check_choice(backend, "backend", BACKENDS)
+    return pick("fa_ir", backend, size=k)
 
 
 def _mtable(k: int, p: float, alpha: float) -> "list":
@@ -717,7 +727,8 @@ def _mtable(k: int, p: float, alpha: float) -> "list":
 def _success_probability(m: "list", p: float) -> float:
     """P(a ranking whose positions are protected independently with probability ``p`` has at least ``m[i-1]``
     protected items in every prefix ``i``): the dynamic programme over protected counts behind Zehlike et al.,
-    CIKM 2017, §4.3 (Algorithm 2 computes the same probability block by block)."""
+    CIKM 2017, §4.3 (Algorithm 2 computes the same probability block by block).  Summed left to right
+    (``cumsum``), as the compiled sweep does, so both give the same bits."""
     import numpy as np
     k = len(m)
     dist = np.zeros(k + 1)
@@ -726,13 +737,13 @@ def _success_probability(m: "list", p: float) -> float:
         dist[1:i + 1] = dist[1:i + 1] * (1 - p) + dist[0:i] * p
         dist[0] *= 1 - p
         dist[:m[i - 1]] = 0.0
-    return float(dist.sum())
+    return float(np.cumsum(dist)[-1])
 
 
 _ADJUSTED: Dict[Tuple[int, float, float], float] = {}
 
 
-def fair_adjusted_alpha(k: int, p: float, alpha: float = 0.1) -> float:
+def fa_ir_adjusted_alpha(k: int, p: float, alpha: float = 0.1, *, backend: str = "auto") -> float:
     r"""FA*IR's multiple-test correction (Zehlike et al., CIKM 2017, §4.3): the significance ``alpha_c`` at which every
     one of the ``k`` prefix tests is run so that a ranking drawn by the fair Bernoulli(``p``) process fails *some*
     prefix test with probability (at most, closest to) ``alpha``.
@@ -740,20 +751,18 @@ def fair_adjusted_alpha(k: int, p: float, alpha: float = 0.1) -> float:
     .. math:: \alpha_c = \max\{a \le \alpha : 1 - P(\tau_i \ge m_a(i)\ \forall i \le k) \le \alpha\}
 
     found by bisection (60 steps) on the exact success probability; cached per ``(k, p, alpha)``.  Cost ``O(k^2)``
-    per step: one compiled sweep (:mod:`torchfair.kernels.fair`; about 0.1 s in all for ``k = 1682``), the numpy
-    reference where the kernels do not run.
+    per step.  ``backend``: ``"auto"`` / ``"numba"`` (the compiled sweep of :mod:`torchfair.kernels.fa_ir`) or
+    ``"torch"`` (the numpy reference); both give the same bits, so the cached value does not depend on the path.
 
     Example::
 
-        >>> round(fair_adjusted_alpha(10, 0.5, 0.1), 4) <= 0.1
+        >>> round(fa_ir_adjusted_alpha(10, 0.5, 0.1), 4) <= 0.1
         True
     """
-    k, p, alpha = _check_fair_args(k, p, alpha)
+    k, p, alpha = _check_fa_ir_args(k, p, alpha)
+    K = _kernel(k, backend)
     key = (k, p, alpha)
     if key not in _ADJUSTED:
-        from ..kernels import load
-
-        K = load("fair")
         if K is not None:  # the compiled sweep (the numpy code below is the reference)
             def fails(a: float) -> float:
                 return K.fail_probability(k, p, a)
@@ -785,56 +794,57 @@ def fair_adjusted_alpha(k: int, p: float, alpha: float = 0.1) -> float:
     return _ADJUSTED[key]
 
 
-def fair_mtable(k: int, p: float, alpha: float = 0.1, *, adjust: bool = True) -> Tensor:
+def fa_ir_mtable(k: int, p: float, alpha: float = 0.1, *, adjust: bool = True, backend: str = "auto") -> Tensor:
     r"""FA*IR's m-table (Zehlike et al., CIKM 2017, §4.2, Table 1): ``m[i-1]`` = the minimum number of protected
     items the top ``i`` must hold to pass the ranked group fairness test,
-    ``m(i) = min{m : BinomCDF(m; i, p) > alpha_c}``, for ``i = 1..k``; ``alpha_c`` = :func:`fair_adjusted_alpha`
+    ``m(i) = min{m : BinomCDF(m; i, p) > alpha_c}``, for ``i = 1..k``; ``alpha_c`` = :func:`fa_ir_adjusted_alpha`
     with ``adjust=True`` (default, the paper's adjusted table), ``alpha`` otherwise.  Returns ``[k]`` int64 (CPU).
+    ``backend``: as :func:`fa_ir_adjusted_alpha` (the same table either way).
 
     Example (Zehlike et al., Table 1, p = 0.5, alpha = 0.1, unadjusted)::
 
-        >>> fair_mtable(10, 0.5, 0.1, adjust=False).tolist()
+        >>> fa_ir_mtable(10, 0.5, 0.1, adjust=False).tolist()
         [0, 0, 0, 1, 1, 1, 2, 2, 3, 3]
     """
-    k, p, alpha = _check_fair_args(k, p, alpha)
+    k, p, alpha = _check_fa_ir_args(k, p, alpha)
     check_bool(adjust, "adjust")
-    a = fair_adjusted_alpha(k, p, alpha) if adjust else alpha
-    from ..kernels import load
-
-    K = load("fair")
+    K = _kernel(k, backend)
+    a = fa_ir_adjusted_alpha(k, p, alpha, backend=backend) if adjust else alpha
     return torch.from_numpy(K.mtable(k, p, a)) if K is not None else torch.tensor(_mtable(k, p, a), dtype=torch.long)
 
 
-def fair_test(scores: Tensor, groups: Tensor, *, p: float, alpha: float = 0.1, protected: int = 1,
-              k: Optional[int] = None, adjust: bool = True, mask: Optional[Tensor] = None,
-              num_groups: Optional[int] = None, validate_args: bool = True) -> FairTest:
+def fa_ir_test(scores: Tensor, groups: Tensor, *, p: float, alpha: float = 0.1, protected: int = 1,
+               k: Optional[int] = None, adjust: bool = True, mask: Optional[Tensor] = None,
+               num_groups: Optional[int] = None, backend: str = "auto", validate_args: bool = True) -> FaIrTest:
     r"""FA*IR's ranked group fairness test (Zehlike et al., CIKM 2017, §4.1-4.3): a ranking passes when every prefix
     ``i <= min(k, n)`` holds enough protected items,
 
     .. math:: F(\tau_p(i);\, i, p) > \alpha_c \quad \forall i, \qquad F = \text{binomial CDF}
 
-    with ``tau_p(i)`` the protected count of the top ``i`` and ``alpha_c`` = :func:`fair_adjusted_alpha` ``(K, p,
+    with ``tau_p(i)`` the protected count of the top ``i`` and ``alpha_c`` = :func:`fa_ir_adjusted_alpha` ``(K, p,
     alpha)`` for ``K = k`` (default: the padded list length ``N``) with ``adjust=True``, ``alpha`` otherwise.
-    The CDF is the one :func:`fair` averages (same code); ``passed`` is decided on the m-table of
-    :func:`fair_mtable` (every prefix holds at least ``m(i)`` protected items, the same comparison in integers), so
-    the test and FA*IR agree even at an ``alpha`` equal to a CDF value.  Items of unknown group (-1) count as
-    non-protected.
-    Returns :class:`FairTest` (``[B]`` fields; scalars for 1-D input); ``p_value`` is the smallest prefix CDF.
+    The CDF is the one :func:`fair` (Raj & Ekstrand's FAIR) averages (same code); ``passed`` is decided on the
+    m-table of :func:`fa_ir_mtable` (every prefix holds at least ``m(i)`` protected items, the same comparison in
+    integers), so the test and FA*IR agree even at an ``alpha`` equal to a CDF value.  Items of unknown group (-1)
+    count as non-protected.  ``backend``: the m-table's and the significance's (:func:`fa_ir_adjusted_alpha`).
+    Returns :class:`FaIrTest` (``[B]`` fields; scalars for 1-D input); ``p_value`` is the smallest prefix CDF.
     Hard orderings only (the scores' stable descending sort).  Always valid for a list with a real item.
 
     Example::
 
-        >>> fair_test(torch.tensor([4., 3., 2., 1.]), torch.tensor([0, 0, 1, 1]), p=0.5, alpha=0.1).passed
+        >>> fa_ir_test(torch.tensor([4., 3., 2., 1.]), torch.tensor([0, 0, 1, 1]), p=0.5, alpha=0.1).passed
         tensor(True)
     """
     check_group_id(protected, "protected", num_groups)
-    _require_hard(groups, "fair_test")
+    _require_hard(groups, "fa_ir_test")
     b = prepare(scores, None, groups, mask, num_groups=num_groups, validate=validate_args, require_groups=True)
     B, N = b.mask.shape
     K = N if k is None else k
-    K, p, alpha = _check_fair_args(K, p, alpha)
+    K, p, alpha = _check_fa_ir_args(K, p, alpha)
     check_bool(adjust, "adjust")
-    a = fair_adjusted_alpha(K, p, alpha) if adjust else alpha
+    L = min(K, N)
+    kern = _kernel(L, backend)  # (checks backend)
+    a = fa_ir_adjusted_alpha(K, p, alpha, backend=backend) if adjust else alpha
     cols = _binary_columns(b, protected, "groups", validate_args)
     ob = order(b, None)
     x = prefix_mass(ob, cols[..., :1])[..., 0]  # [B, N] protected count of every prefix
@@ -846,12 +856,50 @@ def fair_test(scores: Tensor, groups: Tensor, *, p: float, alpha: float = 0.1, p
     n = b.mask.sum(-1)
     inside = torch.arange(1, N + 1, device=x.device)[None, :] <= n.clamp(max=K)[:, None]
     pv = torch.where(inside, cdf, torch.ones_like(cdf)).amin(-1)
-    # passed: from the m-table itself (the same code as fair_mtable), not from ``pv > a``: at an alpha that equals
+    # passed: from the m-table itself (the same code as fa_ir_mtable), not from ``pv > a``: at an alpha that equals
     # a binomial CDF value (p = 1/2, alpha = 1/8 ...) the lgamma CDF can land on either side of it, and the test
     # must agree with the table FA*IR builds on
-    L = min(K, N)
     need = torch.zeros(N, dtype=x.dtype, device=x.device)
-    need[:L] = torch.tensor(_mtable(L, p, a), dtype=x.dtype, device=x.device)
+    table = kern.mtable(L, p, a).tolist() if kern is not None else _mtable(L, p, a)
+    need[:L] = torch.tensor(table, dtype=x.dtype, device=x.device)
     passed = ((x.round() >= need[None, :]) | ~inside).all(-1)
     valid = n > 0
-    return FairTest(b.out(passed), b.out(pv), a, b.out(valid))
+    return FaIrTest(b.out(passed), b.out(pv), a, b.out(valid))
+
+
+# ------------------------------------------------------------------------ deprecated names (one release)
+def _deprecated(old: str, new: str) -> None:
+    import warnings
+
+    warnings.warn(f"torchfair.metrics.{old} is deprecated and will be removed in the next release; use "
+                  f"torchfair.metrics.{new} (FA*IR's names are fa_ir_*; `fair` is Raj & Ekstrand's FAIR measure)",
+                  FutureWarning, stacklevel=3)
+
+
+def fair_test(*args, **kwargs) -> FaIrTest:
+    """Deprecated name of :func:`fa_ir_test` (``FutureWarning``; removed in the next release)."""
+    _deprecated("fair_test", "fa_ir_test")
+    return fa_ir_test(*args, **kwargs)
+
+
+def fair_mtable(*args, **kwargs) -> Tensor:
+    """Deprecated name of :func:`fa_ir_mtable` (``FutureWarning``; removed in the next release)."""
+    _deprecated("fair_mtable", "fa_ir_mtable")
+    return fa_ir_mtable(*args, **kwargs)
+
+
+def fair_adjusted_alpha(*args, **kwargs) -> float:
+    """Deprecated name of :func:`fa_ir_adjusted_alpha` (``FutureWarning``; removed in the next release)."""
+    _deprecated("fair_adjusted_alpha", "fa_ir_adjusted_alpha")
+    return fa_ir_adjusted_alpha(*args, **kwargs)
+
+
+#: deprecated names that are not functions, served with a ``FutureWarning`` on access (PEP 562)
+DEPRECATED = {"FairTest": "FaIrTest"}
+
+
+def __getattr__(name: str):
+    if name in DEPRECATED:
+        _deprecated(name, DEPRECATED[name])
+        return globals()[DEPRECATED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,14 +14,9 @@ from torch import Tensor
 
 from .. import kernels as _kernels
 from .._validation import check_choice, work_dtype
+from ..kernels import BACKENDS
 
 __all__ = ["LevelPairWeight", "contract_all_pairs"]
-
-#: ``backend`` of the orderings with kernels: see :mod:`torchfair.kernels` (``"auto"``: the compiled kernels for plain
-#: CPU tensors, as ``TORCHFAIR_KERNELS`` decides; ``"numba"``: those kernels, an error where they cannot run;
-#: ``"torch"``: the reference, any device)
-BACKENDS = _kernels.BACKENDS
-
 
 #: the compiled kernel module ``family`` when ``backend`` picks it for ``tensors`` (:func:`torchfair.kernels.pick`)
 kernels = _kernels.pick

@@ -94,12 +94,12 @@ from .. import _linalg
 from ..browsing import BrowsingModel
 from .._validation import check_int as _check_int
 from .._validation import check_choice
+from ..kernels import BACKENDS
 from .soft import MIN_SCALE, REL_MIN_SCALE, _check_common, _Tempered, _temperature  # one temperature rule
 from .base import OrderedBatch, PairBlock, ranked_exposure, work_scores
 
 __all__ = ["soft_rank", "FastSoftRank", "FastSoftRankOrderedBatch", "isotonic_nonincreasing", "numba_available"]
 
-_BACKENDS = ("auto", "torch", "numba")
 
 #: elements of the ``[violations, window]`` tensors of a tangent round of the torch PAV solver
 WINDOW_BUDGET = 2 ** 16
@@ -257,12 +257,16 @@ def _check_window_budget(window_budget):
     return None if window_budget is None else _check_int(window_budget, "window_budget", low=1)
 
 
-def _pick_backend(backend: str, device: torch.device) -> str:
-    check_choice(backend, "backend", _BACKENDS)
+def _pick_backend(backend: str, s: Tensor) -> str:
+    """``"numba"`` or ``"torch"`` for the scores ``s``: ``"auto"`` by :func:`torchfair.kernels.pick` (the input
+    size and ``TORCHFAIR_KERNELS``)."""
+    check_choice(backend, "backend", BACKENDS)
     if backend == "auto":
-        return "numba" if device.type == "cpu" and _numba_kernel("auto") is not None else "torch"
+        from .. import kernels
+
+        return "numba" if kernels.pick("pav", "auto", s.detach()) is not None else "torch"
     if backend == "numba":
-        if device.type != "cpu":
+        if s.device.type != "cpu":
             raise ValueError("backend='numba' needs CPU tensors; use backend='torch' (or 'auto') on other devices")
         _numba_kernel("numba")  # ValueError naming the backend when numba cannot be loaded
     return backend
@@ -371,7 +375,7 @@ def soft_rank(scores: Tensor, temperature: float = 1.0, mask: Optional[Tensor] =
         if not torch.isfinite(s[mask]).all():
             raise ValueError("`scores` must be finite (no NaN or inf) on real items")
     eps = _temperature(s, mask, temperature, scale, min_scale, rel_min_scale)
-    be = _pick_backend(backend, s.device)
+    be = _pick_backend(backend, s)
     pos = _ProjectPermutahedron.apply(s, eps, mask, be, window_budget)
     return pos.squeeze(0) if squeeze else pos
 
@@ -438,13 +442,13 @@ class FastSoftRank(_Tempered):
     def __init__(self, temperature: float = 0.01, scale: str = "std", *, min_scale: float = MIN_SCALE,
                  rel_min_scale: float = REL_MIN_SCALE, backend: str = "auto", window_budget: Optional[int] = None):
         self._init_temperature(temperature, scale, min_scale, rel_min_scale)
-        self.backend = check_choice(backend, "backend", _BACKENDS)
+        self.backend = check_choice(backend, "backend", BACKENDS)
         self.window_budget = _check_window_budget(window_budget)
 
     def __call__(self, scores: Tensor, mask: Tensor) -> FastSoftRankOrderedBatch:
         s, mask = _work(scores, mask)
         eps = self._tau(s, mask)
-        pos = _ProjectPermutahedron.apply(s, eps, mask, _pick_backend(self.backend, s.device), self.window_budget)
+        pos = _ProjectPermutahedron.apply(s, eps, mask, _pick_backend(self.backend, s), self.window_budget)
         return FastSoftRankOrderedBatch(s, mask, pos)
 
     def __repr__(self) -> str:

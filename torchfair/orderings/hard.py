@@ -31,7 +31,8 @@ from torch import Tensor
 from .._validation import check_choice
 from ..browsing import BrowsingModel
 from .base import PAIR_BLOCK_ELEMENTS, LevelPairWeight, OrderedBatch, Ordering, PairBlock, ranked_exposure, _promote
-from ._pairsums import (BACKENDS, _accumulation_dtype, _at, _combine, _dense_rank, _less_before, _prefix, _rank_bits,
+from ..kernels import BACKENDS
+from ._pairsums import (_accumulation_dtype, _at, _combine, _dense_rank, _less_before, _prefix, _rank_bits,
                       _segments, _take, _untake, contract_all_pairs, kernels)
 
 

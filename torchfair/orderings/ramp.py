@@ -33,7 +33,8 @@ from torch import Tensor
 
 from ..browsing import BrowsingModel
 from .._validation import check_choice
-from ._pairsums import BACKENDS, LevelPairWeight, _dense_rank, _prefix, _take, _untake, kernels
+from ..kernels import BACKENDS, FOLLOW
+from ._pairsums import LevelPairWeight, _dense_rank, _prefix, _take, _untake, kernels
 from .base import OrderedBatch, PairBlock, row_blocks
 from .soft import MIN_SCALE, REL_MIN_SCALE, SoftRankOrderedBatch, _Tempered, _offdiag, _work
 
@@ -65,7 +66,7 @@ class _Window:
                 lo_u = u.detach().gather(-1, self.order[:, :1])
             self.off = torch.where(mask, u - lo_u, 0.0)
             key = self.off.detach()
-            self.hi, self.lo = kernels("windows", backend, key).ordered_window_bounds(key, mask, self.order)
+            self.hi, self.lo = kernels("windows", backend, key, size=FOLLOW).ordered_window_bounds(key, mask, self.order)
             self.end = self.start = None
             self.mask, self.acc, self.group = mask, acc, group
             return
@@ -79,7 +80,8 @@ class _Window:
             if K is not None:  # CPU: the compiled radix sort (ascending key = descending -key), the same bounds
                 # by two pointers up the sorted keys
                 self.order = K.sort_desc(-key, torch.ones_like(mask))[0]
-                self.hi, self.lo = kernels("windows", backend, key).window_bounds(key.gather(-1, self.order), self.order)
+                self.hi, self.lo = kernels("windows", backend, key, size=FOLLOW).window_bounds(key.gather(-1, self.order),
+                                                                                  self.order)
             else:
                 if group is not None:  # each group in its own band of keys, span apart
                     hi_u = torch.where(mask, u, -big).amax(-1, keepdim=True)
@@ -248,20 +250,19 @@ def _fused_contract(win: "_Window", right: Tensor, e: Optional[Tensor],
     if e is None:
         e = torch.ones(B, N, dtype=right.dtype)
     detached = [right.detach(), e.detach(), win.off.detach()]
+    K = kernels("windows", win.backend, *detached)
+    if K is None:
+        return None
     if pair_weight is None:
-        K = kernels("windows", win.backend, *detached)
-        if K is None:
-            return None
         level, weights = torch.zeros(B, N, dtype=torch.int64), (1.0, 1.0, 1.0)
     else:
         pw = pair_weight
-        KS = kernels("sorting", win.backend, *detached, pw.relevance.detach())
+        KS = kernels("sorting", win.backend, *detached, pw.relevance.detach(), size=FOLLOW)  # the same path
         if KS is None:
             return None
         level, L = KS.dense_rank(pw.relevance, win.mask)
         if L > MAX_LEVELS:
             return None
-        K = kernels("windows", win.backend, *detached)
         level, weights = level.clamp(0, max(L, 1) - 1), (float(pw.greater), float(pw.equal), float(pw.less))
     return _RampContract.apply(right, e, win.off, win, level, weights, K)
 

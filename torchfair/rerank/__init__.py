@@ -18,7 +18,7 @@ returns a :class:`Reranking` (the ranking, scores reproducing it for any measure
 from ._common import Reranking
 from .detconstsort import det_const_sort
 from .epsilon_greedy import epsilon_greedy
-from .fair import fa_ir
+from .fa_ir import fa_ir
 from .interleave import interleave
 from .reranked_loss import RerankedLoss, straight_through_scores
 from .registry import RERANKERS, Reranker, get_reranker, list_rerankers, parse_spec, rerank_lists

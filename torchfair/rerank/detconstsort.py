@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from .._validation import check_choice
-from ..kernels import BACKENDS, load
+from ..kernels import BACKENDS, pick
 from ._common import Reranking, finish_rerank, groups_present, integer_codes, prepare_rerank, start_order
 
 __all__ = ["det_const_sort", "check_distribution"]
@@ -55,7 +55,7 @@ def detconstsort_walk(codes_sorted: np.ndarray, n: np.ndarray, p: np.ndarray, k:
     if key is None:
         key = np.ascontiguousarray(np.broadcast_to(np.arange(N, dtype=np.int64), (B, N)))
     out = np.empty((B, N), dtype=np.int64)
-    K = load("detconstsort", backend)
+    K = pick("detconstsort", backend, size=B * N)
     if K is None:
         from ..kernels.detconstsort import walk_python as walk
     else:

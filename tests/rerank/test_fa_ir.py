@@ -1,4 +1,4 @@
-"""torchfair.rerank.fair: FA*IR (Zehlike et al., CIKM 2017, Algorithm 1) against the plain loops of
+"""torchfair.rerank.fa_ir: FA*IR (Zehlike et al., CIKM 2017, Algorithm 1) against the plain loops of
 tests/references/rerank_reference.py and of this file, worked examples, the ranked group fairness test on its
 output; one-group lists; bad input."""
 import pytest
@@ -7,11 +7,11 @@ from hypothesis import given, strategies as st
 
 import rerank_reference as R
 from rerank_cases import SETTINGS, _batch, _check_padding, _real
-from torchfair.metrics import fair_adjusted_alpha, fair_mtable, fair_test
+from torchfair.metrics import fa_ir_adjusted_alpha, fa_ir_mtable, fa_ir_test
 from torchfair.rerank import fa_ir
 
 
-def _fair_loop(s, g, n, protected, m, K):
+def _fa_ir_loop(s, g, n, protected, m, K):
     """Zehlike et al., CIKM 2017, Algorithm 1, one list (a tie between the queue heads: the protected one)."""
     order = sorted(range(n), key=lambda i: (-s[i], i))
     P = [i for i in order if g[i] == protected]
@@ -40,15 +40,15 @@ def test_fa_ir_equals_algorithm_1(seed):
     for b in range(B):
         idx = [i for i in range(N) if mask[b, i]]
         n = len(idx)
-        m = fair_mtable(K or n, p, 0.1).tolist()  # default k: the list's own length
-        ref = _fair_loop([float(s[b, i]) for i in idx], [int(g[b, i]) for i in idx], n, 1, m, K or n)
+        m = fa_ir_mtable(K or n, p, 0.1).tolist()  # default k: the list's own length
+        ref = _fa_ir_loop([float(s[b, i]) for i in idx], [int(g[b, i]) for i in idx], n, 1, m, K or n)
         got = out.ranking[b, :n].tolist()
         if out.one_group[b]:
             continue
         assert got == [idx[i] for i in ref], b
         assert sorted(out.ranking[b, n:].tolist()) == [i for i in range(N) if not mask[b, i]]  # padding last
         if out.met[b]:
-            assert bool(fair_test(out.scores[b][mask[b]], g[b][mask[b]], p=p, alpha=0.1, k=K or n,
+            assert bool(fa_ir_test(out.scores[b][mask[b]], g[b][mask[b]], p=p, alpha=0.1, k=K or n,
                                   num_groups=2).passed)
 
 
@@ -73,9 +73,9 @@ def test_fa_ir_is_algorithm_1(seed):
     s, g, mask, p, alpha, k, adjust = _fa_ir_case(seed)
     B, N = s.shape
     K = N if k is None else k
-    m = fair_mtable(K, p, alpha) if adjust else R.mtable(K, p, alpha)
+    m = fa_ir_mtable(K, p, alpha) if adjust else R.mtable(K, p, alpha)
     m = m.tolist() if isinstance(m, torch.Tensor) else m
-    a = fair_adjusted_alpha(K, p, alpha) if adjust else alpha
+    a = fa_ir_adjusted_alpha(K, p, alpha) if adjust else alpha
     out = fa_ir(s, g, p=p, alpha=alpha, k=k, adjust=adjust, mask=mask, num_groups=3)
     _check_padding(out, mask)
     for b in range(B):
@@ -90,9 +90,9 @@ def test_fa_ir_is_algorithm_1(seed):
         assert out.ranking[b, :len(idx)].tolist() == ref, b
         local = [idx.index(i) for i in ref]
         assert bool(out.met[b]) == R.satisfies_mtable(local, gb, 1, m)
-        if out.met[b]:  # passes the ranked group fairness test, by the reference and by fair_test
-            assert R.fair_test_passes(local, gb, 1, p, a, K)
-    passed = fair_test(out.scores, g, p=p, alpha=alpha, k=K, adjust=adjust, mask=mask, num_groups=3).passed
+        if out.met[b]:  # passes the ranked group fairness test, by the reference and by fa_ir_test
+            assert R.fa_ir_test_passes(local, gb, 1, p, a, K)
+    passed = fa_ir_test(out.scores, g, p=p, alpha=alpha, k=K, adjust=adjust, mask=mask, num_groups=3).passed
     assert bool((passed | ~out.met).all())
 
 
@@ -124,7 +124,7 @@ def test_fa_ir_puts_the_protected_item_first_at_equal_scores():
     requiring a protected item: m = 0, 0), as the authors' Algorithm 1 (``>=``) and fairsearchcore do; a
     score-order (stable) merge would keep [0, 1]. Within a group, ties keep index order; padding stays last."""
     s, g = torch.tensor([1., 1.]), torch.tensor([0, 1])
-    assert fair_mtable(2, 0.5, 0.1, adjust=False).tolist() == [0, 0]
+    assert fa_ir_mtable(2, 0.5, 0.1, adjust=False).tolist() == [0, 0]
     out = fa_ir(s, g, adjust=False)
     assert out.ranking.tolist() == [1, 0] and bool(out.met) and not bool(out.one_group)
     assert fa_ir(s, torch.tensor([1, 0]), adjust=False).ranking.tolist() == [0, 1]  # protected already first
@@ -137,7 +137,7 @@ def test_fa_ir_puts_the_protected_item_first_at_equal_scores():
 
 @SETTINGS
 @given(data=st.data())
-def test_fa_ir_met_passes_fair_test_and_a_passing_ranking_is_unchanged(data):
+def test_fa_ir_met_passes_fa_ir_test_and_a_passing_ranking_is_unchanged(data):
     N = data.draw(st.integers(2, 12))
     B = data.draw(st.integers(1, 3))
     p = data.draw(st.sampled_from([0.2, 0.4, 0.5, 0.65]))
@@ -148,12 +148,12 @@ def test_fa_ir_met_passes_fair_test_and_a_passing_ranking_is_unchanged(data):
     g = torch.tensor(data.draw(st.lists(st.lists(st.integers(-1, 1), min_size=N, max_size=N),
                                         min_size=B, max_size=B)))
     out = fa_ir(s, g, p=p, alpha=alpha, k=k, num_groups=2)
-    res = fair_test(out.scores, g, p=p, alpha=alpha, k=k, num_groups=2)
+    res = fa_ir_test(out.scores, g, p=p, alpha=alpha, k=k, num_groups=2)
     assert bool((res.passed | ~out.met).all())
     start = torch.sort(s, dim=-1, descending=True, stable=True).indices
-    before = fair_test(s, g, p=p, alpha=alpha, k=k, num_groups=2).passed
+    before = fa_ir_test(s, g, p=p, alpha=alpha, k=k, num_groups=2).passed
     K = N if k is None else k
-    m = fair_mtable(K, p, alpha).tolist()
+    m = fa_ir_mtable(K, p, alpha).tolist()
     for b in range(B):
         if R.satisfies_mtable(start[b].tolist(), g[b].tolist(), 1, m):  # already fair: the score order, only
             # ties reordered (protected first at equal scores, index order within a group)
@@ -164,11 +164,11 @@ def test_fa_ir_met_passes_fair_test_and_a_passing_ranking_is_unchanged(data):
 
 
 def test_fa_ir_list_without_protected_items_is_not_met():
-    # unchanged (one group) but the m-table needs a protected item by position 4: not met, and fair_test agrees
+    # unchanged (one group) but the m-table needs a protected item by position 4: not met, and fa_ir_test agrees
     s, g = torch.tensor([4., 3., 2., 1.]), torch.tensor([0, 0, 0, 0])
     out = fa_ir(s, g, p=0.5, alpha=0.1, adjust=False, num_groups=2)
     assert bool(out.one_group) and not bool(out.met) and out.ranking.tolist() == [0, 1, 2, 3]
-    assert not bool(fair_test(s, g, p=0.5, alpha=0.1, adjust=False, num_groups=2).passed)
+    assert not bool(fa_ir_test(s, g, p=0.5, alpha=0.1, adjust=False, num_groups=2).passed)
     out = fa_ir(s[:3], g[:3], p=0.5, alpha=0.1, adjust=False, num_groups=2)  # m = 0 0 0: nothing required
     assert bool(out.one_group) and bool(out.met)
 

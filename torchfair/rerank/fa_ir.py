@@ -1,7 +1,7 @@
 r"""FA*IR: a top-k ranking that passes the ranked group fairness test (Zehlike et al., CIKM 2017).
 
 Zehlike, Bonchi, Castillo, Hajian, Megahed, Baeza-Yates. *FA*IR: A Fair Top-k Ranking Algorithm*. CIKM 2017,
-Algorithm 1 with the adjusted m-table of §4.3 (:func:`torchfair.metrics.fair_mtable`).
+Algorithm 1 with the adjusted m-table of §4.3 (:func:`torchfair.metrics.fa_ir_mtable`).
 
 Algorithm 1 fills positions one by one: if the top ``i`` holds fewer protected items than ``m(i)``, the best
 remaining protected item is placed; otherwise the better of the best remaining protected and non-protected items,
@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from .._validation import check_bool, check_group_id
-from ..metrics.prefix import fair_mtable
+from ..metrics.prefix import fa_ir_mtable
 from ._common import Reranking, finish_rerank, integer_codes, prepare_rerank
 
 __all__ = ["fa_ir"]
@@ -27,7 +27,7 @@ __all__ = ["fa_ir"]
 
 def fa_ir(scores: Tensor, groups: Tensor, *, protected: int = 1, p: float = 0.5, alpha: float = 0.1,
           k: Optional[int] = None, adjust: bool = True, mask: Optional[Tensor] = None,
-          num_groups: Optional[int] = None, validate_args: bool = True) -> Reranking:
+          num_groups: Optional[int] = None, backend: str = "auto", validate_args: bool = True) -> Reranking:
     r"""FA*IR re-ranking (Zehlike et al., CIKM 2017, Algorithm 1): the best ranking (by the scores) whose every
     prefix ``i <= k`` holds at least ``m(i)`` protected items,
 
@@ -42,13 +42,16 @@ def fa_ir(scores: Tensor, groups: Tensor, *, protected: int = 1, p: float = 0.5,
     ``adjust`` the adjusted table is computed once per distinct length, ``O(n^2)`` per bisection step, cached).
     Below ``k`` the merge by score continues.  ``p`` in (0, 1): the
     target protected proportion.  When a list runs out of protected items the constraint cannot hold: the rest is
-    filled by score and ``met`` is False for it.  The output passes :func:`torchfair.metrics.fair_test` with the
+    filled by score and ``met`` is False for it.  The output passes :func:`torchfair.metrics.fa_ir_test` with the
     same ``p``, ``alpha`` and ``k`` (``k = n`` for the default) whenever ``met``, given alone (no padding).
 
     Ties: at equal scores the protected item comes first, as in the authors' Algorithm 1 (the protected candidate
     wins when its score is not below the non-protected one's) and in fairsearchcore, so that outputs match theirs
     on tied scores; ties within a group keep index order.  A tie costs no utility, so the rule only ever helps the
     protected group.  ``met`` and the m-table do not depend on it.
+
+    ``backend``: how the m-tables are computed (:func:`torchfair.metrics.fa_ir_mtable`: ``"auto"``, ``"numba"``,
+    ``"torch"``); the same tables, so the same ranking, either way.
 
     Shapes: ``scores`` ``[B, N]`` (or ``[N]``), ``groups`` ``[B, N]`` int ids, ``mask`` ``[B, N]`` bool.  Returns
     :class:`~torchfair.rerank.Reranking`.  Two groups here are "protected" and "not protected", unknown (-1)
@@ -75,14 +78,14 @@ def fa_ir(scores: Tensor, groups: Tensor, *, protected: int = 1, p: float = 0.5,
     if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
         raise ValueError(f"`k` must be an int >= 1 (the length of the fair prefix; clamped to each list's length); "
                          f"got {k!r}")
-    fair_mtable(1, p, alpha, adjust=False)  # checks p and alpha (ValueError naming them) even for empty lists
+    fa_ir_mtable(1, p, alpha, adjust=False, backend=backend)  # checks p, alpha and backend (ValueError naming them)
     n = b.mask.sum(-1)
     # per list, the m-table over its fair prefix, padded with N + 1 (never reached): with `k`, the table of length
     # k (a shorter list uses its first n entries); without, the table of the list's own length n, so a list
     # re-ranks the same in any batch width
     big_m = N + 1
     if k is not None:
-        t = fair_mtable(k, p, alpha, adjust=adjust)[:N]
+        t = fa_ir_mtable(k, p, alpha, adjust=adjust, backend=backend)[:N]
         m = torch.full((N,), big_m, dtype=torch.long)
         m[:t.numel()] = t
         m = m.to(b.scores.device).expand(B, N).contiguous()
@@ -92,7 +95,7 @@ def fa_ir(scores: Tensor, groups: Tensor, *, protected: int = 1, p: float = 0.5,
         n_cpu = n.cpu()
         for length in sorted(set(n_cpu.tolist())):
             if length >= 1:
-                m[n_cpu == length, :length] = fair_mtable(length, p, alpha, adjust=adjust)
+                m[n_cpu == length, :length] = fa_ir_mtable(length, p, alpha, adjust=adjust, backend=backend)
         m = m.to(b.scores.device)
         kb = n
     dev = b.scores.device

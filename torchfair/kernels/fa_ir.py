@@ -1,10 +1,11 @@
-"""Compiled (numba) FA*IR m-tables: :func:`torchfair.metrics.fair_mtable` and the bisection of
-:func:`torchfair.metrics.fair_adjusted_alpha` (Zehlike et al., CIKM 2017, §4.2-4.3) without a Python loop over the
-prefix lengths.  Imported through :func:`torchfair.kernels.load`; the numpy code of :mod:`torchfair.metrics.prefix`
-is the reference (tests/kernels/test_fair.py).
+"""Compiled (numba) FA*IR m-tables: :func:`torchfair.metrics.fa_ir_mtable` and the bisection of
+:func:`torchfair.metrics.fa_ir_adjusted_alpha` (Zehlike et al., CIKM 2017, §4.2-4.3) without a Python loop over the
+prefix lengths.  Imported through :func:`torchfair.kernels.pick`; the numpy code of :mod:`torchfair.metrics.prefix`
+is the reference, with the same float64 operations in the same order (the sums left to right), so both give the
+same bits (tests/kernels/test_fa_ir.py).
 
     >>> from torchfair.kernels import load
-    >>> load("fair").mtable(10, 0.5, 0.1).tolist()
+    >>> load("fa_ir").mtable(10, 0.5, 0.1).tolist()
     [0, 0, 0, 1, 1, 1, 2, 2, 3, 3]
 """
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["mtable", "fail_probability"]
+__all__ = ["mtable", "fail_probability", "warmup"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -58,7 +59,10 @@ def _fail(k, p, alpha):  # pragma: no cover - compiled
         dist[0] *= q
         for m in range(min(need, k + 1)):
             dist[m] = 0.0
-    return 1.0 - dist.sum()
+    total = 0.0
+    for m in range(k + 1):  # left to right, as the reference (np.sum would sum pairwise)
+        total += dist[m]
+    return 1.0 - total
 
 
 def mtable(k: int, p: float, alpha: float) -> np.ndarray:
@@ -74,3 +78,9 @@ def fail_probability(k: int, p: float, alpha: float) -> float:
     m-table at ``alpha``: ``1 - torchfair.metrics.prefix._success_probability(_mtable(k, p, alpha), p)``, in one
     compiled sweep (``O(k^2)``, no Python loop)."""
     return float(_fail(int(k), float(p), float(alpha)))
+
+
+def warmup() -> None:
+    """Compile (or load from the disk cache) the signatures the library calls."""
+    mtable(4, 0.5, 0.1)
+    fail_probability(4, 0.5, 0.1)
