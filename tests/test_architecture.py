@@ -1,12 +1,17 @@
 """The rooms of the package and what may import what (../shared/ARCHITECTURE.md, DEVELOPERS.md):
 
 * no private import across packages: a module imports another subpackage's private names (``_pad``) or private
-  modules (``metrics._common``) only inside its own subpackage; the package-wide internals ``torchfair._validation``,
-  ``torchfair._linalg`` and ``torchfair._extras`` (the optional dependencies) are shared by design;
+  modules (``metrics._common``) only inside its own subpackage (the modules directly in ``torchfair/``, the root
+  ``__init__`` among them, are one package: the root imports ``torchfair._warmup``); the package-wide internals
+  ``torchfair._validation``, ``torchfair._linalg``, ``torchfair._extras`` (the optional dependencies) and
+  ``torchfair._version`` are shared by design;
 * the command line only wires functions to options: ``torchfair/cli.py`` has at most 250 lines and imports no
   measure, ordering or loss;
 * training code calls the evaluation engine and never an ordering: ``torchfair/training`` imports nothing from
   ``torchfair.orderings``; checkpoint evaluation is not a second report module (``training/report.py`` is gone).
+
+The layers themselves (no import circle, no module importing a layer above its own, lazy imports included) are
+checked on the whole import graph by ``tests/test_import_graph.py``.
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "torchfair"
-SHARED_INTERNALS = {"torchfair._validation", "torchfair._linalg", "torchfair._extras"}
+SHARED_INTERNALS = {"torchfair._validation", "torchfair._linalg", "torchfair._extras", "torchfair._version"}
 
 
 def _module_name(path: Path, root: Path = ROOT) -> str:
@@ -66,7 +71,7 @@ def private_imports_across_packages(root: Path = ROOT) -> List[str]:
             if full in SHARED_INTERNALS:
                 continue
             private = any(_private(p) for p in target.split(".")[1:]) or _private(name)
-            if private and (_subpackage(target, package) != sub or not sub):
+            if private and _subpackage(target, package) != sub:
                 found.append(f"{path.relative_to(root)}:{line}: from {target} import {name}")
     return found
 

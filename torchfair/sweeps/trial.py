@@ -88,8 +88,8 @@ def environment() -> Dict[str, Any]:
     import numpy
     import torch
 
-    import torchfair
-    from torchfair import kernels
+    from .. import kernels
+    from .._version import __version__
 
     try:
         from importlib.metadata import version
@@ -99,7 +99,7 @@ def environment() -> Dict[str, Any]:
     return {"torch_threads": torch.get_num_threads(), "deterministic": torch.are_deterministic_algorithms_enabled(),
             "kernels": kernels.mode(), "numba": kernels.numba_available(), "python": platform.python_version(),
             "torch": torch.__version__, "numpy": numpy.__version__, "numba_version": numba_version,
-            "torchfair": getattr(torchfair, "__version__", None), "machine": platform.machine()}
+            "torchfair": __version__, "machine": platform.machine()}
 
 
 def run_trial(tdir: os.PathLike, slot: Optional[int] = None) -> int:
