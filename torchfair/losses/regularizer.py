@@ -24,8 +24,9 @@ class FairnessRegularizer(nn.Module):
     ``current_step % k == 0``, weighted ``k * lambda_t`` there, so that over ``k`` steps its gradient weighs what
     ``lambda_t`` every step weighs, at ``1/k`` of its cost ("lazy regularization", Karras et al. 2020, *Analyzing
     and Improving the Image Quality of StyleGAN*, CVPR, section 3.1: their R1 term every 16 minibatches).  Steps
-    are counted by :meth:`step`: a loop that never calls it regularises every call.  Measured on ML-100K
-    (``experiments/ramp_tradeoff.py --every 4``, ``experiments/results/lazy_tradeoff.md``).
+    are counted by :meth:`step`: a loop that never calls it regularises every call.  Measured on ML-100K by an
+    earlier version of ``experiments/ramp_tradeoff.py --every 4`` (``experiments/results/ramp_tradeoff_every4.md``,
+    kept as a historical result).
 
     When ``lambda_t = 0`` (``lam=0`` or the first warm-up step) the fairness term does not enter the loss.  It is
     then computed for logging only every ``log_fairness_every`` calls (without a graph; ``0``, the default, never),
