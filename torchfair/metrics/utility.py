@@ -432,7 +432,7 @@ def recall(scores: Tensor, relevance: Tensor, *, k: Optional[int] = None, thresh
 
     The denominator counts the list's relevant items, or, with ``ideal_relevance`` (``[B, M]`` / ``[M]``, the grades
     of every judged item of the query padded with 0, as in :func:`ndcg`), all the relevant judged items, also
-    those the list does not rank: trec_eval's ``recall_k`` (Voorhees & Harman, TREC, 2005), where recall@100 of a
+    those the list does not rank: trec_eval's ``recall_k`` (Voorhees & Harman, TREC, 2005), where ``recall@100`` of a
     100-item list is below 1 when relevant items were missed.  Relevant is ``r > threshold``: for the integer grades
     of a qrels file, ``threshold=0`` is trec_eval's ``r >= 1`` (its relevance level 1).  Shape ``[B]`` (``[]``), in
     ``[0, 1]``; undefined (0, invalid) without a relevant (judged) item.
