@@ -3,8 +3,10 @@
 ``make docs``: ``sphinx-build -W --keep-going -b html docs docs/_build/html`` (every warning an error).
 
 Generated at build time (git-ignored, see ``docs/.gitignore``): ``measures/<name>.md``, one page per declaration of
-``torchfair.metrics.MEASURES``, and ``results/``: the experiments index and the committed result files of
-``experiments/results/``, copied with their links made local.
+``torchfair.metrics.MEASURES``; ``results/``: the experiments index and the committed result files of
+``experiments/results/``, copied with their links made local and a header saying where their numbers come from;
+``api/``: one page per public package listing its ``__all__``, and (autosummary) ``api/generated/``, one page per
+public function and class.
 """
 import importlib.util
 import sys
@@ -17,7 +19,7 @@ sys.path.insert(0, str(DOCS))
 
 import torchfair  # noqa: E402
 
-from _generate import write_measure_pages, write_results_pages  # noqa: E402
+from _generate import write_api_pages, write_measure_pages, write_results_pages  # noqa: E402
 
 project = "torchfair"
 author = "the torchfair authors"
@@ -36,6 +38,10 @@ extensions = [
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "README.md"]
+templates_path = ["_templates"]
+autosummary_generate = True          # one page per public name, into api/generated/ (git-ignored)
+autosummary_imported_members = True  # the packages re-export what their modules define
+
 myst_enable_extensions = ["dollarmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
 
@@ -60,4 +66,5 @@ html_static_path = []
 
 write_measure_pages(DOCS / "measures")
 write_results_pages(ROOT / "experiments", DOCS / "results")
+write_api_pages(DOCS / "api")
 
