@@ -44,9 +44,9 @@ from .rankers import _check_ranker_args, build_ranker
 
 __all__ = ["FairRankingModule", "DEFAULT_MEASURES", "describe_loss"]
 
-#: the exact measures of validation and test: NDCG@10, DIPS with tie weight 0.5 and 0 (Fabris et al., WSDM 2023,
-#: eq. 11), exposure misallocation (eq. 12-16; ``_l1`` is ||delta||_1) and pairwise accuracy (Raj & Ekstrand,
-#: SIGIR 2022, eq. 11; ``_inter`` / ``_intra``)
+#: the exact measures of validation and test: ``NDCG@10``, DIPS with tie weight 0.5 and 0 (Fabris et al.,
+#: WSDM 2023, eq. 11), exposure misallocation (eq. 12-16; ``_l1`` is ||delta||_1) and pairwise accuracy
+#: (Raj & Ekstrand, SIGIR 2022, eq. 11; ``_inter`` / ``_intra``)
 DEFAULT_MEASURES = ("ndcg@10", "dips", "dips:tie_weight=0,label=dips_t0", "exposure_misallocation",
                     "pairwise_accuracy")
 
