@@ -5,11 +5,11 @@ torchmetrics keeps a domain's classes in its domain package; ``import torchfair.
 torchmetrics, the ``[torchmetrics]`` extra) only when a class is first used.
 
 Every declared measure (:data:`torchfair.metrics.MEASURES`) has its class here, written out:
-``class DIPS(FairnessMetric)`` with its statics declared (``measure``, ``higher_is_better`` from the declaration, ``is_differentiable``,
-``full_state_update``) and an ``__init__`` whose keywords are the measure's options (defaults and types from the
-function or its registration), so IDEs, type checkers, ``help()`` and LightningCLI see them; the suite checks each
-class against its declaration (``tests/evaluation/test_metric.py``).  :func:`metric_class` makes the class of a
-measure registered later (:func:`torchfair.evaluation.register`).
+``class DIPS(FairnessMetric)`` with its statics declared (``measure``, ``higher_is_better`` from the declaration,
+``is_differentiable``, ``full_state_update``) and an ``__init__`` whose keywords are the measure's options (defaults
+and types from the function or its registration), so IDEs, type checkers, ``help()`` and LightningCLI see them; the
+suite checks each class against its declaration (``tests/metrics/test_classes.py``).  :func:`metric_class` makes
+the class of a measure registered later (:func:`torchfair.evaluation.register`).
 
 Each metric keeps two ``[C]`` states per instance, one entry per column of the measure (see
 :mod:`torchfair.metrics.registry`): ``total`` (sum of the column over the lists where it is valid) and ``count``
@@ -238,7 +238,7 @@ def class_doc(spec: MeasureSpec) -> str:
             + (", ".join(f"``{p.name}={p.default!r}``" for p in _option_parameters(spec)) or "none") + ".")
 
 
-# --- one class per declared measure (tests/evaluation/test_metric.py checks each against its declaration and
+# --- one class per declared measure (tests/metrics/test_classes.py checks each against its declaration and
 # prints the source of a missing or stale one) ------------------------------------------------------------------
 
 

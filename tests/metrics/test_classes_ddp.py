@@ -1,4 +1,4 @@
-"""torchfair.evaluation.metric across processes: every metric class, its lists split over two workers, computes
+"""torchfair.metrics.classes across processes: every metric class, its lists split over two workers, computes
 what one process computes on all the lists.
 
 * ``test_merge_state_of_every_metric_class``: torchmetrics' ``merge_state`` of two halves (the states summed, as
@@ -83,7 +83,7 @@ import json, sys
 import torch
 import torch.distributed as dist
 sys.path.insert(0, sys.argv[4])
-import test_metric_ddp as t
+import test_classes_ddp as t
 
 rank, init, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 torch.set_num_threads(1)
