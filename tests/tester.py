@@ -1,37 +1,41 @@
-"""A shared tester for the declared measures (:data:`torchfair.metrics.MEASURES`), in the spirit of torchmetrics'
-``MetricTester``: one class that, given a declaration, checks what every measure must satisfy, over the option
-values its declaration says are worth testing.
+"""The shared testers of ``tests/test_contract.py``: :class:`ContractTester` (every check of the robustness contract
+on one row of ``tests/contract_cases.py``) and :class:`MeasureTester` (what every declared measure of
+:data:`torchfair.metrics.MEASURES` must satisfy, in the spirit of torchmetrics' ``MetricTester``, over the option
+values its declaration says are worth testing).
 
 :class:`MeasureTester` checks, on a small deterministic corpus (several batches of lists of different lengths, two
 groups, graded relevance, padded slots holding NaN scores and garbage relevance / group ids):
 
-* :meth:`~MeasureTester.run_functional`: valid values lie in the declared range, invalid ones are 0, and
-  ``reduction="mean"`` / ``"sum"`` are the mean / sum of the per-list values over the valid lists (entry by
-  entry);
-* :meth:`~MeasureTester.run_class`: the metric class (:mod:`torchfair.evaluation.metric`), updated batch by batch,
-  computes the mean over valid lists of the functional's per-list values (the columns of
-  :mod:`torchfair.evaluation.registry`, rebuilt here from the documented naming);
-* :meth:`~MeasureTester.run_batch_vs_lists`: a padded batch gives, list by list, what each list gives alone
-  (``[N]`` input of its real items, no mask), hard and soft membership, exact and relaxed ordering;
-* :meth:`~MeasureTester.run_padding`: extra padded slots (first and last) change nothing;
-* :meth:`~MeasureTester.run_dtypes`: fp16 / bf16 / fp32 inputs give float32 results, fp64 float64, all equal to
-  the fp64 values up to the float32 rounding.
+* ``functional`` (:meth:`~MeasureTester.run_functional`): valid values lie in the declared range, invalid ones are
+  0, and ``reduction="mean"`` / ``"sum"`` are the mean / sum of the per-list values over the valid lists (entry
+  by entry);
+* ``metric_class`` (:meth:`~MeasureTester.run_class`): the metric class, updated batch by batch, computes the mean
+  over valid lists of the functional's per-list values (the columns of :mod:`torchfair.evaluation.registry`,
+  rebuilt here from the documented naming);
+* ``batch_vs_lists`` (:meth:`~MeasureTester.run_batch_vs_lists`): a padded batch gives, list by list, what each
+  list gives alone (``[N]`` input of its real items, no mask), hard and soft membership, exact and relaxed
+  ordering;
+* ``padding`` (:meth:`~MeasureTester.run_padding`): extra padded slots (first and last, garbage in every input)
+  change nothing, integer ids and soft membership;
+* ``dtypes`` (:meth:`~MeasureTester.run_dtypes`): fp16 / bf16 / fp32 inputs give float32 results, fp64 float64,
+  all equal to the fp64 values up to the float32 rounding, integer ids and soft membership.
 
-:class:`ContractTester` runs :meth:`~MeasureTester.run_all` for every declaration
-(``tests/test_contract.py::test_row``); a failure is an ``AssertionError`` naming the check, the options and the entry.  The declaration against the
-function's signature is checked once, in ``tests/metrics/test_declarations.py``.
+Each is a check of :class:`ContractTester` on the row of the measure, so one pytest item
+(``tests/test_contract.py::test_check[metrics.ndcg-dtypes]``); a failure names the check, the options and the
+entry.  The declaration against the function's signature is checked in ``tests/metrics/test_declarations.py``.
 """
 from __future__ import annotations
 
 import functools
 import inspect
+from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from torchfair import metrics as tm
-from torchfair.metrics.declarations import Measure, RelevanceBound
+from torchfair.metrics.declarations import MEASURES, Measure, RelevanceBound
 from torchfair.orderings import SoftRank
 
 #: options a measure cannot run without (MPC needs one pair-selection threshold)
@@ -201,52 +205,91 @@ class MeasureTester:
                             _close(v[b], one[name][0], f"{what}: batch against the list alone", opts)
 
     def run_padding(self, opts: Mapping[str, Any]) -> None:
-        """Two more padded slots (first and last, NaN scores, garbage relevance and ids) change nothing."""
-        for s, r, g, mask in corpus():
-            base = self.entries(self.call(s, r, g, mask, opts, **self._none()), s.shape[0])
-            B = s.shape[0]
+        """Two more padded slots (first and last: NaN / 1e4 scores, NaN / garbage relevance, group ids -5 / 17 out
+        of range, or garbage soft-membership rows) change nothing, with integer ids and (where accepted) soft
+        membership."""
+        for soft in self._softs(opts):
+            for s, r, g, mask in corpus(soft):
+                base = self.entries(self.call(s, r, g, mask, opts, **self._none()), s.shape[0])
+                B = s.shape[0]
 
-            def pad(t, fill):
-                col = torch.full((B, 1) + tuple(t.shape[2:]), fill, dtype=t.dtype)
-                return torch.cat([col, t, col], 1)
+                def pad(t, first, last):
+                    col = torch.full((B, 1) + tuple(t.shape[2:]), first, dtype=t.dtype)
+                    return torch.cat([col, t, torch.full_like(col, last)], 1)
 
-            padded = self.entries(self.call(pad(s, float("nan")), pad(r, 3.0), pad(g, 1), pad(mask, False), opts,
-                                            **self._none()), B)
-            for name, (v, ok) in base.items():
-                _assert(ok is None or bool((ok == padded[name][1]).all()), f"{name}: validity changes with padding",
-                        opts)
-                _close(padded[name][0], v, f"{name}: padded slots change the value", opts)
+                gp = pad(g, float("nan"), 3.0) if soft else pad(g, -5, 17)
+                padded = self.entries(self.call(pad(s, float("nan"), 1e4), pad(r, float("nan"), 3.0), gp,
+                                                pad(mask, False, False), opts, **self._none()), B)
+                for name, (v, ok) in base.items():
+                    what = f"{name} (soft={soft})"
+                    _assert(ok is None or bool((ok == padded[name][1]).all()),
+                            f"{what}: validity changes with padding", opts)
+                    _close(padded[name][0], v, f"{what}: padded slots change the value", opts)
 
     def run_dtypes(self, opts: Mapping[str, Any]) -> None:
-        """fp16 / bf16 / fp32 inputs: float32 results equal to the fp64 ones up to float32 rounding."""
-        for s, r, g, mask in corpus():
-            want = self.entries(self.call(s, r, g, mask, opts, **self._none()), s.shape[0])
-            for name, (v, _) in want.items():
-                _assert(not v.is_floating_point() or v.dtype == F64, f"{name}: {v.dtype} result for fp64 input", opts)
-            for dt in DTYPES:
-                got = self.entries(self.call(s.to(dt), r.to(dt), g, mask, opts, **self._none()), s.shape[0])
-                for name, (v, ok) in want.items():
-                    w = got[name][0]
-                    _assert(not w.is_floating_point() or w.dtype == torch.float32,
-                            f"{name}: {w.dtype} result for {dt} input (expected torch.float32)", opts)
-                    _assert(ok is None or bool((got[name][1] == ok).all()), f"{name}: validity differs under {dt}",
-                            opts)
-                    _close(w, v, f"{name}: {dt} input against fp64", opts, tol=1e-4)
+        """fp16 / bf16 / fp32 inputs (scores, relevance and soft membership where accepted): float32 results equal
+        to the fp64 ones up to float32 rounding; fp64 inputs: float64 results."""
+        for soft in self._softs(opts):
+            for s, r, g, mask in corpus(soft):
+                want = self.entries(self.call(s, r, g, mask, opts, **self._none()), s.shape[0])
+                for name, (v, _) in want.items():
+                    _assert(not v.is_floating_point() or v.dtype == F64,
+                            f"{name}: {v.dtype} result for fp64 input (soft={soft})", opts)
+                for dt in DTYPES:
+                    gd = g.to(dt) if soft else g
+                    got = self.entries(self.call(s.to(dt), r.to(dt), gd, mask, opts, **self._none()), s.shape[0])
+                    for name, (v, ok) in want.items():
+                        w = got[name][0]
+                        what = f"{name}: {dt} input (soft={soft})"
+                        _assert(not w.is_floating_point() or w.dtype == torch.float32,
+                                f"{what}: {w.dtype} result (expected torch.float32)", opts)
+                        _assert(ok is None or bool((got[name][1] == ok).all()), f"{what}: validity differs", opts)
+                        _close(w, v, f"{what} against fp64", opts, tol=1e-4)
+
+    def _softs(self, opts) -> List[bool]:
+        return [False] + ([True] if "groups" in self.m.data and self.m.accepts_soft(opts) else [])
+
+    #: the checks (:meth:`check`), each one pytest item per declared measure (``tests/test_contract.py``)
+    CHECKS = ("functional", "metric_class", "batch_vs_lists", "padding", "dtypes")
+    #: the checks run at the defaults only (the others: at the defaults and at every declared option value alone)
+    DEFAULTS_ONLY = ("padding", "dtypes")
+
+    def check(self, name: str) -> List[str]:
+        """Check ``name`` at the defaults and (except :data:`DEFAULTS_ONLY`) at every declared option value alone
+        through the range, class and batch checks, the latter with the exact ordering and integer ids (the values
+        that raise for this corpus, or give a batch-level value, are skipped); every failure, one per option set,
+        each naming its options."""
+        run = {"functional": lambda o, first: self.run_functional(o, reductions=first),
+               "metric_class": lambda o, first: self.run_class(o),
+               "batch_vs_lists": lambda o, first: self.run_batch_vs_lists(o, variants=first),
+               "padding": lambda o, first: self.run_padding(o),
+               "dtypes": lambda o, first: self.run_dtypes(o)}[name]
+        out = []
+        for i, opts in enumerate(self.option_sets()):
+            if i > 0 and name in self.DEFAULTS_ONLY:
+                break
+            if not self._applicable(opts):
+                if i == 0:
+                    out.append(f"the default options give no per-list value on the corpus (options {dict(opts)})")
+                continue
+            try:
+                run(opts, i == 0)
+            except AssertionError as e:
+                out.append(str(e))
+        return out
 
     def run_all(self) -> None:
-        """Every check at the defaults; every declared option value alone through the range, class and batch
-        checks, the latter with the exact ordering and integer ids (the values that raise for this corpus, or give
-        a batch-level value, are skipped)."""
-        for i, opts in enumerate(self.option_sets()):
-            if not self._applicable(opts):
-                _assert(i > 0, "the default options give no per-list value on the corpus", opts)
-                continue
-            self.run_functional(opts, reductions=i == 0)
-            self.run_class(opts)
-            self.run_batch_vs_lists(opts, variants=i == 0)
-            if i == 0:
-                self.run_padding(opts)
-                self.run_dtypes(opts)
+        """Every check (:meth:`check`); an ``AssertionError`` listing every failure."""
+        failures = [f"[{c}] {f}" for c in self.CHECKS if c != "metric_class" or self.metric_class is not None
+                    for f in self.check(c)]
+        if failures:
+            raise AssertionError("\n".join(failures))
+
+
+@functools.lru_cache(maxsize=None)
+def measure_tester(name: str) -> MeasureTester:
+    """One tester per declared measure, shared by its checks (its calls on the corpus are computed once)."""
+    return MeasureTester(MEASURES[name])
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
@@ -343,41 +386,105 @@ def _expand(label: str, v: Tensor, ok: Tensor, diagonal: bool = False, gap: bool
 
 
 # ==================================================================================================== the contract
+@dataclass(frozen=True)
+class Found:
+    """One violation a check found: its kind (``contract_cases.Violation.kind``) and its report."""
+
+    kind: str
+    text: str
+
+
+@dataclass
+class Outcome:
+    """What one check of one row found: ``violations`` (not known), and for every ``KNOWN_VIOLATIONS`` entry of
+    this (row, check) the violations it matched (none: the entry is stale)."""
+
+    row: str
+    check: str
+    violations: List[str]
+    known: Dict[Tuple[str, str, str], List[str]]
+
+    def failures(self) -> List[str]:
+        """The violations that fail the item: the unknown ones, and every known entry that no longer occurs."""
+        import contract_cases as cc
+        stale = [f"{self.row} [{self.check}]: the known violation {key[2]!r} ({cc.KNOWN_VIOLATIONS[key].defect}) "
+                 f"no longer occurs: remove it from contract_cases.KNOWN_VIOLATIONS"
+                 for key, hits in self.known.items() if not hits]
+        return self.violations + stale
+
+    def known_report(self) -> str:
+        return "\n\n".join(f"known ({key[2]}): {len(hits)} x, first:\n{hits[0]}" for key, hits in self.known.items()
+                           if hits)
+
+
 class ContractTester:
-    """Every check of the robustness contract on one row of ``tests/contract_cases.py`` (a declared measure or a
-    hand row: an ordering, a loss, a browsing model, a compat function), over the row's matrix of ordering x dtype
-    mode x declared options; :meth:`run_all` returns every violation, each naming its case (row, check, ordering,
-    mode, options) with a reproduction.
+    """The checks of the robustness contract on one row of ``tests/contract_cases.py`` (a declared measure or a
+    hand row: an ordering, a loss, a browsing model, a compat function), each over the row's matrix of ordering x
+    dtype mode x declared options; :meth:`run` runs one check and returns every violation, each naming its case
+    (row, check, ordering, mode, options) with a reproduction.  ``tests/test_contract.py`` makes one pytest item
+    per (row, check) of :meth:`checks_of`.
 
-    * :meth:`sweep`: two fixed degenerate batches (integer ids / soft membership) through every ordering in fp32
+    * ``sweep``: two fixed degenerate batches (integer ids / soft membership) through every ordering in fp32
       and every dtype mode under a differentiable ordering and ``Hard``, for each of the row's sweep options;
-    * :meth:`valid`: hypothesis draws ``examples`` batches, orderings, modes and options (the ``contract-fast``
+    * ``valid``: hypothesis draws ``examples`` batches, orderings, modes and options (the ``contract-fast``
       profile: derandomized, a seed per row; ``profile="slow"``: ``contract-slow``);
-    * :meth:`invalid`: every applicable bad argument of ``contract_cases.INVALID`` and of
+    * ``invalid``: every applicable bad argument of ``contract_cases.INVALID`` and of
       ``contract_cases.ARGUMENT_INVALID`` raises ``ValueError`` naming it;
-    * :meth:`declared`: a declared measure through :class:`MeasureTester` (functional against the metric class, a
-      batch against its lists alone, padding, dtypes, over the declared options);
-    * :meth:`mixture`: a measure that is an expectation over rankings equals, under ``Sampled(rankings)``, the mean
+    * ``functional``, ``metric_class``, ``batch_vs_lists``, ``padding``, ``dtypes``: a declared measure through
+      :class:`MeasureTester` (declared range and reductions, the metric class against the functional, a batch
+      against its lists alone, padding, dtypes, over the declared options);
+    * ``mixture``: a measure that is an expectation over rankings equals, under ``Sampled(rankings)``, the mean
       of its values on each ranking;
-    * :meth:`tied`: all-tied scores get finite gradients of ordinary size through every soft relaxation.
+    * ``tied``: all-tied scores get finite gradients of ordinary size through every soft relaxation;
+    * ``scale``: a soft relaxation (``scale="std"``) means the same at any score magnitude: the hard limit at a
+      low temperature, and the same positions for ``c * s`` at its working temperature.
 
-    A check listed in ``contract_cases.KNOWN_VIOLATIONS`` is an expected failure, strictly: it must fail (its
-    violations are not reported) and a pass is reported, so that the entry gets removed.
-    ``TORCHFAIR_CONTRACT_STRICT=1`` reports the known violations too.
+    ``contract_cases.KNOWN_VIOLATIONS`` names (row, check, kind of violation) with a pattern of its message: a
+    violation that matches is set apart as known (:attr:`Outcome.known`; inside a hypothesis check the example
+    then counts as passing, so that the search goes on for other violations); an entry that matches nothing is
+    reported.  ``TORCHFAIR_CONTRACT_STRICT=1`` reports the known violations as violations.
 
     >>> import contract_cases as cc
-    >>> ContractTester(cc.ROW_INDEX["metrics.ndcg"]).run_all()
+    >>> ContractTester(cc.ROW_INDEX["metrics.ndcg"]).run("sweep").failures()
     []
     """
 
-    CHECKS = ("sweep", "valid", "invalid", "declared", "mixture", "tied")
+    CHECKS = ("sweep", "valid", "invalid") + MeasureTester.CHECKS + ("mixture", "tied", "scale")
 
-    def __init__(self, row, profile: str = "fast", examples: int = 6):
+    def __init__(self, row, profile: str = "fast", examples: int = 6, strict: Optional[bool] = None):
+        import os
+
         import contract_cases as cc
         self.cc, self.row, self.profile, self.examples = cc, row, profile, examples
+        self.strict = bool(os.environ.get("TORCHFAIR_CONTRACT_STRICT")) if strict is None else strict
+        self._check: Optional[str] = None
+        self._hits: Dict[Tuple[str, str, str], List[str]] = {}
+
+    @classmethod
+    def checks_of(cls, row) -> List[str]:
+        """The checks that apply to ``row`` (the others have nothing to check on it)."""
+        import contract_cases as cc
+        m = _declared(row)
+        applies = {
+            "sweep": True, "valid": True,
+            "invalid": bool(cc.invalid_cases_for(row) or cc.argument_invalid_for(row)),
+            "mixture": row.linear, "tied": row.name in cc.TIED_ROWS, "scale": row.name in cc.SCALE_ROWS,
+        }
+        for c in MeasureTester.CHECKS:
+            applies[c] = m is not None and (c != "metric_class" or measure_tester(m.name).metric_class is not None)
+        return [c for c in cls.CHECKS if applies[c]]
+
+    def run(self, check: str) -> Outcome:
+        """Run ``check``; its violations, the known ones set apart."""
+        self._check = check
+        self._hits = {k: [] for k in self.cc.KNOWN_VIOLATIONS if k[:2] == (self.row.name, check)} \
+            if not self.strict else {}
+        found = getattr(self, check)()
+        unknown = [f.text for f in found if not self._absorb(f.kind, f.text)]
+        return Outcome(self.row.name, check, unknown, self._hits)
 
     # ------------------------------------------------------------------------------------------ checks
-    def sweep(self) -> List[str]:
+    def sweep(self) -> List[Found]:
         cc, row, out = self.cc, self.row, []
         for soft in (False, True):
             for ordering, mode in self._sweep_combos(cc.sweep_batch(soft, "fp32")):
@@ -387,7 +494,7 @@ class ContractTester:
                                             {**cc.default_options(row), **so})
         return out
 
-    def sweep_full(self) -> List[str]:
+    def sweep_full(self) -> List[Found]:
         """The whole degenerate catalogue through every ordering x every dtype mode (slow)."""
         cc, row, out = self.cc, self.row, []
         for case in cc.catalogue():
@@ -398,7 +505,7 @@ class ContractTester:
                                                 {**cc.default_options(row), **so})
         return out
 
-    def valid(self) -> List[str]:
+    def valid(self) -> List[Found]:
         from hypothesis import given
         from hypothesis import strategies as st
         cc, row = self.cc, self.row
@@ -406,11 +513,15 @@ class ContractTester:
         @hypothesis_settings(self.profile, self.examples, row.name)
         @given(st.data())
         def run(data):
-            cc.run_valid(row, *draw_call(data, row))
+            try:
+                cc.run_valid(row, *draw_call(data, row))
+            except cc.Violation as v:
+                if not self._absorb(v.kind, str(v)):
+                    raise
 
         return hypothesis_violations(run)
 
-    def invalid(self) -> List[str]:
+    def invalid(self) -> List[Found]:
         cc, row, out = self.cc, self.row, []
         for inv in cc.invalid_cases_for(row):
             out += self._violations(cc.run_invalid, row, inv)
@@ -418,17 +529,29 @@ class ContractTester:
             out += self._violations(cc.run_constructor_invalid, f"{row.name}: {label}", factory, names)
         return out
 
-    def declared(self) -> List[str]:
-        m = self.cc.MEASURES.get(self.row.name.split(".", 1)[1]) if self.row.name.startswith("metrics.") else None
-        if m is None or m.fn is not self.row.obj:
+    def _declared_check(self, check: str) -> List[Found]:
+        m = _declared(self.row)
+        if m is None:
             return []
-        try:
-            MeasureTester(m).run_all()
-        except AssertionError as e:
-            return [f"{self.row.name} [MeasureTester]: {e}"]
-        return []
+        return [Found("MeasureTester", f"{self.row.name} [MeasureTester.{check}]: {f}")
+                for f in measure_tester(m.name).check(check)]
 
-    def mixture(self) -> List[str]:
+    def functional(self) -> List[Found]:
+        return self._declared_check("functional")
+
+    def metric_class(self) -> List[Found]:
+        return self._declared_check("metric_class")
+
+    def batch_vs_lists(self) -> List[Found]:
+        return self._declared_check("batch_vs_lists")
+
+    def padding(self) -> List[Found]:
+        return self._declared_check("padding")
+
+    def dtypes(self) -> List[Found]:
+        return self._declared_check("dtypes")
+
+    def mixture(self) -> List[Found]:
         if not self.row.linear:
             return []
         from hypothesis import given
@@ -437,11 +560,15 @@ class ContractTester:
         @hypothesis_settings(self.profile, self.examples, "mixture:" + row.name)
         @given(cc.cases(max_B=3, max_N=8).filter(lambda c: not c.soft))
         def run(case):
-            cc.mixture_linearity(row, case)
+            try:
+                cc.mixture_linearity(row, case)
+            except cc.Violation as v:
+                if not self._absorb(v.kind, str(v)):
+                    raise
 
         return hypothesis_violations(run)
 
-    def tied(self) -> List[str]:
+    def tied(self) -> List[Found]:
         cc, row, out = self.cc, self.row, []
         if row.name not in cc.TIED_ROWS:
             return []
@@ -451,23 +578,31 @@ class ContractTester:
                 out += self._violations(cc.tied_gradient_size, row, ordering, value)
         return out
 
-    def run_all(self, checks=CHECKS) -> List[str]:
-        """Every check of ``checks``; the violations, the strict expected failures applied."""
-        import os
-        known = self.cc.KNOWN_VIOLATIONS
-        strict = bool(os.environ.get("TORCHFAIR_CONTRACT_STRICT"))
-        out = []
-        for check in checks:
-            found = getattr(self, check)()
-            why = known.get((self.row.name, check))
-            if why is None or strict:
-                out += found
-            elif not found:
-                out.append(f"{self.row.name} [{check}]: the known violation ({why}) no longer occurs: remove it "
-                           f"from contract_cases.KNOWN_VIOLATIONS")
+    def scale(self) -> List[Found]:
+        """The hard limit at every magnitude of :data:`contract_cases.SCALES`; the equivariance at each of them in
+        fp32 and fp64, with and without ties, on two lists."""
+        cc, out = self.cc, []
+        for label, make, temperature in cc.SCALE_ROWS.get(self.row.name, ()):
+            for scale in cc.SCALES:
+                out += self._violations(cc.scale_invariance, label, make, scale)
+                for dtype in (torch.float32, torch.float64):
+                    for ties in (False, True):
+                        for seed in (0, 1):
+                            out += self._violations(cc.scale_equivariance, label, make, temperature, scale, dtype,
+                                                    ties, seed)
         return out
 
     # ------------------------------------------------------------------------------------------ plumbing
+    def _absorb(self, kind: str, text: str) -> bool:
+        """Whether a violation of the running check is a known one (then recorded as such)."""
+        if self.strict or self._check is None:
+            return False
+        key = self.cc.known_violation(self.row.name, self._check, kind, text)
+        if key is None or key not in self._hits:
+            return False
+        self._hits[key].append(text)
+        return True
+
     def _sweep_combos(self, case):
         cc = self.cc
         names = self.row.ordering_names(case)
@@ -479,12 +614,20 @@ class ContractTester:
                 combos.append(("Hard", mode))
         return combos
 
-    def _violations(self, fn, *args) -> List[str]:
+    def _violations(self, fn, *args) -> List[Found]:
         try:
             fn(*args)
         except self.cc.Violation as v:
-            return [str(v)]
+            return [Found(v.kind, str(v))]
         return []
+
+
+def _declared(row) -> Optional[Measure]:
+    """The declaration a row is generated from (``None``: a hand row)."""
+    if not row.name.startswith("metrics."):
+        return None
+    m = MEASURES.get(row.name.split(".", 1)[1])
+    return m if m is not None and m.fn is row.obj else None
 
 
 def draw_call(data, row):
@@ -516,13 +659,16 @@ def hypothesis_settings(profile: str, examples: int, key: str):
     return apply
 
 
-def hypothesis_violations(run) -> List[str]:
-    """Run a hypothesis test; its violations with hypothesis' notes (the falsifying example)."""
+def hypothesis_violations(run) -> List[Found]:
+    """Run a hypothesis test; its violations with hypothesis' notes (the falsifying example), one per distinct
+    failure."""
     import contract_cases as cc
     try:
         run()
-    except (cc.Violation, BaseExceptionGroup) as e:
-        return [_report(e)]
+    except cc.Violation as e:
+        return [Found(e.kind, _report(e))]
+    except BaseExceptionGroup as e:
+        return [Found(getattr(x, "kind", type(x).__name__), _report(x)) for x in e.exceptions]
     return []
 
 

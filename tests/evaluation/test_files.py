@@ -51,12 +51,15 @@ def test_split_measures():
     assert split_measures("map") == ["map"]
 
 
-def test_bad_arguments_name_themselves(files):
+@pytest.mark.parametrize("kw, name", [
+    (dict(measures="ndgc@10"), "ndgc"),  # misspelt measure: before reading the files
+    (dict(measures=""), "measures"),
+    (dict(names=["a", "b"]), "names"),
+])
+def test_bad_arguments_name_themselves(files, kw, name):
     run, qrels = files
-    for kw, name in [(dict(measures="ndgc@10"), "ndgc"),  # misspelt measure: before reading the files
-                     (dict(measures=""), "measures"), (dict(names=["a", "b"]), "names")]:
-        with pytest.raises(ValueError, match=name):
-            evaluate_files(run, qrels, **kw)
+    with pytest.raises(ValueError, match=name):
+        evaluate_files(run, qrels, **kw)
 
 
 def test_missing_files_and_outputs(files, tmp_path):
@@ -72,14 +75,16 @@ def test_missing_files_and_outputs(files, tmp_path):
     check_output_file(str(tmp_path / "x.json"), "out_json")
 
 
-def test_command_line_errors_are_one_line(files, capsys):
+@pytest.mark.parametrize("argv, option", [
+    (["--k", "0"], "--k"), (["--bootstrap", "-1"], "--bootstrap"), (["--confidence", "1"], "--confidence"),
+    (["--format", "xml"], "--format"), (["--out_json", "/nonexistent-dir/x.json"], "--out_json"),
+    (["--measures", "dipz"], "dipz"),
+])
+def test_command_line_errors_are_one_line(files, capsys, argv, option):
     run, qrels = files
-    for argv, option in [(["--k", "0"], "--k"), (["--bootstrap", "-1"], "--bootstrap"),
-                         (["--confidence", "1"], "--confidence"), (["--format", "xml"], "--format"),
-                         (["--out_json", "/nonexistent-dir/x.json"], "--out_json"), (["--measures", "dipz"], "dipz")]:
-        assert main(["metrics", "--run", run, "--qrels", qrels, "--measures", "ndcg"] + argv) == 2, argv
-        err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and option in err[0], err
+    assert main(["metrics", "--run", run, "--qrels", qrels, "--measures", "ndcg"] + argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and option in err[0], err
 
 
 def test_show_files_writes_what_it_prints(files, tmp_path, capsys):

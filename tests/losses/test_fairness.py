@@ -26,43 +26,30 @@ from torchfair.orderings import Hard, NeuralSort, PlackettLuce, SoftRank, SoftSo
 
 
 # =============================================================================================== 1. gradcheck
-def _each(check, cases) -> None:
-    """Run ``check(*case)`` for every case; every failure reported at once, each naming its case."""
-    failures = []
-    for case in cases:
-        try:
-            check(*case)
-        except Exception as e:  # noqa: BLE001  (any exception fails the case; all cases run)
-            failures.append(f"{case}: {type(e).__name__}: {e}")
-    assert not failures, f"{len(failures)} of {len(cases)} cases fail:\n" + "\n".join(failures)
+def _ids(cases):
+    return ["-".join(str(x) for x in c) for c in cases]
 
 
-def _orderings(name, cases):
-    """The orderings of ``cases`` (``(loss, ordering)`` pairs) for the loss ``name``."""
-    return [(n, o) for n, o in cases if n == name]
+#: (loss, ordering): every soft relaxation for the losses taking an ordering, exact Plackett-Luce at an absolute
+#: temperature ("pl_exact_abs": the default ``scale="std"`` divides by the list's std, detached (a constant of the
+#: loss), which finite differences of the loss value would differentiate too; the frozen-std gradient is checked
+#: against the enumeration in tests/orderings/test_plackett_luce.py); the others alone
+GRADCHECK = [(n, o) for n in FAIRNESS if n in ORDERED for o in list(SOFT_ORDERINGS) +
+             (["pl_exact_abs"] if n in PL_LOSSES else [])] + [(n, None) for n in FAIRNESS if n not in ORDERED]
+_GRADCHECK_ORDERINGS = {**SOFT_ORDERINGS, "pl_exact_abs": lambda: PlackettLuce(exact=True, temperature=1.0,
+                                                                                 scale="none"), None: None}
 
 
-@pytest.mark.parametrize("name", FAIRNESS)
-def test_gradcheck(name):
-    """Against finite differences, under every soft relaxation (the losses taking an ordering, and exact
-    Plackett-Luce at an absolute temperature: the default ``scale="std"`` divides by the list's std, detached (a
-    constant of the loss), which finite differences of the loss value would differentiate too; the frozen-std
-    gradient is checked against the enumeration in tests/orderings/test_plackett_luce.py), or alone."""
-    if name not in ORDERED:
-        return _each(check_gradcheck, [(name, None)])
-    cases = [(name, SOFT_ORDERINGS[o]) for o in SOFT_ORDERINGS]
-    if name in PL_LOSSES:
-        cases.append((name, lambda: PlackettLuce(exact=True, temperature=1.0, scale="none")))
-    _each(check_gradcheck, cases)
+@pytest.mark.parametrize("name, oname", GRADCHECK, ids=_ids(GRADCHECK))
+def test_gradcheck(name, oname):
+    """Against finite differences."""
+    check_gradcheck(name, _GRADCHECK_ORDERINGS[oname])
 
 
 # =============================================================================================== 2. values
+@pytest.mark.parametrize("oname", ["softrank", "neuralsort", "pl_exact"])
 @pytest.mark.parametrize("mode", ["abs", "square", "one_sided"])
-def test_dips_loss_is_reduced_metric(mode):
-    _each(_dips_loss_is_reduced_metric, [(mode, o) for o in ("softrank", "neuralsort", "pl_exact")])
-
-
-def _dips_loss_is_reduced_metric(mode, oname):
+def test_dips_loss_is_reduced_metric(mode, oname):
     s, r, g, m = _batch_with_undefined()
     o = ALL_ORDERINGS[oname]()
     M, V = dips(s, r, g, mask=m, num_groups=2, ordering=o, return_valid=True)
@@ -131,13 +118,10 @@ def test_dips_loss_three_groups_takes_largest_pairwise_gap(oname):
     assert ((gaps[:, 0, 1] + 1e-9) < gaps.flatten(1).amax(-1)).any()
 
 
+@pytest.mark.parametrize("oname", ["softrank", "softsort", "pl_exact"])
+@pytest.mark.parametrize("norm", ["l1", "l2sq"])
 @pytest.mark.parametrize("target", ["ee", "ea", "ea-dp"])
-def test_exposure_loss_is_reduced_metric(target):
-    _each(_exposure_loss_is_reduced_metric, [(target, n, o) for n in ("l1", "l2sq")
-                                             for o in ("softrank", "softsort", "pl_exact")])
-
-
-def _exposure_loss_is_reduced_metric(target, norm, oname):
+def test_exposure_loss_is_reduced_metric(target, norm, oname):
     s, r, g, m = _data()
     r = torch.cat([r, torch.zeros(1, 5, dtype=F64)])  # no relevant item: undefined under "ea"
     s = torch.cat([s, torch.tensor([[0.1, 0.9, -0.4, 1.3, 2.1]], dtype=F64)])
@@ -202,12 +186,9 @@ def _acc_batch():
     return s, r, g, m
 
 
+@pytest.mark.parametrize("oname", ["softrank", "softsort", "pl_exact"])
 @pytest.mark.parametrize("which", ["inter", "intra", "both"])
-def test_accuracy_gap_loss_is_reduced_metric(which):
-    _each(_accuracy_gap_loss_is_reduced_metric, [(which, o) for o in ("softrank", "softsort", "pl_exact")])
-
-
-def _accuracy_gap_loss_is_reduced_metric(which, oname):
+def test_accuracy_gap_loss_is_reduced_metric(which, oname):
     s, r, g, m = _acc_batch()
     o = ALL_ORDERINGS[oname]()
     A, V = pairwise_accuracy(s, r, g, num_groups=2, ordering=o, return_valid=True)
@@ -316,21 +297,22 @@ def test_pairwise_correlation_sorted_path_equals_the_pair_tensors():
 
 
 # =============================================================================================== 3. masks
-@pytest.mark.parametrize("name", FAIRNESS)
-def test_padding_zero_gradient_and_same_value(name):
-    """Padded slots change neither the value nor the gradient of the real items, under every ordering."""
-    _each(check_padding, _orderings(name, mask_cases(FAIRNESS)))
+@pytest.mark.parametrize("name, oname", mask_cases(FAIRNESS), ids=_ids(mask_cases(FAIRNESS)))
+def test_padding_zero_gradient_and_same_value(name, oname):
+    """Padded slots change neither the value nor the gradient of the real items."""
+    check_padding(name, oname)
 
 
 # =============================================================================================== 4. undefined lists
-@pytest.mark.parametrize("name", [n for n in FAIRNESS if undefined_cases([n])])
-def test_undefined_lists_are_excluded(name):
-    _each(check_undefined_lists_are_excluded, _orderings(name, undefined_cases(FAIRNESS)))
+@pytest.mark.parametrize("name, oname", undefined_cases(FAIRNESS), ids=_ids(undefined_cases(FAIRNESS)))
+def test_undefined_lists_are_excluded(name, oname):
+    check_undefined_lists_are_excluded(name, oname)
 
 
+@pytest.mark.parametrize("oname", ["softrank", "pl_exact"])
 @pytest.mark.parametrize("name", [n for n in reduction_names(FAIRNESS) if n != "correlation"])  # pooled: no reduction
-def test_undefined_lists_reduction_sum_and_none(name):
-    _each(check_undefined_lists_reduction_sum_and_none, [(name, o) for o in ("softrank", "pl_exact")])
+def test_undefined_lists_reduction_sum_and_none(name, oname):
+    check_undefined_lists_reduction_sum_and_none(name, oname)
 
 
 @pytest.mark.parametrize("norm", ["l1", "l2sq"])
@@ -365,12 +347,12 @@ def test_ee_l_undefined_kinds_finite():
 
 
 # =============================================================================================== 5. low precision
-@pytest.mark.parametrize("name", FAIRNESS)
-def test_half_precision_inputs(name):
-    """float16 / bfloat16 inputs under every relaxation: finite loss, gradients of the input dtype, zero on padding,
-    and the float32 value up to the input rounding (finiteness under autocast: tests/test_contract.py)."""
-    _each(check_half_precision_inputs, [(n, o, dt) for n, o in _orderings(name, lowp_cases(FAIRNESS))
-                                        for dt in (torch.float16, torch.bfloat16)])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("name, oname", lowp_cases(FAIRNESS), ids=_ids(lowp_cases(FAIRNESS)))
+def test_half_precision_inputs(name, oname, dtype):
+    """float16 / bfloat16 inputs: finite loss, gradients of the input dtype, zero on padding, and the float32 value
+    up to the input rounding (finiteness under autocast: tests/test_contract.py)."""
+    check_half_precision_inputs(name, oname, dtype)
 
 
 @pytest.mark.parametrize("case", ["dips_loss_neuralsort_sinkhorn2", "dips_loss_softsort_sinkhorn2"])
@@ -387,22 +369,30 @@ def test_sinkhorn_with_padding_finite_gradient(case):
 
 
 # =============================================================================================== 6. bad arguments
-def test_loss_bad_arguments():
+BAD_CALLS = {
+    "dips_mode_max": (lambda s, r, g: dips_loss(s, r, g, mode="max", num_groups=2), "mode"),
+    "dips_one_sided_no_protected": (lambda s, r, g: dips_loss(s, r, g, mode="one_sided", num_groups=2),
+                                    "protected"),
+    "dips_one_sided_protected_2": (lambda s, r, g: dips_loss(s, r, g, mode="one_sided", protected=2, num_groups=2),
+                                   "protected"),
+    "dips_reduction_avg": (lambda s, r, g: dips_loss(s, r, g, num_groups=2, reduction="avg"), "reduction"),
+    "exposure_norm_l3": (lambda s, r, g: exposure_misallocation_loss(s, r, g, norm="l3", num_groups=2), "norm"),
+    "exposure_target_xx": (lambda s, r, g: exposure_misallocation_loss(s, r, g, target="xx", num_groups=2),
+                           "target"),
+    "accuracy_which_all": (lambda s, r, g: pairwise_accuracy_gap_loss(s, r, g, which="all", num_groups=2), "which"),
+    "accuracy_protected_is_reference": (
+        lambda s, r, g: pairwise_accuracy_gap_loss(s, r, g, protected=1, reference=1, num_groups=2),
+        "protected|reference"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CALLS))
+def test_loss_bad_arguments(case):
+    """A bad argument raises ValueError naming it."""
+    call, name = BAD_CALLS[case]
     s, r, g, m = _data()
-    calls = [
-    lambda s, r, g: dips_loss(s, r, g, mode="max", num_groups=2),
-    lambda s, r, g: dips_loss(s, r, g, mode="one_sided", num_groups=2),
-    lambda s, r, g: dips_loss(s, r, g, mode="one_sided", protected=2, num_groups=2),
-    lambda s, r, g: dips_loss(s, r, g, num_groups=2, reduction="avg"),
-    lambda s, r, g: exposure_misallocation_loss(s, r, g, norm="l3", num_groups=2),
-    lambda s, r, g: exposure_misallocation_loss(s, r, g, target="xx", num_groups=2),
-    lambda s, r, g: pairwise_accuracy_gap_loss(s, r, g, which="all", num_groups=2),
-    lambda s, r, g: pairwise_accuracy_gap_loss(s, r, g, protected=1, reference=1, num_groups=2),
-]
-    for i, call in enumerate(calls):
-        with pytest.raises(ValueError):
-            call(s, r, g)
-            pytest.fail(f"bad call {i} of test_loss_bad_arguments accepted")
+    with pytest.raises(ValueError, match=name):
+        call(s, r, g)
 
 
 # =============================================================================================== 7. gradient sanity

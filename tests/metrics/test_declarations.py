@@ -91,10 +91,11 @@ def _declaration_violations(name):
     return out
 
 
-def test_every_declaration_matches_its_function():
-    """The one check of the declarations against the signatures (data tensors, needed / optional / required
-    arguments, option names and grids, text fields) and the per-list output shape; every violation at once."""
-    violations = [v for name in NAMES for v in _declaration_violations(name)]
+@pytest.mark.parametrize("name", NAMES)
+def test_the_declaration_matches_its_function(name):
+    """The declaration against the signature (data tensors, needed / optional / required arguments, option names
+    and grids, text fields) and the per-list output shape; every violation of the declaration at once."""
+    violations = _declaration_violations(name)
     assert not violations, "\n".join(violations)
 
 

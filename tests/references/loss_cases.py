@@ -10,15 +10,13 @@ that defines each loss (torchfair.losses.fairness / torchfair.losses.utility).
 """
 from __future__ import annotations
 
-import inspect
-
 import pytest
 import torch
 
 from torchfair.losses import (approx_ndcg_loss, deltr_loss, dips_loss, exposure_misallocation_loss,
                               fair_pg_rank_loss, listmle_loss, listnet_loss, neural_ndcg_loss,
                               pairwise_accuracy_gap_loss, pairwise_correlation_loss)
-from torchfair.orderings import NeuralSort, PlackettLuce, SoftRank, SoftSort
+from torchfair.orderings import FastSoftRank, NeuralSort, PlackettLuce, SoftRank, SoftSort
 
 
 TAU = 0.5
@@ -30,19 +28,7 @@ def _fast_soft_rank(temperature=1.7):
     """FastSoftRank.  Its positions are piecewise linear in the scores (a projection onto the permutahedron),
     with kinks where two scores are exactly ``temperature`` apart; the test scores are multiples of 0.1 with gaps
     of 0.5, so the default temperature here is chosen off that grid (and large enough for non-zero gradients)."""
-    mod = pytest.importorskip("torchfair.orderings.fast_soft_rank")
-    cls = getattr(mod, "FastSoftRank", None)
-    if cls is None:
-        pytest.skip("torchfair.orderings.fast_soft_rank has no FastSoftRank yet")
-    params = inspect.signature(cls).parameters
-    kw = {}
-    if "scale" in params:
-        kw["scale"] = "none"
-    if "temperature" in params:
-        kw["temperature"] = temperature
-    elif "regularization_strength" in params:
-        kw["regularization_strength"] = temperature
-    return cls(**kw)
+    return FastSoftRank(temperature, scale="none")
 
 
 SOFT_ORDERINGS = {
