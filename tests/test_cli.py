@@ -239,3 +239,165 @@ def test_dashed_option_spellings_parse(trec, capsys):
     old = ["--run", run, "--run", run, "--name", "a", "--name", "b", "--qrels", qrels, "--format", "json"]
     assert main(["metrics"] + old) == 2
     assert "--name" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------- options and errors (issue 33)
+@pytest.mark.parametrize("argv, value", [([], False), (["--trec"], True), (["--trec", "true"], True),
+                                         (["--trec", "false"], False), (["--trec=false"], False),
+                                         (["--trec", "--bootstrap", "0"], True)])
+def test_a_bool_option_is_a_bare_flag_or_takes_a_value(argv, value):
+    from torchfair.cli import _argv, _options, build_parser
+
+    assert build_parser("metrics").parse_args(_argv(_options("metrics"), argv)).trec is value
+
+
+def test_a_bool_option_from_a_config_file_and_print_config(tmp_path, capsys):
+    import yaml
+
+    from torchfair.cli import build_parser as build_parser_
+
+    (tmp_path / "o.yaml").write_text("trec: true\nper_list: true\n")
+    cfg = build_parser_("metrics").parse_args(["--config", str(tmp_path / "o.yaml")])
+    assert cfg.trec is True and cfg.per_list is True and cfg.quiet is False
+    assert main(["metrics", "--trec", "--print_config"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["trec"] is True
+    # Optional[bool] (evaluate's --stream): unset is None, bare is True
+    assert build_parser_("evaluate").parse_args(["--ckpts", "[a]"]).stream is None
+    assert build_parser_("evaluate").parse_args(["--ckpts", "[a]", "--stream"]).stream is True
+
+
+def test_a_bad_bool_value_is_one_line_naming_the_option(capsys):
+    assert main(["metrics", "--run", "x.txt", "--trec", "maybe"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["torchfair metrics: error: --trec must be of type bool; got maybe (torchfair metrics --help for "
+                   "the options)"]
+
+
+@pytest.mark.parametrize("message, options, where, line", [
+    ('Parser key "model.lam":\n  Not of type NonNegativeFloat: -1 does not conform to restriction v>=0', None, None,
+     "--model.lam must be a number >= 0 (NonNegativeFloat); got -1"),
+    ('Parser key "val_fraction":\n  Not of type UnitIntervalClosedOpen: 1 does not conform to restriction v>=0 and '
+     'v<1', None, None, "--val_fraction must be a number >= 0 and < 1 (UnitIntervalClosedOpen); got 1"),
+    ('Parser key "n":\n  Not of type PositiveInt: invalid literal for int() with base 10: \'x\'', None, None,
+     "--n must be an int > 0 (PositiveInt): invalid literal for int() with base 10: 'x'"),
+    ("Parser key \"s\":\n  Expected a typing.Literal['a', 'b']. Got value: c", None, None,
+     "--s must be one of 'a', 'b'; got c"),
+    ('Parser key "k":\n  Does not validate against any of the Union subtypes\n  Subtypes: [PositiveInt, NoneType]\n'
+     '  Errors:\n    - Not of type PositiveInt: 0 does not conform to restriction v>0\n'
+     "    - Expected a <class 'NoneType'>\n  Given value type: <class 'int'>\n  Given value: 0", None, None,
+     "--k must be an int > 0 (PositiveInt); got 0"),
+    ("`names`: 1 name(s) for 2 run file(s)", {"names": "--names"}, None, "--names: 1 name(s) for 2 run file(s)"),
+    ("`test_fraction + val_fraction` must be < 1\n(split='random')",
+     {"test_fraction": "--data.test_fraction", "val_fraction": "--data.val_fraction"}, "--data",
+     "--data.test_fraction + --data.val_fraction must be < 1; (split='random')"),
+    ("must name a genre", {"genre": "--data.genre"}, "--data", "--data: must name a genre"),
+    ("`ranker_args.dim` must be > 0", {"ranker_args": "--model.ranker_args"}, "--model",
+     "--model.ranker_args.dim must be > 0"),
+    ("`terms`[0]: 'ndcg' is a utility measure; `x.y` stays", {"terms": "--model.loss.terms"}, "--model",
+     "--model.loss.terms[0]: 'ndcg' is a utility measure; `x.y` stays"),
+])
+def test_the_one_error_formatter(message, options, where, line):
+    """Every command's one line comes from torchfair._extras.error_line: jsonargparse's errors name the option,
+    the library's backticked parameters are written as the options."""
+    from torchfair._extras import error_line, error_text
+
+    assert error_text(ValueError(message), options, where=where) == line
+    assert error_line("fit", message, options, where=where, hint=True) == \
+        f"torchfair fit: error: {line} (torchfair fit --help for the options)"
+
+
+def test_no_private_hooks_in_the_command_line():
+    """cli.py, training/cli.py and training/module.py use argparse's, jsonargparse's and Lightning's public API only:
+    no private attribute of another object (``parser._actions``, ``action._typehint``), no private name imported
+    from another package (``_given_hyperparameters``), no private LightningCLI method overridden."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "torchfair"
+    found = []
+    for rel in ("cli.py", "training/cli.py", "training/module.py", "_extras.py"):
+        for node in ast.walk(ast.parse((root / rel).read_text())):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                found.append(f"{rel}:{node.lineno}: .{node.attr}")
+            if isinstance(node, ast.ImportFrom) and not node.level and not (node.module or "").startswith("torchfair"):
+                found += [f"{rel}:{node.lineno}: import {a.name}" for a in node.names if a.name.startswith("_")]
+    assert not found, found
+    pytest.importorskip("pytorch_lightning")
+    from pytorch_lightning.cli import LightningCLI
+
+    from torchfair.training.cli import FairLightningCLI
+
+    overridden = [n for n in vars(FairLightningCLI) if n.startswith("_") and not n.startswith("__")
+                  and hasattr(LightningCLI, n)]
+    assert overridden == []
+
+
+# ------------------------------------------------------------------------------------------------ sweep, warmup
+def test_sweep_config_spelling_of_the_last_release_answers_with_the_right_command(tmp_path, capsys):
+    """`torchfair sweep --config configs/sweep_smoke.yaml` (0.0.x) names the positional form with the user's other
+    options, in one line, and starts nothing; a --config of the command's own options still works."""
+    from pathlib import Path
+
+    pytest.importorskip("optuna")
+    smoke = str(Path(__file__).resolve().parents[1] / "configs" / "sweep_smoke.yaml")
+    out = tmp_path / "s"
+    assert main(["sweep", "--config", smoke, "--out", str(out), "--workers", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("torchfair sweep: error: ") and "is not accepted" not in err[0], err
+    assert err[0].endswith(f"takes the sweep file as its first argument: torchfair sweep {smoke} --out {out} "
+                           "--workers 2"), err
+    assert not out.exists()
+    (tmp_path / "opts.yaml").write_text("workers: 3\n")
+    assert main(["sweep", smoke, "--config", str(tmp_path / "opts.yaml"), "--print_config"]) == 0
+    assert "workers: 3" in capsys.readouterr().out
+
+
+def test_the_sweep_files_give_the_positional_form():
+    from pathlib import Path
+
+    for path in sorted((Path(__file__).resolve().parents[1] / "configs").glob("sweep_*.yaml")):
+        assert "sweep --config" not in path.read_text(), path
+
+
+def test_warmup_command_prints_the_seconds(monkeypatch, capsys):
+    """`torchfair warmup` calls torchfair.warmup(); with TORCHFAIR_KERNELS=torch there is nothing to compile."""
+    import re
+
+    monkeypatch.setenv("TORCHFAIR_KERNELS", "torch")
+    assert main(["warmup"]) == 0
+    assert re.fullmatch(r"torchfair warmup: kernels ready in 0\.0 s\n", capsys.readouterr().out)
+    assert main(["warmup", "--help"]) == 0
+    assert "compile the CPU kernels" in capsys.readouterr().out
+    assert main(["warmup", "--now"]) == 2
+    assert capsys.readouterr().err.strip() == "torchfair warmup: error: takes no options; got --now"
+    monkeypatch.setenv("TORCHFAIR_KERNELS", "fast")
+    assert main(["warmup"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "TORCHFAIR_KERNELS" in err[0], err
+    assert main(["--help"]) == 0 and "  warmup " in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------ specs before work (issue 34)
+@pytest.mark.parametrize("argv, says", [
+    (["metrics", "--run", "missing.txt", "--measures", "ndcg@10", "dips:tie_weght=0"],
+     "torchfair metrics: error: --measures 'dips:tie_weght=0': measure 'dips' has no option 'tie_weght' (did you "
+     "mean 'tie_weight'?); it accepts "),
+    (["metrics", "--run", "missing.txt", "--measures", "dipz"],
+     "torchfair metrics: error: --measures 'dipz': unknown measure 'dipz' (did you mean 'dips'?); available: "),
+    (["evaluate", "--ckpts", "missing.ckpt", "--out", "OUT", "--rerank", "targeted:measure=dips,kep=9"],
+     "torchfair evaluate: error: --rerank 'targeted:measure=dips,kep=9': 'kep' is neither an option of re-ranker "
+     "'targeted' nor of measure 'dips' (did you mean 'keep'?); the re-ranker takes "),
+    (["evaluate", "--ckpts", "missing.ckpt", "--out", "OUT", "--measures", "ndcg@10", "igi:tie_weight=2"],
+     "torchfair evaluate: error: --measures 'igi:tie_weight=2': `tie_weight` must be "),
+])
+def test_a_spec_is_checked_in_full_before_any_file_is_read(argv, says, tmp_path, capsys):
+    """The measure requests and re-ranker specs run once on tiny lists before any input is read: the error names
+    the option and the spec (not the missing input file), with a "did you mean"."""
+    if argv[0] == "evaluate":
+        pytest.importorskip("pytorch_lightning")
+    argv = [str(tmp_path / a) if a in ("OUT", "missing.txt", "missing.ckpt") else a for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(says), err
+    assert list(tmp_path.iterdir()) == []

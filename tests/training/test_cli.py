@@ -77,7 +77,7 @@ def test_multi_measure_fairness_loss_is_built_from_the_yaml_config(tmp_path, mon
     bad = cfg.read_text().replace("measure: dips,", "measure: ndcg,")
     cfg.write_text(bad)
     # checked when the loss is built: the error names the option of the loss's argument
-    with pytest.raises(ValueError, match=r"`--model\.fairness_loss\.init_args\.terms`\[0\].*utility measure"):
+    with pytest.raises(ValueError, match=r"--model\.fairness_loss\.init_args\.terms\[0\].*utility measure"):
         FairLightningCLI(["--config", str(cfg), *SYNTH, "--trainer.logger", "false"], run=False)
 
 

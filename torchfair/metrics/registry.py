@@ -472,7 +472,10 @@ def get_measure(name: str) -> MeasureSpec:
     try:
         return _REGISTRY[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown measure {name!r}; available: {', '.join(sorted(_REGISTRY))}") from None
+        from .._validation import did_you_mean
+
+        raise ValueError(f"unknown measure {name!r}{did_you_mean(name, _REGISTRY)}; available: "
+                         f"{', '.join(sorted(_REGISTRY))}") from None
 
 
 def compute_columns(scores: Tensor, relevance: Optional[Tensor], groups: Optional[Tensor], mask: Optional[Tensor],

@@ -6,7 +6,10 @@ Configured by YAML (``--config configs/ml100k_dips.yaml``) and overridden from t
 ``--print_config``, ``--ckpt_path`` (resume), ``seed_everything``, callbacks and loggers by ``class_path``.
 A misspelt key gets ``LightningCLI``'s error naming the key, in one line with a hint at ``--help`` (no usage
 dump), with exit code 2.  A missing or unreadable ``--ckpt_path`` or ``--model.init_from`` is a one-line error
-naming the argument and the path (exit code 2), checked before anything is built.
+naming the argument and the path (exit code 2), checked before anything is built; a ``--config`` naming no file
+and a bad ``--model.rerank`` / ``--model.measures`` spec are answered before Lightning is even imported
+(:mod:`torchfair.training.cli_checks`, which ``torchfair`` runs first).  Every line comes from the one formatter,
+:func:`torchfair._extras.error_line`.
 
 Every numeric argument with a range declares it in its signature (jsonargparse's ``NonNegativeFloat``,
 ``PositiveInt``... in :class:`~torchfair.training.FairRankingModule`, :class:`~torchfair.training.MovieLensDataModule`
@@ -18,17 +21,20 @@ the checkpoint paths (best and last) and the last validation's metrics are print
 """
 from __future__ import annotations
 
+import argparse
 import importlib
+import inspect
 import logging
 import os
-import re
 import sys
 import traceback
 import zipfile
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
+from pytorch_lightning.cli import LightningCLI
 
+from .._extras import error_line, error_text
+from .cli_checks import check_argv
 from .datamodule import MovieLensDataModule
 from .module import FairRankingModule
 
@@ -65,64 +71,6 @@ def check_checkpoint(path: str, option: str) -> None:
             pass
     raise FitArgumentError(f"{option}: not a readable checkpoint (truncated, or not written by torch.save / "
                            f"torchfair fit): {path}")
-
-
-def _range_type(name: str) -> Optional[type]:
-    """The jsonargparse range type called ``name`` (``PositiveInt``, ``UnitIntervalClosedOpen``...), if any."""
-    from jsonargparse.typing import registered_types
-
-    for tp in list(registered_types.values()):
-        if getattr(tp, "__name__", None) == name and hasattr(tp, "_expression"):
-            return tp
-    return None
-
-
-def _one_line_error(message: str) -> str:
-    """jsonargparse's (multi-line) error ``message`` as one line naming the option.
-
-    ``'Parser key "model.lam":\\n  Not of type NonNegativeFloat: -1 does not conform to restriction v>=0'`` ->
-    ``'--model.lam must be a number >= 0 (NonNegativeFloat); got -1'``; a choice, a type or a union error is
-    reworded the same way; a message of another form keeps its words, its lines joined by ``"; "``."""
-    text = str(message).strip()
-    m = re.match(r'Parser key "([^"]+)":\s*(.*)', text, re.S)
-    if m is None:
-        return "; ".join(" ".join(line.split()) for line in text.splitlines() if line.strip())
-    option, rest = "--" + m.group(1), m.group(2)
-    given = re.search(r"Given value: ([^\n]*)", rest)
-    r = re.search(r"Not of type (\w+): ([^\n]*)", rest)
-    tp = _range_type(r.group(1)) if r is not None else None
-    if tp is not None:
-        from .rankers import _range_text
-
-        want = f"must be {_range_text(tp)} ({tp.__name__})"
-        c = re.match(r"(?:(.*?) )?does not conform to restriction", r.group(2))
-        if c is not None:
-            value = c.group(1) or (given.group(1).strip() if given else "?")
-            return f"{option} {want}; got {value}"
-        return f"{option} {want}: {r.group(2).strip()}"
-    c = re.match(r"Expected a typing\.Literal\[(.*)\]\. Got value: (.*)", " ".join(rest.split()))
-    if c is not None:
-        return f"{option} must be one of {c.group(1)}; got {c.group(2)}"
-    c = re.match(r"Expected a <class '(\w+)'>\. Got value: (.*)", " ".join(rest.split()))
-    if c is not None:
-        return f"{option} must be of type {c.group(1)}; got {c.group(2)}"
-    if rest.startswith("Does not validate against any of the Union subtypes"):
-        errors = [" ".join(e.split()) for e in re.findall(r"^\s*- (.*)$", rest, re.M)]
-        value = given.group(1).strip() if given else "?"
-        return f"{option}: got {value}; " + "; ".join(e[0].lower() + e[1:] for e in errors if e)
-    return f"{option}: " + " ".join(rest.split())
-
-
-class _Parser(LightningArgumentParser):
-    """An argument error is one line (``error: ...`` plus a hint at ``--help``) instead of the usage dump."""
-
-    def error(self, message, ex=None):
-        if not self.exit_on_error:
-            return super().error(message, ex)
-        self._logger.error(message)
-        prog = (getattr(ex, "subcommand_parser", None) or self).prog.replace(" [options]", "")
-        sys.stderr.write(f"{prog}: error: {_one_line_error(message)} ({prog} --help for the options)\n")
-        self.exit(2)
 
 
 def _raised_in(exc: BaseException, config: Any) -> Tuple[Optional[str], Optional[type]]:
@@ -169,25 +117,14 @@ def _raised_in(exc: BaseException, config: Any) -> Tuple[Optional[str], Optional
     return None, None
 
 
-def _name_options(message: str, key: Optional[str], cls: Optional[type]) -> str:
-    """Write the argument names quoted in ``message`` (`` `lam` ``, `` `test_fraction + val_fraction` ``) as the
-    options (``--model.lam``...) when they are arguments of ``cls``, the class configured at ``key``; prefix
-    ``--key:`` when the message names none."""
-    import inspect
-
+def _options_of(key: Optional[str], cls: Optional[type]) -> Dict[str, str]:
+    """The arguments of ``cls``, the class configured at ``key``, as their options: ``{"lam": "--model.lam"}``."""
     if not key or cls is None:
-        return message
+        return {}
     try:
-        names = set(inspect.signature(cls).parameters)
+        return {name: f"--{key}.{name}" for name in inspect.signature(cls).parameters}
     except (TypeError, ValueError):  # pragma: no cover
-        names = set()
-
-    def option(span: re.Match) -> str:
-        return re.sub(r"(?<![\w.-])([A-Za-z_]\w*)", lambda w: f"--{key}.{w.group(1)}" if w.group(1) in names
-                      else w.group(1), span.group(0))
-
-    out = re.sub(r"`[^`]+`", option, message)
-    return out if f"--{key}." in out else f"--{key}: {out}"
+        return {}
 
 
 class _HoldRecords(logging.Filter):
@@ -206,36 +143,35 @@ class FairLightningCLI(LightningCLI):
     """``LightningCLI(FairRankingModule, MovieLensDataModule)`` with torchfair's defaults: the config of each run
     is saved next to its logs (overwritten when the run restarts).  Another data source plugs in by subclassing
     :class:`MovieLensDataModule` or, in Python, by any LightningDataModule whose batches carry the keys of
-    :func:`torchfair.data.recsys.collate_lists` and which exposes ``info``."""
+    :func:`torchfair.data.recsys.collate_lists` and which exposes ``info``.
+
+    Only LightningCLI's public hooks are used: ``parser_kwargs`` (``exit_on_error=False`` for the main parser and
+    every subcommand's: a bad argument raises ``argparse.ArgumentError``, which :func:`run_lightning` prints as one
+    line), :meth:`parse_arguments` (the checkpoint paths are checked right after parsing, before LightningCLI
+    reads ``--ckpt_path``'s hyperparameters with ``torch.load``: its own step then only meets readable files),
+    :meth:`instantiate_classes` and ``after_fit``."""
 
     def __init__(self, args: Optional[Sequence[str]] = None, run: bool = True, **kwargs):
         kwargs.setdefault("save_config_kwargs", {"overwrite": True})
-        kwargs.setdefault("parser_kwargs", {"prog": "torchfair"})
-        kwargs.setdefault("parser_class", _Parser)
-        super().__init__(FairRankingModule, MovieLensDataModule, args=list(args) if args is not None else None,
-                         run=run, **kwargs)
-
-    def _parse_ckpt_path(self) -> None:  # LightningCLI reads --ckpt_path's hyperparameters here (torch.load)
-        self._check_paths()
-        parse = getattr(super(), "_parse_ckpt_path", None)
-        if parse is not None:
-            parse()
-
-    def _set_seed(self) -> None:
-        """LightningCLI's seeding, with its log line ("Seed set to 0") held back until the classes are built: a
-        config error is then the only line printed."""
+        parser_kwargs = {"prog": "torchfair", "exit_on_error": False, **(kwargs.pop("parser_kwargs", None) or {})}
+        for sub in LIGHTNING_SUBCOMMANDS:
+            parser_kwargs[sub] = {"prog": f"torchfair {sub}", "exit_on_error": parser_kwargs["exit_on_error"],
+                                  **parser_kwargs.get(sub, {})}
+        # LightningCLI logs "Seed set to N" (seed_everything) before it builds the classes: held back until they are
+        # built, so that a config error is the only line printed
         import pytorch_lightning as pl
 
-        logger = logging.getLogger(pl.seed_everything.__module__)
-        hold = _HoldRecords()
-        logger.addFilter(hold)
+        self._seed_logger, self._held = logging.getLogger(pl.seed_everything.__module__), _HoldRecords()
+        self._seed_logger.addFilter(self._held)
         try:
-            super()._set_seed()
+            super().__init__(FairRankingModule, MovieLensDataModule, args=list(args) if args is not None else None,
+                             run=run, parser_kwargs=parser_kwargs, **kwargs)
         finally:
-            logger.removeFilter(hold)
-        self._held_logs = (logger, hold.records)
+            self._seed_logger.removeFilter(self._held)
 
-    def before_instantiate_classes(self) -> None:
+    def parse_arguments(self, parser, args) -> None:
+        """LightningCLI's parsing, then the checkpoint paths (before anything reads or builds)."""
+        super().parse_arguments(parser, args)
         self._check_paths()
 
     def instantiate_classes(self) -> None:
@@ -262,11 +198,11 @@ class FairLightningCLI(LightningCLI):
                     source = chain if key is not None else e
                     break
                 chain = nxt
-            raise FitArgumentError(_name_options(" ".join(str(source).split()), key, cls)) from e
-        logger, records = getattr(self, "_held_logs", (None, []))
-        for record in records:
-            logger.handle(record)
-        self._held_logs = (None, [])
+            raise FitArgumentError(error_text(source, _options_of(key, cls), where=key and f"--{key}")) from e
+        self._seed_logger.removeFilter(self._held)
+        for record in self._held.records:
+            self._seed_logger.handle(record)
+        self._held.records.clear()
 
     def after_fit(self) -> None:
         """Print where the checkpoints are (best and last) and the last validation's metrics (rank 0 only)."""
@@ -274,10 +210,7 @@ class FairLightningCLI(LightningCLI):
             print("\n".join(_fit_summary(self.trainer)), flush=True)
 
     def _check_paths(self) -> None:
-        """Check the checkpoint paths before anything is built or trained."""
-        if getattr(self, "_paths_checked", False):
-            return
-        self._paths_checked = True
+        """Check the checkpoint paths before anything is read, built or trained."""
         sub = self.config.get("subcommand")
         cfg = self.config[sub] if sub else self.config
         ckpt = cfg.get("ckpt_path")
@@ -328,18 +261,27 @@ def _fit_summary(trainer: Any) -> List[str]:
 
 
 def run_lightning(argv: Sequence[str]) -> int:
-    """Run ``torchfair <fit|validate|test|predict> ...``; returns the exit code (2 for a config error)."""
+    """Run ``torchfair <fit|validate|test|predict> ...``; returns the exit code (2 for a config error, printed as
+    one line: :func:`torchfair._extras.error_line`)."""
+    command = argv[0] if argv else "fit"
+    try:
+        check_argv(argv)  # config files and the model's specs (torchfair.cli checks them before importing Lightning)
+    except ValueError as e:
+        return print(error_line(command, e), file=sys.stderr) or 2
     saved = sys.argv
     # LightningCLI reads the arguments from sys.argv, which also is what DDP's launcher hands to the processes it
     # starts (`torchfair fit ...` again, one per device): it must hold this command, also when called from Python
     sys.argv = sys.argv[:1] + list(argv)
     try:
         FairLightningCLI()
-    except SystemExit as e:  # --help, --print_config, config errors (jsonargparse prints them)
+    except SystemExit as e:  # --help, --print_config
         code = e.code
         return code if isinstance(code, int) else (0 if code is None else 2)
+    except argparse.ArgumentError as e:  # jsonargparse's (exit_on_error=False)
+        print(error_line(command, e, hint=True), file=sys.stderr)
+        return 2
     except FitArgumentError as e:
-        print(f"torchfair {argv[0] if argv else 'fit'}: error: {e}", file=sys.stderr)
+        print(error_line(command, e), file=sys.stderr)
         return 2
     finally:
         sys.argv = saved

@@ -29,6 +29,7 @@ Example::
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Any, Dict, List, Literal, Mapping, Optional, Union
 
 import pytorch_lightning as pl
@@ -59,15 +60,6 @@ def describe_loss(loss: Optional[nn.Module]) -> Optional[Dict[str, Any]]:
         return None
     cls = type(loss)
     return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "repr": repr(loss)}
-
-
-def _built_by_cli() -> bool:
-    """True inside LightningCLI's instantiation, which supplies the hyperparameters as the YAML config."""
-    try:
-        from pytorch_lightning.core.mixins.hparams_mixin import _given_hyperparameters
-    except ImportError:  # pragma: no cover - another Lightning version: treat as plain Python
-        return False
-    return _given_hyperparameters.get() is not None
 
 
 def _metric_key(label: str) -> str:
@@ -145,12 +137,17 @@ class FairRankingModule(pl.LightningModule):
                 get_measure(parse_request(m).name)
             except ValueError as e:
                 raise ValueError(f"`measures`: {e}") from None
-        # objects are not hyperparameters, unless LightningCLI built them: it hands over their class_path config
-        # (which load_from_checkpoint re-instantiates), so the losses of a `torchfair fit` run are in the checkpoint
-        ignore = [] if _built_by_cli() else \
-            [k for k, v in (("utility_loss", utility_loss), ("fairness_loss", fairness_loss), ("ranker", ranker))
-             if isinstance(v, nn.Module)]
-        self.save_hyperparameters(ignore=ignore)
+        # objects are not hyperparameters, unless LightningCLI built them: it hands save_hyperparameters their
+        # class_path config instead (which load_from_checkpoint re-instantiates), so the losses of a `torchfair fit`
+        # run are in its checkpoint.  Which it got is read from what it stored (public API only): when that holds
+        # nn.Module objects (built in Python), they are saved again without them
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"Attribute '\w+' is an instance of `nn.Module`")
+            self.save_hyperparameters()
+        objects = [k for k, v in self.hparams.items() if isinstance(v, nn.Module)]
+        if objects:
+            self.hparams.clear()
+            self.save_hyperparameters(ignore=objects)
         self.utility_loss = utility_loss if utility_loss is not None else ListNetLoss()
         self.fairness_loss = fairness_loss
         if fairness_loss is not None:
