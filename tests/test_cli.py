@@ -295,6 +295,7 @@ def test_a_bad_bool_value_is_one_line_naming_the_option(capsys):
      "--model.ranker_args.dim must be > 0"),
     ("`terms`[0]: 'ndcg' is a utility measure; `x.y` stays", {"terms": "--model.loss.terms"}, "--model",
      "--model.loss.terms[0]: 'ndcg' is a utility measure; `x.y` stays"),
+    ("`--ckpts` a.ckpt: no such file", {"ckpts": "--ckpts"}, None, "--ckpts a.ckpt: no such file"),
 ])
 def test_the_one_error_formatter(message, options, where, line):
     """Every command's one line comes from torchfair._extras.error_line: jsonargparse's errors name the option,

@@ -141,8 +141,8 @@ def error_text(error: Union[BaseException, str], options: Optional[Mapping[str, 
     ``error`` is jsonargparse's parse error (its key written as the option, :func:`_parse_error`) or the library's
     (its lines joined by ``"; "``).  The library names a parameter in backticks (`` `names` ``,
     `` `test_fraction + val_fraction` ``): a span naming a key of ``options`` is written with the options instead
-    (``{"names": "--names"}``, ``{"lam": "--model.lam"}``), without the backticks; ``where`` (``"--model"``) prefixes
-    a message that names none of them.
+    (``{"names": "--names"}``, ``{"lam": "--model.lam"}``), without the backticks (as is a span already naming an
+    option, `` `--ckpts` ``); ``where`` (``"--model"``) prefixes a message that names none of them.
 
     >>> error_text(ValueError("`test_fraction + val_fraction` must be < 1"),
     ...            {"test_fraction": "--data.test_fraction", "val_fraction": "--data.val_fraction"}, where="--data")
@@ -158,7 +158,7 @@ def error_text(error: Union[BaseException, str], options: Optional[Mapping[str, 
 
         def written(span: re.Match) -> str:
             text = name.sub(lambda w: options.get(w.group(1), w.group(1)), span.group(1))
-            return text if text != span.group(1) else span.group(0)
+            return text if text != span.group(1) or text.startswith("--") else span.group(0)
 
         line = re.sub(r"`([^`]+)`", written, line)
     return f"{where}: {line}" if where and where not in line else line
