@@ -58,6 +58,8 @@ def test_a_bad_spec_in_a_config_file_and_the_command_line_wins(model, tmp_path):
                                          r"'fa_ir'\?\)"):
         check_argv(["fit", "--config", LISTNET, "--config", str(tmp_path / "m.yaml")])
     check_argv(["fit", "--config", str(tmp_path / "m.yaml"), "--model.rerank", "fa_ir:p=0.5"])
+    with pytest.raises(ValueError, match="fair:p=0.5"):  # the later config file wins, as in jsonargparse
+        check_argv(["fit", "--model.rerank", "fa_ir:p=0.5", "--config", str(tmp_path / "m.yaml")])
 
 
 def test_a_sweep_file_as_config_names_the_positional_form():

@@ -44,28 +44,31 @@ def _load(path: str) -> Any:
 
 
 def check_argv(argv: Sequence[str]) -> None:
-    """Check ``argv`` (``["fit", "--config", ...]``) before any work; ``ValueError`` naming the option otherwise."""
+    """Check ``argv`` (``["fit", "--config", ...]``) before any work; ``ValueError`` naming the option otherwise.
+    The model's specs are the last given, in the order jsonargparse reads them (a later config file or option
+    wins), so that a value given and then replaced is not checked."""
     command, rest = (argv[0], list(argv[1:])) if argv else ("fit", [])
+    configs = dict(config_paths(rest))
     model: Dict[str, Any] = {}
-    for i, path in config_paths(rest):
-        content = _load(path)
-        if command == "sweep" and isinstance(content, dict) and set(SWEEP_FIELDS) & set(content):
-            others = rest[:i] + rest[i + (1 if rest[i].startswith("--config=") else 2):]
-            raise ValueError(f"--config {path} is a sweep file; `torchfair sweep` takes the sweep file as its first "
-                             f"argument: torchfair sweep {' '.join([path] + others)}")
-        section = content.get("model") if isinstance(content, dict) else None
-        if isinstance(section, dict):
-            section = section.get("init_args", section) if "class_path" in section else section
-            model.update({k: section[k] for k in _SPECS if k in section})
-    if command == "sweep":
-        return
     for i, tok in enumerate(rest):
+        if i in configs:
+            content, path = _load(configs[i]), configs[i]
+            if command == "sweep" and isinstance(content, dict) and set(SWEEP_FIELDS) & set(content):
+                others = rest[:i] + rest[i + (1 if tok.startswith("--config=") else 2):]
+                raise ValueError(f"--config {path} is a sweep file; `torchfair sweep` takes the sweep file as its "
+                                 f"first argument: torchfair sweep {' '.join([path] + others)}")
+            section = content.get("model") if isinstance(content, dict) else None
+            if isinstance(section, dict):
+                section = section.get("init_args", section) if "class_path" in section else section
+                model.update({k: section[k] for k in _SPECS if isinstance(section, dict) and k in section})
         for key in _SPECS:
             for spelling in (f"--model.{key}", f"--model.init_args.{key}"):
                 if tok == spelling and i + 1 < len(rest):
                     model[key] = _value(rest[i + 1])
                 elif tok.startswith(spelling + "="):
                     model[key] = _value(tok.split("=", 1)[1])
+    if command == "sweep":
+        return
     from ..evaluation.checks import check_measures, check_rerank
 
     if isinstance(model.get("rerank"), str):
