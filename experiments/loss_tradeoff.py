@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments"))
 
+import _provenance  # noqa: E402 - what a result records of how it was made
 import _sweep  # noqa: E402 - the shared sweep helpers (experiments/_sweep.py)
 
 SWEEP = ROOT / "configs" / "sweep_loss_tradeoff.yaml"
@@ -772,7 +773,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if "report" in stages or args.stage == "table":
         res = {"groupings": {g: json.loads((out / f"report_{g}.json").read_text()) for g in args.groupings
                              if (out / f"report_{g}.json").is_file()},
-               "seeds": list(args.seeds), "fast": bool(args.fast)}
+               "seeds": list(args.seeds), "fast": bool(args.fast),
+               "provenance": _provenance.provenance(argv, script="experiments/loss_tradeoff.py")}
         wall = time.time() - t0 if args.stage == "all" else None
         command = "python experiments/loss_tradeoff.py " + " ".join(argv if argv is not None else sys.argv[1:])
         md = markdown(res, command.strip(), wall)

@@ -478,6 +478,10 @@ def write_outputs(res: Dict[str, Any], out: str, command: str) -> Tuple[str, str
     title = (f"Kendall's τ-b between metrics' system orderings ({res['variant']}, {len(res['systems'])} systems, "
              f"{res['n_lists']} test lists)")
     plot_heatmap(res["keys"], labels, res["tau"], png_path, title)
+    import _provenance
+
+    res = {**res, "provenance": {**_provenance.provenance(script="experiments/metric_agreement.py"),
+                                 "command": command}}
     with open(js_path, "w") as f:
         json.dump(res, f, indent=1, default=str)
     metric_lines = "\n".join(f"- **{m.label}** ({'higher' if m.direction > 0 else 'lower'} is "

@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments"))
 
+import _provenance  # noqa: E402
 import _sweep  # noqa: E402
 
 STARTS = ROOT / "configs" / "sweep_starts_ials.yaml"
@@ -215,6 +216,7 @@ def main(argv=None) -> int:
                              "per_seed": [float(v.mean()) for v in vals],
                              "vs_start": paired_seeds(vals, rows["start"], args.bootstrap)}
     res["wall_s"] = time.time() - t0
+    res["provenance"] = _provenance.provenance(script="experiments/start_ranker.py")
     md = markdown(res)
     (out / "start_ranker.md").write_text(md)
     (out / "start_ranker.json").write_text(json.dumps(res, indent=1))
