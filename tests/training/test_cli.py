@@ -243,3 +243,93 @@ def test_fit_summary_without_checkpoint_or_validation():
                               callback_metrics={"train/loss": torch.tensor(1.0)}, current_epoch=1, global_step=1)
     assert _fit_summary(trainer) == ["no checkpoint saved (checkpointing disabled, fast_dev_run, or no epoch "
                                      "completed)", "no validation metrics logged"]
+
+
+# ------------------------------------------------------------------------------------- the last epoch validated
+def test_a_fit_shorter_than_its_validation_cadence_validates_its_last_epoch(tmp_path, monkeypatch, capsys):
+    """`--trainer.max_epochs 2` on a config validating every 10 epochs: the last epoch (only) is validated, so the
+    fit ends with validation metrics and a best checkpoint monitored on val/ndcg@10; the cadence is put back."""
+    import csv
+    import re
+
+    from torchfair.training.cli import FairLightningCLI, ValidateLastEpoch, run_lightning
+
+    monkeypatch.chdir(tmp_path)
+    rc = run_lightning(["fit", "--config", LISTNET, *SYNTH, "--trainer.max_epochs", "2",
+                        "--trainer.check_val_every_n_epoch", "10", "--trainer.limit_train_batches", "1",
+                        "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "validation metrics after 2 epoch(s)" in out and re.search(r"^  val/ndcg@10\s+\d", out, re.M), out
+    best = re.search(r"^checkpoint best: (\S+)  \(val/ndcg@10 = [-\d.]+\)$", out, re.M)
+    assert best and Path(best.group(1)).name == "best-epoch=1.ckpt" and Path(best.group(1)).is_file(), out
+    rows = list(csv.DictReader(open(next(tmp_path.glob("runs/*/version_0/metrics.csv")))))
+    assert sorted({int(r["epoch"]) for r in rows if r.get("val/ndcg@10")}) == [1]  # epoch 0 was not validated
+    # the callback on its own: the cadence replaced for the last epoch only, and put back after the fit
+    monkeypatch.setattr(sys, "argv", ["torchfair"])
+    cli = FairLightningCLI(["--config", LISTNET, *SYNTH, "--trainer.max_epochs", "1", "--trainer.logger", "false",
+                            "--trainer.check_val_every_n_epoch", "4", "--trainer.enable_checkpointing", "false",
+                            "--trainer.callbacks", "[]", "--trainer.limit_train_batches", "1",
+                            "--trainer.enable_progress_bar", "false", "--trainer.num_sanity_val_steps", "0"], run=False)
+    assert sum(isinstance(c, ValidateLastEpoch) for c in cli.trainer.callbacks) == 1
+    cli.trainer.fit(cli.model, cli.datamodule)
+    assert "val/ndcg@10" in cli.trainer.callback_metrics and cli.trainer.check_val_every_n_epoch == 4
+
+
+def test_a_sweep_trial_validates_after_its_fit_not_at_its_last_epoch(tmp_path, monkeypatch):
+    """A sweep's trial leaves ValidateLastEpoch out: its config may turn validation off while training
+    (check_val_every_n_epoch: 1000) and run_trial validates after the fit."""
+    from torchfair.sweeps.trial import _trial_cli
+    from torchfair.training.cli import ValidateLastEpoch
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["torchfair"])
+    cli = _trial_cli()(["--config", LISTNET, *SYNTH, "--trainer.logger", "false"], run=False,
+                       parser_kwargs={"prog": "torchfair", "exit_on_error": False})
+    assert not [c for c in cli.trainer.callbacks if isinstance(c, ValidateLastEpoch)]
+
+
+# ------------------------------------------------------------------------------------------ Lightning's output
+def test_fit_is_quiet_by_default(tmp_path):
+    """`torchfair fit` prints no accelerator banner, no tip, no model summary and no deprecation warning of
+    Lightning's own calls (warnings shown as Python shows them with -W default), and still its own summary."""
+    cmd = [sys.executable, "-W", "default", "-m", "torchfair.cli", "fit", "--config",
+           str(ROOT / "configs" / "ml100k_ials.yaml"), *SYNTH, "--trainer.fast_dev_run", "true",
+           "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(tmp_path)]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    both = proc.stdout + proc.stderr
+    assert proc.returncode == 0, both[-3000:]
+    for noise in ("GPU available", "TPU available", "Tip:", "| Name", "Trainable params", "DeprecationWarning",
+                  "is deprecated", "was deprecated", "LeafSpec"):
+        assert noise not in both, (noise, both[-3000:])
+    assert "validation metrics after" in proc.stdout
+
+
+def test_verbose_brings_lightnings_banner_and_model_summary_back(tmp_path, monkeypatch, request):
+    import logging
+
+    from torchfair.training.cli import run_lightning
+
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    loggers = [logging.getLogger(n) for n in ("pytorch_lightning.utilities.rank_zero",
+                                              "pytorch_lightning.callbacks.model_summary")]
+    for logger in loggers:
+        monkeypatch.setattr(logger, "disabled", False)  # earlier tests (the demo's quiet mode) may have muted it
+        level = logger.level
+        logger.setLevel(logging.INFO)
+        request.addfinalizer(lambda logger=logger, level=level: logger.setLevel(level))
+        logger.addHandler(handler := Keep())
+        request.addfinalizer(lambda logger=logger, handler=handler: logger.removeHandler(handler))
+    monkeypatch.chdir(tmp_path)
+    args = ["fit", "--config", LISTNET, *SYNTH, "--trainer.fast_dev_run", "true", "--trainer.enable_progress_bar",
+            "false", "--trainer.default_root_dir"]
+    assert run_lightning(args + [str(tmp_path / "quiet")]) == 0
+    assert not [r for r in records if "GPU available" in r or "Tip:" in r or "Trainable params" in r], records
+    assert run_lightning(args + [str(tmp_path / "verbose"), "--verbose"]) == 0
+    assert [r for r in records if r.startswith("GPU available")], records
+    assert [r for r in records if "Trainable params" in r], records

@@ -45,11 +45,13 @@ def _atomic_json(path: Path, obj: Any) -> None:
 
 def _trial_cli() -> type:
     """The training CLI class of a trial (``run=False``: no subcommand; set before LightningCLI sets it, for hooks
-    that read it while parsing)."""
+    that read it while parsing), without :class:`~torchfair.training.cli.ValidateLastEpoch`: a sweep's config may
+    turn validation off while training (``check_val_every_n_epoch: 1000``), the trial validates after the fit."""
     from ..training.cli import FairLightningCLI
 
     class TrialCLI(FairLightningCLI):
         subcommand = None
+        validate_last_epoch = False  # run_trial validates (and tests) after the fit itself
 
     return TrialCLI
 

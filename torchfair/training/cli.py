@@ -18,6 +18,13 @@ and the rankers), so a value out of range is refused while parsing, in one line 
 across arguments that fails while the classes are built (``ValueError``, e.g. ``--data.split random`` with
 ``test_fraction + val_fraction >= 1``) is the same kind of one line, before anything trains.  At the end of ``fit``
 the checkpoint paths (best and last) and the last validation's metrics are printed.
+
+The last epoch is always validated (:class:`ValidateLastEpoch`): a run shortened below its config's
+``check_val_every_n_epoch`` (``--trainer.max_epochs 3`` on a config validating every 10 epochs) still ends with
+validation metrics and a monitored best checkpoint.  Lightning's own output is quiet by default: no
+GPU/TPU/HPU banner, no "Tip" lines, no model summary (unless ``--trainer.enable_model_summary true``), and
+none of the deprecation warnings Lightning raises about its own use of jsonargparse and torch; ``--verbose``
+brings the banner, the tips and the summary back.
 """
 from __future__ import annotations
 
@@ -26,11 +33,14 @@ import importlib
 import inspect
 import logging
 import os
+import re
 import sys
 import traceback
+import warnings
 import zipfile
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from pytorch_lightning import Callback
 from pytorch_lightning.cli import LightningCLI
 
 from .._extras import error_line, error_text
@@ -38,7 +48,7 @@ from .cli_checks import check_argv
 from .datamodule import MovieLensDataModule
 from .module import FairRankingModule
 
-__all__ = ["FairLightningCLI", "run_lightning", "LIGHTNING_SUBCOMMANDS", "FitArgumentError"]
+__all__ = ["FairLightningCLI", "run_lightning", "LIGHTNING_SUBCOMMANDS", "FitArgumentError", "ValidateLastEpoch"]
 
 LIGHTNING_SUBCOMMANDS = ("fit", "validate", "test", "predict")
 
@@ -139,6 +149,73 @@ class _HoldRecords(logging.Filter):
         return False
 
 
+class ValidateLastEpoch(Callback):
+    """Validate the last epoch of a fit (epoch ``max_epochs``) also when ``check_val_every_n_epoch`` does not
+    divide ``max_epochs``: a fit shortened below its validation cadence (``max_epochs=3`` with
+    ``check_val_every_n_epoch=10``) otherwise ends with no validation metric and no monitored checkpoint.
+
+    At the start of that epoch the trainer's ``check_val_every_n_epoch`` is set to the epoch's number, so that
+    Lightning's own loop validates at its end (and ``ModelCheckpoint`` saves after that validation); the value is
+    put back when training ends.  Nothing changes when the cadence already validates the last epoch, when it is
+    ``1`` or ``None`` (validation by batches), or when validation is off (``limit_val_batches=0``, no
+    ``validation_step``).  A fit that stops before ``max_epochs`` (``max_steps``, ``max_time``, early stopping) is
+    not caught.  ``torchfair fit`` adds it; in Python::
+
+        trainer = pl.Trainer(max_epochs=3, check_val_every_n_epoch=10, callbacks=[ValidateLastEpoch()])
+    """
+
+    def __init__(self) -> None:
+        self._cadence: Optional[int] = None  # the trainer's value while this callback has replaced it
+
+    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        every, epoch, last = trainer.check_val_every_n_epoch, trainer.current_epoch + 1, trainer.max_epochs
+        if every is None or every <= 1 or epoch % every == 0 or last is None or epoch != last:
+            return
+        if self._cadence is None:
+            self._cadence = every
+        trainer.check_val_every_n_epoch = epoch
+
+    def _restore(self, trainer: Any) -> None:
+        if self._cadence is not None:
+            trainer.check_val_every_n_epoch, self._cadence = self._cadence, None
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        self._restore(trainer)
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        self._restore(trainer)
+
+
+#: the loggers of Lightning's ``rank_zero_info`` lines (the package's, and the unified ``lightning`` package's)
+_RANK_ZERO_LOGGERS = ("pytorch_lightning.utilities.rank_zero", "lightning.pytorch.utilities.rank_zero")
+#: the lines of those loggers that ``torchfair fit`` drops unless ``--verbose``: the accelerator banner and tips
+_BANNER = re.compile(r"^(GPU|TPU|HPU|IPU) available: |^\W*Tip: ")
+#: (category, message, module) of the warnings Lightning raises about its own calls, which no user of ``torchfair
+#: fit`` can act on: jsonargparse's deprecations (``add_instantiator``, ``instantiate_classes``, ``skip_none``: a
+#: ``DeprecationWarning`` subclass) attributed to ``pytorch_lightning.cli``, torch's ``LeafSpec`` deprecation
+#: attributed to Lightning's ``_pytree`` helper
+_LIGHTNING_WARNINGS = ((DeprecationWarning, "", r"(pytorch_lightning|lightning\.pytorch)\.cli$"),
+                       (FutureWarning, r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+                        r"(pytorch_lightning|lightning\.pytorch)\.utilities\._pytree$"))
+
+
+class _QuietBanner(logging.Filter):
+    """Drops Lightning's banner and tip lines while ``cli`` is not verbose."""
+
+    def __init__(self, cli: "FairLightningCLI") -> None:
+        super().__init__()
+        self.cli = cli
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.cli.verbose or not _BANNER.search(str(record.msg))
+
+
+def _filter_lightning_warnings() -> None:
+    """Ignore :data:`_LIGHTNING_WARNINGS` (within a ``warnings.catch_warnings()`` block of the caller)."""
+    for category, message, module in _LIGHTNING_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=category, module=module)
+
+
 class FairLightningCLI(LightningCLI):
     """``LightningCLI(FairRankingModule, MovieLensDataModule)`` with torchfair's defaults: the config of each run
     is saved next to its logs (overwritten when the run restarts).  Another data source plugs in by subclassing
@@ -149,10 +226,30 @@ class FairLightningCLI(LightningCLI):
     every subcommand's: a bad argument raises ``argparse.ArgumentError``, which :func:`run_lightning` prints as one
     line), :meth:`parse_arguments` (the checkpoint paths are checked right after parsing, before LightningCLI
     reads ``--ckpt_path``'s hyperparameters with ``torch.load``: its own step then only meets readable files),
-    :meth:`instantiate_classes` and ``after_fit``."""
+    :meth:`instantiate_classes`, :meth:`instantiate_trainer`, :meth:`add_arguments_to_parser`, :meth:`subcommands`
+    and ``after_fit``.
+
+    Quiet by default, ``--verbose`` for Lightning's output: the accelerator banner and the tips are dropped from
+    Lightning's log, the model summary is off unless ``--trainer.enable_model_summary`` is given, and the warnings
+    Lightning raises about its own calls are ignored while the CLI runs.  ``--verbose`` (every subcommand; it
+    replaces the ``verbose`` argument of ``Trainer.validate`` / ``test`` / ``predict``, whose results table is
+    always printed) brings the banner, the tips and the summary back.  :class:`ValidateLastEpoch` is added to the
+    trainer's callbacks (``validate_last_epoch = False`` in a subclass leaves it out: a sweep's trial validates
+    after its fit itself)."""
+
+    #: add :class:`ValidateLastEpoch` to the trainer's callbacks
+    validate_last_epoch: bool = True
+    #: ``--verbose``'s value (known once the arguments are parsed)
+    verbose: bool = False
 
     def __init__(self, args: Optional[Sequence[str]] = None, run: bool = True, **kwargs):
         kwargs.setdefault("save_config_kwargs", {"overwrite": True})
+        if self.validate_last_epoch:
+            defaults = dict(kwargs.pop("trainer_defaults", None) or {})
+            given = defaults.get("callbacks") or []
+            defaults["callbacks"] = (list(given) if isinstance(given, (list, tuple)) else [given]) + \
+                [ValidateLastEpoch()]
+            kwargs["trainer_defaults"] = defaults
         parser_kwargs = {"prog": "torchfair", "exit_on_error": False, **(kwargs.pop("parser_kwargs", None) or {})}
         for sub in LIGHTNING_SUBCOMMANDS:
             parser_kwargs[sub] = {"prog": f"torchfair {sub}", "exit_on_error": parser_kwargs["exit_on_error"],
@@ -163,15 +260,46 @@ class FairLightningCLI(LightningCLI):
 
         self._seed_logger, self._held = logging.getLogger(pl.seed_everything.__module__), _HoldRecords()
         self._seed_logger.addFilter(self._held)
+        quiet, banner = _QuietBanner(self), [logging.getLogger(name) for name in _RANK_ZERO_LOGGERS]
+        for logger in banner:
+            logger.addFilter(quiet)
         try:
-            super().__init__(FairRankingModule, MovieLensDataModule, args=list(args) if args is not None else None,
-                             run=run, parser_kwargs=parser_kwargs, **kwargs)
+            with warnings.catch_warnings():
+                _filter_lightning_warnings()
+                super().__init__(FairRankingModule, MovieLensDataModule,
+                                 args=list(args) if args is not None else None, run=run, parser_kwargs=parser_kwargs,
+                                 **kwargs)
         finally:
             self._seed_logger.removeFilter(self._held)
+            for logger in banner:
+                logger.removeFilter(quiet)
+
+    @staticmethod
+    def subcommands() -> Dict[str, set]:
+        """LightningCLI's subcommands; ``Trainer.validate`` / ``test`` / ``predict``'s ``verbose`` is left to its
+        default (the results table is printed): ``--verbose`` is torchfair's, for Lightning's output."""
+        return {sub: set(skip) | ({"verbose"} if sub != "fit" else set())
+                for sub, skip in LightningCLI.subcommands().items()}
+
+    def add_arguments_to_parser(self, parser) -> None:
+        """``--verbose``: Lightning's banner, tips and model summary (quiet by default)."""
+        parser.add_argument("--verbose", type=bool, nargs="?", const=True, default=False,
+                            help="print Lightning's output too: the GPU/TPU banner, its tips and the model summary "
+                                 "(off by default)")
+
+    def instantiate_trainer(self, **kwargs: Any):
+        """LightningCLI's trainer; without ``--verbose`` and without ``--trainer.enable_model_summary``, no model
+        summary."""
+        config = self.config_init[self.subcommand] if self.subcommand else self.config_init
+        if not self.verbose and (config.get("trainer") or {}).get("enable_model_summary") is None:
+            kwargs.setdefault("enable_model_summary", False)
+        return super().instantiate_trainer(**kwargs)
 
     def parse_arguments(self, parser, args) -> None:
         """LightningCLI's parsing, then the checkpoint paths (before anything reads or builds)."""
         super().parse_arguments(parser, args)
+        sub = self.config.get("subcommand")
+        self.verbose = bool((self.config[sub] if sub else self.config).get("verbose"))
         self._check_paths()
 
     def instantiate_classes(self) -> None:
