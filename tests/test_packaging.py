@@ -104,13 +104,75 @@ print(json.dumps({"dips": dips(s, y, g, reduction="mean").tolist(), "ndcg": ndcg
 """
 
 
+#: a Python process that imports torch once, with the extras blocked, then runs each program it is sent in a fork
+#: of itself: the program starts as ``python -c`` would after torch's import (no torchfair module loaded), its
+#: output goes to the files it is given, and an uncaught exception or ``SystemExit`` ends the fork as it ends an
+#: interpreter (the traceback on stderr, the exit status); torch's import is paid once, not once per program
+_FORKER = BLOCK + """
+import json, os
+import torch
+for line in sys.stdin:
+    job = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        out = os.open(job["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        err = os.open(job["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        sys.stdin = None
+        namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+        exec(compile(job["code"], "<string>", "exec"), namespace)
+        sys.exit(0)
+    _, status = os.waitpid(pid, 0)
+    print(json.dumps(os.waitstatus_to_exitcode(status)), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def forker():
+    """The process of :data:`_FORKER` (started once per module)."""
+    proc = subprocess.Popen([sys.executable, "-c", _FORKER], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    yield proc
+    proc.stdin.close()
+    proc.wait(timeout=60)
+
+
+@pytest.fixture
+def python(forker, tmp_path):
+    """``python(code)``: ``code`` run as by ``python -c`` in a process where no extra can be imported (a fork of
+    :func:`forker`); a ``CompletedProcess`` with its exit status and output."""
+    import json
+    import select
+
+    def run(code: str) -> subprocess.CompletedProcess:
+        out, err = tmp_path / "stdout", tmp_path / "stderr"
+        forker.stdin.write(json.dumps({"code": code, "out": str(out), "err": str(err)}) + "\n")
+        forker.stdin.flush()
+        ready, _, _ = select.select([forker.stdout], [], [], 300)
+        assert ready, "the program did not end within 300 s"
+        rc = json.loads(forker.stdout.readline())
+        return subprocess.CompletedProcess(["python", "-c", code], rc, out.read_text(), err.read_text())
+    return run
+
+
 def _python(code: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
-def test_core_modules_work_without_any_extra():
+@pytest.mark.parametrize("code", ["import torchfair.training", "print('out')\nprint('err', file=sys.stderr)\nsys.exit(3)"],
+                         ids=["uncaught-exception", "exit-status"])
+def test_the_forked_programs_are_run_as_by_python_c(python, code):
+    """What the tests below read of a program run by :func:`python` (exit status, stdout, the last line of
+    stderr) is what ``python -c`` gives, with the extras blocked."""
+    want, got = _python(BLOCK + code), python(BLOCK + code)
+    assert (got.returncode, got.stdout, got.stderr.strip().splitlines()[-1:]) == \
+        (want.returncode, want.stdout, want.stderr.strip().splitlines()[-1:])
+
+
+def test_core_modules_work_without_any_extra(python):
     # in a process where no extra can be imported, the core modules import and give the numbers of the full install
-    r = _python(BLOCK + f"NOT_CORE = {NOT_CORE!r}\n" + CORE_CODE)
+    r = python(BLOCK + f"NOT_CORE = {NOT_CORE!r}\n" + CORE_CODE)
     assert r.returncode == 0, r.stderr
     import json
     core = json.loads(r.stdout.strip().splitlines()[-1])
@@ -139,8 +201,8 @@ def test_core_modules_work_without_any_extra():
      "torchfair.evaluation.PositionShares / PooledMPC needs the [torchmetrics] extra"),
     ("from torchfair.data import MovieLens", "torchfair.data.movielens needs the [train] extra"),
 ])
-def test_a_missing_extra_is_one_import_error_line(code, line):
-    r = _python(BLOCK + code)
+def test_a_missing_extra_is_one_import_error_line(code, line, python):
+    r = python(BLOCK + code)
     assert r.returncode == 1
     last = r.stderr.strip().splitlines()[-1]
     extra = line.split("the [")[1].split("]")[0]
@@ -150,8 +212,8 @@ def test_a_missing_extra_is_one_import_error_line(code, line):
 
 @pytest.mark.parametrize("argv, extra", [(["metrics", "--run", "r.txt"], "cli"), (["fit", "--help"], "train"),
                                          (["evaluate", "--ckpts", "x"], "train"), (["sweep", "s.yaml"], "sweep")])
-def test_a_command_without_its_extra_prints_one_line_and_exits_2(argv, extra):
-    r = _python(BLOCK + f"from torchfair.cli import main\nsys.exit(main({argv!r}))")
+def test_a_command_without_its_extra_prints_one_line_and_exits_2(argv, extra, python):
+    r = python(BLOCK + f"from torchfair.cli import main\nsys.exit(main({argv!r}))")
     assert r.returncode == 2 and r.stdout == "", r.stderr
     (line,) = r.stderr.splitlines()
     assert line.startswith(f"torchfair {argv[0]}: error: torchfair {argv[0]} needs the [{extra}] extra (") and \
