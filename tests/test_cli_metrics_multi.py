@@ -62,6 +62,12 @@ from test_cli import GROUPS  # noqa: E402  (the same document groups as the sing
 MEASURES = ["dips", "ndcg@3", "exposure_share"]
 
 
+@pytest.fixture(autouse=True)
+def columns(monkeypatch):
+    """Printed tables fit the terminal (`--width` defaults to its columns): 120, whatever terminal runs the tests."""
+    monkeypatch.setenv("COLUMNS", "120")
+
+
 @pytest.fixture
 def trec(tmp_path):
     (tmp_path / "a.txt").write_text(RUN_A)
@@ -153,6 +159,45 @@ def test_two_runs_markdown_is_the_report_layers_table(trec, capsys):
     assert "| measure | base | fair | fair - base |" in out
     assert "lists: base 3, fair 3" in out and "paired over the 2 queries both runs rank" in out
     assert "per list: base" in out and tb.to_markdown(per_list=True) in out
+
+
+def _cells(text):
+    """{(row label, column): cell} of every markdown table in ``text`` (blocks of one table included)."""
+    out, header = {}, None
+    for line in text.split("\n"):
+        if line.startswith("|-"):  # the separator
+            continue
+        if not line.startswith("| "):
+            header = None
+            continue
+        cells = [c.strip() for c in line[2:-2].split(" | ")]
+        if header is None:
+            header = cells
+        else:
+            out.update({(cells[0], h): c for h, c in zip(header[1:], cells[1:])})
+    return out
+
+
+def test_a_wide_comparison_fits_the_width_with_every_column_and_value(trec, capsys):
+    """Four runs and three paired differences: on stdout, tables of at most --width (default: the terminal's)
+    characters a line, each with the measure column; every run and difference column in one of them with the
+    values of the one wide table (--width 0), which --out_json's report also holds."""
+    for name in ("c.txt", "d.txt"):
+        (trec / name).write_text(RUN_B)
+    runs = ("a.txt", "b.txt", "c.txt", "d.txt")
+    assert main(_args(trec, *runs, extra=["--width", "0", "--out_json", str(trec / "r.json")])) == 0
+    wide = capsys.readouterr().out
+    assert max(map(len, wide.split("\n"))) > 120  # the one table is wider than a terminal
+    report = json.loads((trec / "r.json").read_text())
+    assert markdown_table(report) in wide
+    for width, extra in ((120, []), (80, ["--width", "80"])):
+        assert main(_args(trec, *runs, extra=extra)) == 0
+        out = capsys.readouterr().out
+        tables = [line for line in out.split("\n") if line.startswith("|")]
+        assert max(map(len, tables)) <= width and len([t for t in tables if t.startswith("| measure |")]) > 1
+        assert _cells(out) == _cells(wide) and len(_cells(out)) == len(report["models"]["a"]["measures"]) * 7
+    assert main(_args(trec, *runs, extra=["--width", "-1"])) == 2
+    assert "--width" in capsys.readouterr().err
 
 
 def test_identical_runs_differ_by_zero_with_a_zero_width_interval(trec, capsys):

@@ -32,7 +32,8 @@ COMMANDS: Dict[str, Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = {
                 ("torchfair.evaluation.files:evaluate_files", "torchfair.evaluation.files:show_files"),
                 ("res", "stdout")),
     "evaluate": ("exact fairness and utility measures of trained checkpoints on their test lists",
-                 ("torchfair.training.evaluate:evaluate_checkpoints",), ()),
+                 ("torchfair.training.evaluate:evaluate_checkpoints", "torchfair.training.evaluate:report_table"),
+                 ("report",)),
     "sweep": ("a grid / random search over training configs (resumable) with a trade-off report",
               ("torchfair.sweeps:run_sweep",), ("config", "stream", "report")),
     "sweep-report": ("rebuild results.csv / Pareto figures / report.md of a sweep",
@@ -158,12 +159,9 @@ def _run(command: str, cfg) -> int:
         _call(funcs[1], cfg, res=res)
         return 0
     if command == "evaluate":
-        from .evaluation.report import markdown_table
-
-        u = (report := _call(funcs[0], cfg))["users"]
-        print(f"{markdown_table(report)}\n\n{u['n_lists']} of {u['of']} users" + (
-            f" (sample of {u['sample']}, seed {u['seed']})" if u["sample"] is not None else "") +
-            f"\nwrote {os.path.join(cfg['out'], 'report.json')}, report.md, exposure_by_position.png")
+        report = _call(funcs[0], cfg)
+        print(f"{_call(funcs[1], cfg, report=report)}\nwrote {os.path.join(cfg['out'], 'report.json')}, report.md, "
+              f"exposure_by_position.png")
         return 0
     if command == "sweep":
         from .sweeps import SweepLockedError

@@ -16,7 +16,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from torchfair.evaluation._format import fmt, jsonable, markdown_rows
+from torchfair.evaluation._format import fmt, jsonable, markdown_rows, terminal_width
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -121,3 +121,54 @@ def test_markdown_rows_worked_example_and_errors():
         markdown_rows(["a"], [], align="c")
     with pytest.raises(ValueError, match="row 1 has 1 cells for 2 columns"):
         markdown_rows(["a", "b"], [[1, 2], [3]])
+
+
+def _blocks(md):
+    """The tables of a printed table (blocks separated by an empty line), each parsed into its cells."""
+    return [_parse(block) for block in md.split("\n\n")]
+
+
+@SETTINGS
+@given(data=st.data(), ncol=st.integers(1, 12), nrow=st.integers(0, 4), keep=st.integers(0, 2),
+       width=st.integers(20, 140))
+def test_a_wide_table_is_blocks_of_at_most_width_characters_holding_every_column(data, ncol, nrow, keep, width):
+    """Each line at most ``width`` characters (when a label column and any one other fit); each block holds the
+    first ``keep`` columns, then the next columns in order, every column in exactly one block with its cells
+    unchanged; a table that fits is the one table ``markdown_rows`` gives without ``width``."""
+    text = st.text(alphabet="abc0123456789.[], |-+", min_size=1, max_size=24)
+    header = data.draw(st.lists(text, min_size=ncol, max_size=ncol))
+    rows = data.draw(st.lists(st.lists(text, min_size=ncol, max_size=ncol), min_size=nrow, max_size=nrow))
+    align = data.draw(st.text(alphabet="lr", min_size=ncol, max_size=ncol))
+    full = markdown_rows(header, rows, align)
+    md = markdown_rows(header, rows, align, width=width, keep=keep)
+    if max(map(len, full.split("\n"))) <= width:
+        assert md == full
+    blocks, k, whole = _blocks(md), min(keep, ncol), _parse(full)
+    assert [c for b in blocks for c in b[0][k:]] == whole[0][k:]
+    at = k
+    for text_of_block, b in zip(md.split("\n\n"), blocks):
+        n = len(b[0]) - k
+        assert n >= 1 or k == ncol
+        assert all(line[:k] == whole[i][:k] for i, line in enumerate(b))  # the labels, repeated
+        assert all(line[k:] == whole[i][at:at + n] for i, line in enumerate(b))  # the cells, unchanged
+        at += n
+        # a block of one column beyond the labels may be wider: that column alone does not fit
+        assert max(map(len, text_of_block.split("\n"))) <= width or n == 1
+
+
+def test_a_wide_table_worked_example_and_the_terminal_width(monkeypatch):
+    header = ["measure", "run_a", "run_b", "run_b - run_a"]
+    rows = [["ndcg@10", "0.3000 [0.2000, 0.4000]", "0.3500 [0.2500, 0.4500]", "+0.0500 [0.0100, 0.0900]"],
+            ["dips_gap", "n/a", "0.0100 [0.0000, 0.0200]", "n/a"]]
+    full = markdown_rows(header, rows, "lrrr")
+    assert max(map(len, full.split("\n"))) == 90 and markdown_rows(header, rows, "lrrr", width=90) == full
+    assert markdown_rows(header, rows, "lrrr", width=63) == (
+        "| measure | run_a | run_b |\n|---|---:|---:|\n"
+        "| ndcg@10 | 0.3000 [0.2000, 0.4000] | 0.3500 [0.2500, 0.4500] |\n"
+        "| dips_gap | n/a | 0.0100 [0.0000, 0.0200] |\n\n"
+        "| measure | run_b - run_a |\n|---|---:|\n"
+        "| ndcg@10 | +0.0500 [0.0100, 0.0900] |\n| dips_gap | n/a |")
+    monkeypatch.setenv("COLUMNS", "77")
+    assert terminal_width() == 77 and terminal_width(50) == 50 and terminal_width(0) is None
+    with pytest.raises(ValueError, match="`width` must be >= 0"):
+        terminal_width(-1)

@@ -173,3 +173,35 @@ def test_cli_misspelt_rerank_spec_is_one_line_before_any_scoring(ckpt, tmp_path,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--rerank" in err[0] and "'dipz'" in err[0], err
     assert not (tmp_path / "r").exists()
+
+
+def test_cli_report_table_fits_the_width_and_report_md_keeps_every_column(ckpt, tmp_path, capsys, monkeypatch):
+    """`torchfair evaluate` with five runs and four paired differences: stdout's tables are at most --width
+    (default: the terminal's) characters a line, each with the measure column, and hold every column of report.md's
+    one table with the same cells."""
+    from torchfair.cli import main
+
+    def cells(text):  # {(measure, column): cell} of the markdown tables in `text`
+        out, header = {}, None
+        for line in text.split("\n"):
+            if line.startswith("|-"):
+                continue
+            if not line.startswith("| "):
+                header = None
+                continue
+            row = [c.strip() for c in line[2:-2].split(" | ")]
+            header = header or row
+            out.update({(row[0], h): c for h, c in zip(header[1:], row[1:])} if row is not header else {})
+        return out
+
+    monkeypatch.setenv("COLUMNS", "100")
+    out_dir = tmp_path / "r"
+    assert main(["evaluate", "--ckpts", ckpt, "--ckpts", ckpt, "--names", "a", "--names", "b", "--popularity",
+                 "--rerank", "interleave:keep=8,p=1.0,protected=1", "--bootstrap", "20", "--out", str(out_dir)]) == 0
+    out = capsys.readouterr().out
+    tables = [line for line in out.split("\n") if line.startswith("|")]
+    assert max(map(len, tables)) <= 100 and sum(t.startswith("| measure |") for t in tables) > 1, out
+    md = (out_dir / "report.md").read_text()
+    full = [line for line in md.split("\n") if line.startswith("| measure |")]
+    assert len(full) == 1 and len(full[0]) > 100  # report.md: one table, every column
+    assert cells(out) == cells(md) and len({c for _, c in cells(md)}) == len(full[0].split(" | ")) - 1

@@ -217,7 +217,7 @@ def evaluate_files(run: Union[str, List[str], None] = None, qrels: Optional[str]
 
 def show_files(res: FilesEvaluation, *, out_json: Optional[str] = None, out_csv: Optional[str] = None,
                format: Literal["markdown", "csv", "json"] = "markdown", per_list: bool = False,
-               quiet: bool = False, stdout=None) -> None:
+               quiet: bool = False, width: Optional[NonNegativeInt] = None, stdout=None) -> None:
     """Print :func:`evaluate_files`' result and write its files.
 
     Args:
@@ -226,10 +226,16 @@ def show_files(res: FilesEvaluation, *, out_json: Optional[str] = None, out_csv:
         format: what to print: markdown (the aggregate table, runs side by side), csv or json.
         per_list: also print the per-list table (of each run).
         quiet: print nothing.
+        width: the widest line of a printed markdown table (default: the terminal's width, 120 when not a
+            terminal; 0: no limit): a wider one is printed as several tables, each with the first column and as
+            many of the others as fit.  The files and the csv / json output hold every column in one table.
     """
     import json
 
+    from ._format import terminal_width
     from .report import jsonable, long_csv, markdown_table
+
+    width = terminal_width(width)
 
     out = stdout or sys.stdout
     names = list(res.tables)
@@ -271,20 +277,21 @@ def show_files(res: FilesEvaluation, *, out_json: Optional[str] = None, out_csv:
     out.write("lists: " + ", ".join(f"{n} {len(res.tables[n])}" if many else str(len(res.tables[n]))
                                     for n in names) + "\n")
     if not many:
-        out.write(res.tables[names[0]].to_markdown() + "\n")
+        out.write(res.tables[names[0]].to_markdown(width=width) + "\n")
     else:
         for n in names[1:]:
             k = res.comparison["differences"][n]["n_lists"]
             if k != len(res.tables[n]) or k != len(res.tables[names[0]]):
                 out.write(f"{n} - {names[0]}: paired over the {k} queries both runs rank\n")
-        out.write(markdown_table(res.comparison) + "\n")
+        out.write(markdown_table(res.comparison, width=width) + "\n")
         level = int(round(res.comparison["confidence"] * 100))
         out.write(f"cells: mean over the lists where the measure is defined [{level}% bootstrap interval]; "
                   f"'X - {names[0]}': mean per-query difference over the queries both rank [paired {level}% "
                   f"interval, the same resamples for every measure]\n")
     if per_list:
         for n in names:
-            out.write(("\n" + (f"per list: {n}\n" if many else "")) + res.tables[n].to_markdown(per_list=True) + "\n")
+            out.write(("\n" + (f"per list: {n}\n" if many else "")) +
+                      res.tables[n].to_markdown(per_list=True, width=width) + "\n")
 
 
 def print_measures(out=None) -> None:

@@ -129,9 +129,11 @@ def _undefined(x: Any) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
 
 
-def markdown_table(report: Mapping[str, Any]) -> str:
+def markdown_table(report: Mapping[str, Any], width: Optional[int] = None) -> str:
     """One row per measure column, one column per run (``mean [interval]``) and one per paired difference
-    (``run - reference``)."""
+    (``run - reference``).  ``width``: the widest line allowed (``None``: one table however wide); a wider table
+    is several tables, each with the measure column and as many run / difference columns as fit
+    (:func:`~torchfair.evaluation._format.markdown_rows`)."""
     names = list(report["order"])
     diffs = [(n, d) for n, d in report.get("differences", {}).items() if d.get("paired")]
     head = ["measure"] + names + [f"{n} - {d['reference']}" for n, d in diffs]
@@ -146,7 +148,7 @@ def markdown_table(report: Mapping[str, Any]) -> str:
             row.append("n/a" if e is None or _undefined(e["mean"]) else
                        f"{e['mean']:+.4f} [{fmt(e['ci_low'])}, {fmt(e['ci_high'])}]")
         rows.append(row)
-    return markdown_rows(head, rows)
+    return markdown_rows(head, rows, width=width)
 
 
 #: the header of :func:`long_csv`

@@ -184,20 +184,24 @@ class EvaluationTable:
         return cls(cols, ids, values, get("mean"), get("ci_low"), get("ci_high"), n_valid, {})
 
     # ----------------------------------------------------------------- display
-    def to_markdown(self, per_list: bool = False, digits: int = 4) -> str:
+    def to_markdown(self, per_list: bool = False, digits: int = 4, width: Optional[int] = None) -> str:
         """The aggregate table (one row per column: mean, interval, number of valid lists), or with
-        ``per_list=True`` the per-list table (lists as rows, ``-`` = invalid)."""
+        ``per_list=True`` the per-list table (lists as rows, ``-`` = invalid).  ``width``: the widest line allowed
+        (``None``: one table however wide); a wider table is several tables, each with the first column (measure /
+        list id) and as many of the others as fit (:func:`~torchfair.evaluation._format.markdown_rows`)."""
         fmt = lambda x: "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"  # noqa
         if per_list:
             rows = [[lid] + [fmt(v) for v in row] for lid, row in zip(self.list_ids, self.values)]
-            return markdown_rows(["list_id"] + list(self.columns), rows, align="l" + "r" * len(self.columns))
+            return markdown_rows(["list_id"] + list(self.columns), rows, align="l" + "r" * len(self.columns),
+                                 width=width)
         level = self.meta.get("confidence", 0.95)
         rows = []
         for c in self.columns:
             lo, hi = self.ci_low[c], self.ci_high[c]
             ci = "-" if (lo is None or math.isnan(lo)) else f"[{fmt(lo)}, {fmt(hi)}]"
             rows.append([c, fmt(self.mean[c]), ci, self.n_valid[c]])
-        return markdown_rows(["measure", "mean", f"{int(round(level * 100))}% CI", "n_valid"], rows, align="lrrr")
+        return markdown_rows(["measure", "mean", f"{int(round(level * 100))}% CI", "n_valid"], rows, align="lrrr",
+                             width=width)
 
     def __str__(self) -> str:
         return self.to_markdown()

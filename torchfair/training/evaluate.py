@@ -26,12 +26,13 @@ from jsonargparse.typing import NonNegativeInt, OpenUnitInterval, PositiveInt
 
 from ..evaluation.accumulators import PooledMPC, PositionShares
 from ..evaluation.files import split_measures
-from ..evaluation.report import compare, write_report
+from ..evaluation._format import terminal_width
+from ..evaluation.report import compare, markdown_table, write_report
 from ..evaluation.table import StreamingEvaluation
 from ..rerank import get_reranker, rerank_lists
 from .checkpoint import iter_score_lists, load_checkpoint
 
-__all__ = ["evaluate_checkpoints", "check_out", "REPORT_BROWSING", "STREAM_ENTRIES", "USERS_FILE"]
+__all__ = ["evaluate_checkpoints", "report_table", "check_out", "REPORT_BROWSING", "STREAM_ENTRIES", "USERS_FILE"]
 
 #: browsing model of the added exposure-share columns (the DIPS default)
 REPORT_BROWSING = "rbp:0.9"
@@ -159,6 +160,20 @@ def evaluate_checkpoints(ckpts: List[str], out: Optional[str] = None, *, fit_con
             with open(os.path.join(out, USERS_FILE), "w") as f:
                 f.write("".join(f"{int(u)}\n" for u in ids))
     return report
+
+
+def report_table(report: Dict[str, Any], width: Optional[NonNegativeInt] = None) -> str:
+    """What ``torchfair evaluate`` prints: the report's table (:func:`~torchfair.evaluation.report.markdown_table`)
+    and the users it covers.
+
+    Args:
+        width: the widest line of the printed table (default: the terminal's width, 120 when not a terminal; 0: no
+            limit): a wider table is printed as several tables, each with the measure column and as many run /
+            difference columns as fit. report.md and report.json hold every column in one table.
+    """
+    u = report["users"]
+    return (f"{markdown_table(report, width=terminal_width(width))}\n\n{u['n_lists']} of {u['of']} users" +
+            (f" (sample of {u['sample']}, seed {u['seed']})" if u["sample"] is not None else ""))
 
 
 def _users_record(dm, split: str, users: Optional[int], users_seed: int, streamed: List[bool], chunk_users: int,
