@@ -23,6 +23,9 @@ down during the run).  Values are checked equal before anything is timed.  Secti
 * ``pl``, ``fastsoftrank``, ``frt``, ``training``: run ``bench_pl.py``, ``bench_fastsoftrank.py``, ``bench_frt.py``
   and ``bench_training.py`` (each writes its own table) and include their tables; ``training`` runs
   ``bench_training.py`` a second time on full-catalogue training lists (1 682 items; ``--append``).
+* ``lean_step``: runs ``bench_lean_step.py`` (``experiments/results/bench_lean_step.md``): the fairness share of a
+  lean step (plain PyTorch MF on pre-built tensors, ListNet + Adam, 64 x 200 and 64 x 1 682), beside
+  ``training``'s share of the step of the training configs (which includes collating the batch).
 * ``scale``: the full-catalogue evaluation of ML-20M-shaped lists (2 000 users x 26 744 items, the default user
   sample of ``torchfair evaluate --users``): streamed in chunks of 512 lists (``StreamingEvaluation``) against the
   eager ``evaluate_lists`` of every list at once, interleaved, values checked identical; peak resident memory of
@@ -41,14 +44,15 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-SECTIONS = ("exact", "exact_memory", "load", "losses", "import", "pl", "fastsoftrank", "frt", "training", "rerank",
-            "scale")
+SECTIONS = ("exact", "exact_memory", "load", "losses", "import", "pl", "fastsoftrank", "frt", "training", "lean_step",
+            "rerank", "scale")
 
 
 # --------------------------------------------------------------------------------------------- timing helpers
@@ -490,6 +494,12 @@ def case_training(args) -> str:
     return _script("bench_training.py", ["--threads", str(args.threads), "--negatives", "1682", "--steps", "2",
                                          "--repeats", "3", "--val-batches", "0", "--configs", configs, "--append"],
                    "bench_training.md", args)
+
+
+def case_lean_step(args) -> str:
+    """``bench_lean_step.py``: the fairness share of a lean step (plain PyTorch MF, pre-built tensors)."""
+    return _script("bench_lean_step.py", ["--threads", str(args.threads)], "bench_lean_step.md", args,
+                   quick=("--fast", "--out", str(Path(tempfile.gettempdir()) / "bench_lean_step_quick.md")))
 
 
 # --------------------------------------------------------------------------------------------- re-rankers
