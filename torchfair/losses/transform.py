@@ -50,6 +50,7 @@ from ..metrics.declarations import Measure, get_declaration
 from ..metrics.pairwise import accuracy_gaps, pairwise_gap
 from ..orderings import RampRank
 from ..orderings.base import OrderingLike
+from ._fused import fused_per_list
 
 __all__ = ["measure_loss", "MeasureLoss", "LossModule", "reduce_loss", "REDUCERS", "default_ordering"]
 
@@ -252,6 +253,12 @@ def per_list_loss(measure: Union[str, Measure], scores: Tensor, relevance: Optio
         check_group_id(protected, "protected", num_groups)
     if reference is not None:
         check_group_id(reference, "reference", num_groups)
+
+    fused = fused_per_list(m.name, reducer, scores, relevance, groups, mask=mask, num_groups=num_groups,
+                           ordering=ordering, protected=protected, reference=reference, validate_args=validate_args,
+                           options=options)
+    if fused is not None:  # the compiled implementation of this ordering + measure + reducer (losses/_fused.py)
+        return fused
 
     params = _parameters(m.fn)
     s = _as_batch(scores, 2) if isinstance(scores, Tensor) else scores

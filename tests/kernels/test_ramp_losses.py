@@ -1,0 +1,32 @@
+"""torchfair/kernels/ramp_losses.py at the level of its arrays (the losses' fused path against the torch path is
+tests/losses/test_fused.py): warm-up signatures, the per-list values and validity, a zero upstream gradient."""
+import pytest
+import torch
+
+pytest.importorskip("numba")
+from torchfair.kernels import ramp_losses as K  # noqa: E402
+from torchfair.losses.transform import per_list_loss  # noqa: E402
+from torchfair.orderings import RampRank  # noqa: E402
+
+
+def test_warmup_runs():
+    K.warmup()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_dips_forward_is_the_per_list_loss(dtype):
+    g = torch.Generator().manual_seed(0)
+    B, N = 5, 9
+    s = torch.randn(B, N, generator=g, dtype=dtype)
+    r = torch.randint(0, 3, (B, N), generator=g).to(dtype)
+    groups = torch.randint(0, 2, (B, N), generator=g)
+    groups[0] = 1  # one group: invalid
+    mask = torch.ones(B, N, dtype=torch.bool)
+    w = 0.9 ** torch.arange(N + 1, dtype=torch.float64)
+    value, ok, saved = K.dips_forward(s, mask, r, groups, 2, 0.1, True, 0.25, 0.0, w, 0.9, 0.5, False)
+    ref, ref_ok = per_list_loss("dips", s, r, groups, reducer="gap_abs", num_groups=2,
+                                ordering=RampRank(0.1, backend="torch"))
+    assert value.dtype == torch.float64 and ok.tolist() == ref_ok.tolist() and not ok[0]
+    assert torch.allclose(value.to(dtype), torch.where(ref_ok, ref, 0.0), atol=1e-6)
+    ds = K.dips_backward(torch.zeros(B, dtype=dtype), s, mask, groups, 2, 0.9, 0.5, False, saved)
+    assert ds.shape == (B, N) and (ds == 0).all()

@@ -1,0 +1,130 @@
+"""The fused CPU path of the fairness losses on RampRank (torchfair/losses/_fused.py, torchfair/kernels/ramp_losses.py)
+against the torch path, the reference: values and gradients equal in float64 (1e-10) on batches with padding
+(NaN in padded slots), tied scores, unknown group ids, one-group and fully padded lists; gradcheck; float32 close;
+the gate takes the fused path only where documented."""
+import pytest
+import torch
+
+from torchfair.losses import dips_loss
+from torchfair.losses._fused import MIN_ELEMENTS
+from torchfair.losses.transform import per_list_loss
+from torchfair.orderings import RampRank, SoftRank
+
+pytest.importorskip("numba")
+
+FUSED = RampRank(0.1, backend="numba")
+REF = RampRank(0.1, backend="torch")
+
+
+def _batch(B=12, N=30, dtype=torch.float64, seed=0, levels=4, G=2):
+    g = torch.Generator().manual_seed(seed)
+    s = torch.randn(B, N, generator=g, dtype=dtype)
+    s[:, 3] = s[:, 4]  # tied scores
+    s[1] = 0.5  # a list of equal scores
+    r = torch.randint(0, levels, (B, N), generator=g).to(dtype)
+    groups = torch.randint(0, G, (B, N), generator=g)
+    groups[:, 7] = -1  # unknown group
+    groups[2] = 0  # one group only: undefined
+    mask = torch.rand(B, N, generator=g) < 0.8
+    mask[:, 0] = True
+    mask[3] = False  # fully padded
+    mask[4, 2:] = False  # two items
+    s = torch.where(mask, s, torch.full((), float("nan"), dtype=dtype))  # padding holds garbage
+    return s, r, groups, mask
+
+
+def _fused_path(per):
+    return type(per.grad_fn).__name__.startswith("_FusedLoss")
+
+
+def _both(s, r, groups, mask, ordering=(FUSED, REF), **kw):
+    out = []
+    for o in ordering:
+        x = s.clone().requires_grad_()
+        v = dips_loss(x, r, groups, mask=mask, ordering=o, **kw)
+        v.sum().backward()
+        out.append((v.detach(), x.grad))
+    return out
+
+
+@pytest.mark.parametrize("kw", [dict(num_groups=2), dict(num_groups=2, mode="square"),
+                                dict(num_groups=2, tie_weight=0.0, browsing="rbp:0.7"),
+                                dict(num_groups=3, reduction="none"), dict(num_groups=2, reduction="sum"),
+                                dict(num_groups=2, validate_args=False)],
+                         ids=["abs", "square", "tie0-rbp07", "3groups-none", "sum", "unchecked"])
+def test_fused_dips_equals_the_torch_path_float64(kw):
+    s, r, groups, mask = _batch(G=kw.get("num_groups", 2))
+    (v1, g1), (v2, g2) = _both(s, r, groups, mask, **kw)
+    assert torch.allclose(v1, v2, rtol=0, atol=1e-10)
+    assert torch.allclose(g1, g2, rtol=0, atol=1e-10)
+    assert torch.isfinite(g1).all() and (g1[~mask] == 0).all()
+
+
+@pytest.mark.parametrize("ordering", [RampRank(0.05, scale="none"), RampRank(0.3, min_scale=1.0),
+                                      RampRank(0.1, rel_min_scale=0.5)], ids=repr)
+def test_fused_dips_follows_the_ordering_options(ordering):
+    s, r, groups, mask = _batch(seed=1, levels=7)
+    o_fused = RampRank(ordering.temperature, ordering.scale, min_scale=ordering.min_scale,
+                       rel_min_scale=ordering.rel_min_scale, backend="numba")
+    o_ref = RampRank(ordering.temperature, ordering.scale, min_scale=ordering.min_scale,
+                     rel_min_scale=ordering.rel_min_scale, backend="torch")
+    (v1, g1), (v2, g2) = _both(s, r, groups, mask, ordering=(o_fused, o_ref), num_groups=2)
+    assert torch.allclose(v1, v2, rtol=0, atol=1e-10) and torch.allclose(g1, g2, rtol=0, atol=1e-10)
+
+
+def test_fused_dips_float32_is_close():
+    s, r, groups, mask = _batch(dtype=torch.float32, seed=2)
+    (v1, g1), (v2, g2) = _both(s, r, groups, mask, num_groups=2)
+    assert v1.dtype == torch.float32 and g1.dtype == torch.float32
+    assert torch.allclose(v1, v2, rtol=0, atol=1e-5) and torch.allclose(g1, g2, rtol=0, atol=1e-5)
+
+
+def test_fused_dips_gradcheck():
+    # scale="none": with "std" the (detached) temperature moves with the scores under finite differences
+    fused = RampRank(0.5, scale="none", backend="numba")
+    g = torch.Generator().manual_seed(3)
+    s = torch.randn(3, 7, generator=g, dtype=torch.float64, requires_grad=True)
+    r = torch.randint(0, 3, (3, 7), generator=g).double()
+    groups = torch.randint(0, 2, (3, 7), generator=g)
+    mask = torch.ones(3, 7, dtype=torch.bool)
+    mask[2, 5:] = False
+    for mode in ("abs", "square"):
+        assert torch.autograd.gradcheck(
+            lambda x: dips_loss(x, r, groups, mask=mask, num_groups=2, mode=mode, ordering=fused, reduction="none"),
+            (s,), eps=1e-7, atol=1e-6)
+
+
+def _per(s, r, groups, **kw):
+    kw.setdefault("num_groups", 2)
+    return per_list_loss("dips", s.clone().requires_grad_(), r, groups, reducer=kw.pop("reducer", "gap_abs"),
+                         **kw)[0]
+
+
+def test_the_gate_takes_the_fused_path_where_documented(monkeypatch):
+    monkeypatch.delenv("TORCHFAIR_KERNELS", raising=False)
+    small = _batch(B=5, N=10)[:3]
+    large_n = MIN_ELEMENTS // 16 + 1
+    g = torch.Generator().manual_seed(4)
+    large = (torch.randn(16, large_n, generator=g), torch.randint(0, 3, (16, large_n), generator=g).float(),
+             torch.randint(0, 2, (16, large_n), generator=g))
+    assert not _fused_path(_per(torch.nan_to_num(small[0]), small[1], small[2]))  # below MIN_ELEMENTS: torch
+    assert _fused_path(_per(*large))  # the default ordering, RBP browsing
+    assert _fused_path(_per(*large, reducer="gap_square", ordering=RampRank(0.2)))
+    for kw in (dict(ordering=RampRank(0.1, backend="torch")), dict(ordering=SoftRank(0.1)), dict(browsing="dcg"),
+               dict(k=10), dict(reducer="gap_one_sided", protected=1)):
+        assert not _fused_path(_per(*large, **kw)), kw
+    soft = torch.nn.functional.one_hot(large[2], 2).float()
+    assert not _fused_path(_per(large[0], large[1], soft, num_groups=None))
+    monkeypatch.setenv("TORCHFAIR_KERNELS", "torch")
+    assert not _fused_path(_per(*large))
+    monkeypatch.setenv("TORCHFAIR_KERNELS", "numba")
+    assert _fused_path(_per(torch.nan_to_num(small[0]), small[1], small[2]))
+
+
+def test_invalid_input_goes_down_the_torch_path_and_its_message():
+    s, r, groups, _ = _batch()
+    s = torch.nan_to_num(s)
+    with pytest.raises(ValueError, match="non-negative"):
+        dips_loss(s, -r - 1, groups, num_groups=2, ordering=FUSED)
+    with pytest.raises(ValueError, match="ids must lie"):
+        dips_loss(s, r, groups + 5, num_groups=2, ordering=FUSED)

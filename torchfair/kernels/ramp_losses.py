@@ -1,0 +1,378 @@
+"""Compiled (numba) fused passes of the fairness losses on :class:`~torchfair.orderings.RampRank`: one walk per list
+for the forward and one for the backward of ``reducer(measure(RampRank(scores)))``, for the DIPS loss
+(``gap_abs`` / ``gap_square``), the exposure-misallocation loss (``l1`` / ``l2sq``, targets ``ee`` / ``ea`` /
+``ea-dp``) and the pairwise-accuracy-gap loss (``inter`` / ``intra`` / ``both``), with RBP browsing
+``F(k) = gamma**k`` where the measure has one.
+
+Arrays in, arrays out; nothing of torchfair above :mod:`torchfair.kernels` is imported.  These are a second
+*implementation* of what :mod:`torchfair.orderings.ramp` (the ordering: temperature scale, sort, window bounds,
+expected positions, the level-weighted ramp contraction), :mod:`torchfair.metrics` (the measures' group sums,
+normalisers, validity and rounding clamp) and :mod:`torchfair.losses.transform` (the list reducers) compute with
+torch ops; that torch path is the reference (``tests/kernels/test_ramp_losses.py`` checks values and gradients
+equal in float64 to 1e-10, and gradcheck).  The ordering's compiled pieces are the windows family's own
+(:func:`torchfair.kernels.windows._level_list`, the scale passes), called from here.
+
+Per list ``b`` (real items only; padded items read nothing and get 0):
+
+* ``fac_b = 1 / (4 tau_b)`` with ``tau_b = temperature * max(std, rel_min_scale * mean|s|, min_scale)`` (or
+  ``temperature`` for ``scale="none"``), ``u_i = s_i fac_b`` (float64, clamped to ``+-max/16``), ``off_i = u_i -
+  min u``, the real items sorted by score, window bounds ``hi`` / ``lo`` of ``|off_j - off_i| < 1/2``;
+* expected positions ``pos_i = sum_{j != i} ramp(u_j - u_i)`` and exposure ``e_i = gamma**pos_i``;
+* the measure's sums and the reducer's value; the backward reverses each step (the ramp's slope inside the
+  windows, ``d e / d pos = log(gamma) e``, ``d off / d s = fac``; the temperature and the window minimum carry no
+  gradient, as in the torch path).
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+import torch
+from torch import Tensor
+
+from ._threads import np_view, run as _run
+from .sorting import _HASH_SLOTS, _bits, _radix, _rank_row, _ukey
+from .windows import _level_list, _scale_rows, _scale_rows32
+
+__all__ = ["dips_forward", "dips_backward", "misallocation_forward", "misallocation_backward",
+           "accuracy_forward", "accuracy_backward", "warmup"]
+
+_BIG = np.finfo(np.float64).max / 16
+
+
+# ---------------------------------------------------------------------------------------------- the ordering
+@numba.njit(cache=True, nogil=True)
+def _order_list(s, sbits, swide, m, fac, order, off, hi, lo, ks, keys, k2, idx, i2, cnt):  # pragma: no cover
+    """RampRank's window of one list: ``order`` (real items by ascending score, padded last: the windows family's
+    stable radix sort of ``-s``, whose bits are ``sbits``), ``off``, ``hi``, ``lo``; returns the number of real
+    items.  ``ks`` ``[N]`` float64, ``keys`` / ``k2`` ``[N]`` uint64, ``idx`` / ``i2`` ``[N]`` int64, ``cnt``
+    ``[8, 256]``: scratch."""
+    N = s.shape[0]
+    top = np.uint64(0xFFFFFFFFFFFFFFFF) if swide else np.uint64(0xFFFFFFFF)
+    ninf = _ukey(np.int64(-4503599627370496) if swide else np.int64(-8388608), swide)  # bits of -inf
+    n = 0
+    for j in range(N):
+        if m[j]:
+            n += 1
+            keys[j] = top - _ukey(sbits[j], swide)  # descending -s = ascending s
+        else:
+            keys[j] = top - ninf
+        idx[j] = j
+    _radix(keys, idx, k2, i2, N, 8 if swide else 4, cnt)
+    for k in range(N):
+        order[k] = idx[k]
+    lo_u = 0.0
+    if n > 0:
+        lo_u = min(max(np.float64(s[idx[0]]) * fac, -_BIG), _BIG)
+    for j in range(N):
+        if m[j]:
+            u = min(max(np.float64(s[j]) * fac, -_BIG), _BIG)
+            off[j] = u - lo_u
+        else:
+            off[j] = 0.0
+    for k in range(N):
+        it = order[k]
+        ks[k] = off[it] if m[it] else np.inf
+    a = 0
+    c = 0
+    for k in range(N):
+        v = ks[k]
+        while a < N and ks[a] < v + 0.5:
+            a += 1
+        while c < N and not (ks[c] > v - 0.5):
+            c += 1
+        hi[order[k]] = a
+        lo[order[k]] = c
+    return n
+
+
+@numba.njit(cache=True, nogil=True)
+def _positions_list(m, off, order, hi, lo, pos, wpos, Dx, Du):  # pragma: no cover - compiled
+    """Expected positions of one list (``windows._positions_rows``) and the window counts ``wpos``."""
+    N = m.shape[0]
+    Dx[0] = 0.0
+    Du[0] = 0.0
+    for k in range(N):
+        it = order[k]
+        if m[it]:
+            Dx[k + 1] = Dx[k] + 1.0
+            Du[k + 1] = Du[k] + off[it]
+        else:
+            Dx[k + 1] = Dx[k]
+            Du[k + 1] = Du[k]
+    tot = Dx[N]
+    for i in range(N):
+        if m[i]:
+            a = hi[i]
+            c = lo[i]
+            wv = Dx[a] - Dx[c]
+            wpos[i] = wv
+            pos[i] = (tot - Dx[a]) + (0.5 - off[i]) * wv + (Du[a] - Du[c]) - 0.5
+        else:
+            wpos[i] = 0.0
+            pos[i] = 0.0
+
+
+@numba.njit(cache=True, nogil=True)
+def _positions_back_list(G, m, order, hi, lo, wpos, dOFF, Dg):  # pragma: no cover - compiled
+    """Adds the gradient of the positions (``G [N]``) to ``dOFF`` (``windows._positions_back_rows``)."""
+    N = m.shape[0]
+    Dg[0] = 0.0
+    for k in range(N):
+        it = order[k]
+        Dg[k + 1] = Dg[k] + (G[it] if m[it] else 0.0)
+    for i in range(N):
+        if m[i]:
+            dOFF[i] += (Dg[hi[i]] - Dg[lo[i]]) - G[i] * wpos[i]
+
+
+@numba.njit(cache=True, nogil=True)
+def _dense_levels(rbits, rwide, mask, b, lvl, keys, k2, idx, i2, cnt, rank, hkey, hslot):  # pragma: no cover
+    """Dense ranks of list ``b``'s relevance among its real items (the sorting family's hashed ranks; 0 = the least
+    relevant, padded items the top level, whose sums they do not enter); returns the number of levels (>= 1)."""
+    L = _rank_row(rbits, rwide, mask, b, keys, idx, k2, i2, cnt, rank, hkey, hslot)
+    L = max(L, 1)
+    for j in range(rank.shape[0]):
+        lvl[j] = min(rank[j], L - 1)
+    return L
+
+
+@numba.njit(cache=True, nogil=True)
+def _scale_fac(s, mask, temperature, scaled, min_scale, rel_min_scale, f32, FAC, b0, b1):  # pragma: no cover
+    """``FAC[b] = 1 / (4 tau_b)`` for the lists ``[b0, b1)`` (the scale passes of the windows family)."""
+    if scaled:
+        out = np.empty((s.shape[0], 1))
+        if f32:
+            _scale_rows32(s, mask, min_scale, rel_min_scale, out, b0, b1)
+        else:
+            _scale_rows(s, mask, min_scale, rel_min_scale, out, b0, b1)
+        for b in range(b0, b1):
+            sc = out[b, 0]
+            if f32:
+                sc = np.float64(np.float32(sc))
+                FAC[b] = 0.25 / np.float64(np.float32(temperature * sc))
+            else:
+                FAC[b] = 0.25 / (temperature * sc)
+    else:
+        for b in range(b0, b1):
+            FAC[b] = 0.25 / temperature
+
+
+@numba.njit(cache=True, nogil=True)
+def _ds_list(s, m, fac, dOFF, dS):  # pragma: no cover - compiled
+    """``dS = dOFF fac`` on the real items whose ``u`` was not clamped, else 0."""
+    for j in range(s.shape[0]):
+        if m[j] and abs(np.float64(s[j]) * fac) <= _BIG:
+            dS[j] = dOFF[j] * fac
+        else:
+            dS[j] = 0.0
+
+
+# ---------------------------------------------------------------------------------------------- DIPS
+@numba.njit(cache=True, nogil=True)
+def _clamp_round(x, low, high, tol):  # pragma: no cover - compiled
+    """``clamp_rounding``: ``x`` clamped to ``[low, high]`` when it is outside by at most ``tol``."""
+    if x < low and low - x <= tol:
+        return low
+    if x > high and x - high <= tol:
+        return high
+    return x
+
+
+@numba.njit(cache=True, nogil=True)
+def _dips_rows(s, sbits, swide, mask, rbits, rwide, codes, FAC, cum, log_gamma, tie, square, tol, G,
+               ORDER, HI, LO, OFF, LVL, NL, POS, WPOS, E, X, WX, M, C, VAL, OK, b0, b1):  # pragma: no cover
+    N = s.shape[1]
+    ks = np.empty(N)
+    keys = np.empty(N, np.uint64)
+    k2 = np.empty(N, np.uint64)
+    idx = np.empty(N, np.int64)
+    i2 = np.empty(N, np.int64)
+    cnt = np.empty((8, 256), np.int64)
+    rank = np.zeros(N, np.int64)
+    hkey = np.empty(_HASH_SLOTS, np.uint64)
+    hslot = np.empty(_HASH_SLOTS, np.int64)
+    Dx = np.empty(N + 1)
+    Du = np.empty(N + 1)
+    D = np.empty((2, N + 1, 1))
+    OUT = np.empty((N, G))
+    for b in range(b0, b1):
+        m = mask[b]
+        _order_list(s[b], sbits[b], swide, m, FAC[b], ORDER[b], OFF[b], HI[b], LO[b], ks, keys, k2, idx, i2, cnt)
+        _positions_list(m, OFF[b], ORDER[b], HI[b], LO[b], POS[b], WPOS[b], Dx, Du)
+        L = _dense_levels(rbits, rwide, mask, b, LVL[b], keys, k2, idx, i2, cnt, rank, hkey, hslot)
+        NL[b] = L
+        if L > D.shape[2]:
+            D = np.empty((2, N + 1, L))
+        sizes = np.zeros(G)
+        for j in range(N):
+            e = math.exp(POS[b, j] * log_gamma) if m[j] else 0.0
+            E[b, j] = e
+            cj = codes[b, j]
+            for h in range(G):
+                X[b, j, h] = e if (m[j] and cj == h) else 0.0
+            if m[j] and cj >= 0:
+                sizes[cj] += 1.0
+        _level_list(X[b], OFF[b], LVL[b], ORDER[b], HI[b], LO[b], L, False, 1.0, tie, 0.0, D, WX[b], OUT)
+        S = np.zeros((G, G))
+        for i in range(N):
+            ci = codes[b, i]
+            if m[i] and ci >= 0:
+                for h in range(G):
+                    S[ci, h] += OUT[i, h] - 0.5 * tie * X[b, i, h]
+        for g in range(G):
+            for h in range(G):
+                a = sizes[g] * cum[int(sizes[h])]
+                a2 = sizes[h] * cum[int(sizes[g])]
+                c = max(a, a2)
+                C[b, g, h] = c
+                if c > 0:
+                    M[b, g, h] = _clamp_round(S[g, h] / c, 0.0, 1.0, tol)
+                else:
+                    M[b, g, h] = 0.0
+        best = 0.0
+        ok = False
+        for g in range(G):
+            for h in range(G):
+                if g != h and C[b, g, h] > 0 and C[b, h, g] > 0:
+                    ok = True
+                    d = M[b, g, h] - M[b, h, g]
+                    v = d * d if square else abs(d)
+                    if v > best:
+                        best = v
+        VAL[b] = best
+        OK[b] = ok
+
+
+@numba.njit(cache=True, nogil=True)
+def _dips_back_rows(GL, s, mask, codes, FAC, log_gamma, tie, square, G, ORDER, HI, LO, OFF, LVL, NL, WPOS, E, X,
+                    WX, M, C, VAL, DS, b0, b1):  # pragma: no cover - compiled
+    N = s.shape[1]
+    D = np.empty((2, N + 1, 1))
+    GS = np.empty((N, G))
+    WG = np.empty((N, G))
+    T = np.empty((N, G))
+    Dg = np.empty(N + 1)
+    dOFF = np.empty(N)
+    dpos = np.empty(N)
+    for b in range(b0, b1):
+        m = mask[b]
+        gl = GL[b]
+        best = VAL[b]
+        if gl == 0.0 or not best > 0.0:  # the amax of |gap| (or gap**2) at 0: zero gradient
+            for j in range(N):
+                DS[b, j] = 0.0
+            continue
+        # amax's gradient is shared by the entries equal to the maximum (the reducer's flattened [G, G])
+        cnt = 0
+        for g in range(G):
+            for h in range(G):
+                if g != h and C[b, g, h] > 0 and C[b, h, g] > 0:
+                    d = M[b, g, h] - M[b, h, g]
+                    v = d * d if square else abs(d)
+                    if v == best:
+                        cnt += 1
+        dM = np.zeros((G, G))
+        for g in range(G):
+            for h in range(G):
+                if g != h and C[b, g, h] > 0 and C[b, h, g] > 0:
+                    d = M[b, g, h] - M[b, h, g]
+                    v = d * d if square else abs(d)
+                    if v == best:
+                        dd = gl / cnt * (2.0 * d if square else (1.0 if d > 0 else (-1.0 if d < 0 else 0.0)))
+                        dM[g, h] += dd
+                        dM[h, g] -= dd
+        dSgh = np.zeros((G, G))
+        for g in range(G):
+            for h in range(G):
+                if C[b, g, h] > 0:
+                    dSgh[g, h] = dM[g, h] / C[b, g, h]
+        for i in range(N):
+            ci = codes[b, i]
+            for h in range(G):
+                GS[i, h] = dSgh[ci, h] if (m[i] and ci >= 0) else 0.0
+        L = NL[b]
+        if L > D.shape[2]:
+            D = np.empty((2, N + 1, L))
+        _level_list(GS, OFF[b], LVL[b], ORDER[b], HI[b], LO[b], L, True, 0.0, tie, 1.0, D, WG, T)
+        for j in range(N):
+            acc_e = 0.0
+            acc_off = 0.0
+            cj = codes[b, j]
+            for h in range(G):
+                acc_off += X[b, j, h] * WG[j, h] - GS[j, h] * WX[b, j, h]
+            if m[j] and cj >= 0:
+                acc_e = T[j, cj] - 0.5 * tie * GS[j, cj]
+            dOFF[j] = acc_off
+            dpos[j] = acc_e * log_gamma * E[b, j] if m[j] else 0.0
+        _positions_back_list(dpos, m, ORDER[b], HI[b], LO[b], WPOS[b], dOFF, Dg)
+        _ds_list(s[b], m, FAC[b], dOFF, DS[b])
+
+
+def _fac(s: Tensor, mask: Tensor, temperature: float, scaled: bool, min_scale: float, rel_min_scale: float):
+    B = s.shape[0]
+    FAC = torch.empty(B, dtype=torch.float64)
+    _run(_scale_fac, (np_view(s), mask.numpy(), float(temperature), bool(scaled), float(min_scale),
+                      float(rel_min_scale), s.dtype == torch.float32, FAC.numpy()), B, s.shape[1])
+    return FAC
+
+
+def _cum(weights: Tensor) -> np.ndarray:
+    """``cum[n] = sum_{k < n} F(k)`` from ``weights [N + 1]`` (float64), as ``BrowsingModel.cumulative``."""
+    w = weights.to(torch.float64)
+    return torch.cat([w.new_zeros(1), torch.cumsum(w, 0)]).numpy()
+
+
+def dips_forward(s: Tensor, mask: Tensor, r: Tensor, codes: Tensor, G: int, temperature: float, scaled: bool,
+                 min_scale: float, rel_min_scale: float, weights: Tensor, gamma: float, tie: float, square: bool):
+    """The DIPS loss's per-list value (``gap_abs``, or ``gap_square`` when ``square``) on RampRank with RBP browsing
+    ``gamma``: ``(value [B] float64, valid [B] bool, saved)``; ``codes [B, N]`` int64 in ``[-1, G)`` (-1: unknown
+    or padded), ``weights`` the browsing weights ``F(0..N)``; ``saved`` is what :func:`dips_backward` reads."""
+    B, N = s.shape
+    tol = (1e-4 if s.dtype == torch.float32 else 1e-9) * 2.0
+    FAC = _fac(s, mask, temperature, scaled, min_scale, rel_min_scale)
+    i64 = dict(dtype=torch.int64)
+    f64 = dict(dtype=torch.float64)
+    ORDER, HI, LO, LVL = (torch.empty(B, N, **i64) for _ in range(4))
+    NL = torch.empty(B, **i64)
+    OFF, POS, WPOS, E = (torch.empty(B, N, **f64) for _ in range(4))
+    X, WX = torch.empty(B, N, G, **f64), torch.empty(B, N, G, **f64)
+    M, C = torch.empty(B, G, G, **f64), torch.empty(B, G, G, **f64)
+    VAL, OK = torch.empty(B, **f64), torch.empty(B, dtype=torch.bool)
+    lg = math.log(gamma)
+    sbits, swide = _bits(-s)
+    rbits, rwide = _bits(r)
+    _run(_dips_rows, (np_view(s), sbits, swide, mask.numpy(), rbits, rwide, codes.numpy(), FAC.numpy(), _cum(weights), lg,
+                      float(tie), bool(square), tol, G, ORDER.numpy(), HI.numpy(), LO.numpy(), OFF.numpy(),
+                      LVL.numpy(), NL.numpy(), POS.numpy(), WPOS.numpy(), E.numpy(), X.numpy(), WX.numpy(),
+                      M.numpy(), C.numpy(), VAL.numpy(), OK.numpy()), B, N * G)
+    saved = (FAC, ORDER, HI, LO, OFF, LVL, NL, WPOS, E, X, WX, M, C, VAL)
+    return VAL, OK, saved
+
+
+def dips_backward(GL: Tensor, s: Tensor, mask: Tensor, codes: Tensor, G: int, gamma: float, tie: float,
+                  square: bool, saved) -> Tensor:
+    """The gradient of :func:`dips_forward`'s value with respect to the scores for its gradient ``GL [B]``:
+    ``[B, N]`` float64."""
+    B, N = s.shape
+    FAC, ORDER, HI, LO, OFF, LVL, NL, WPOS, E, X, WX, M, C, VAL = saved
+    DS = torch.empty(B, N, dtype=torch.float64)
+    _run(_dips_back_rows, (GL.to(torch.float64).contiguous().numpy(), np_view(s), mask.numpy(), codes.numpy(),
+                           FAC.numpy(), math.log(gamma), float(tie), bool(square), G, ORDER.numpy(), HI.numpy(),
+                           LO.numpy(), OFF.numpy(), LVL.numpy(), NL.numpy(), WPOS.numpy(), E.numpy(), X.numpy(),
+                           WX.numpy(), M.numpy(), C.numpy(), VAL.numpy(), DS.numpy()), B, N * G)
+    return DS
+
+
+def warmup() -> None:
+    """Compile (or load from the disk cache) every signature the library calls: float32 and float64 scores and
+    relevance, forward and backward."""
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    codes = torch.tensor([[0, 1, 0], [1, -1, -1]])
+    w = 0.9 ** torch.arange(4, dtype=torch.float64)
+    for dt in (torch.float32, torch.float64):
+        s = torch.tensor([[0.3, 1.0, -0.2], [0.5, 0.1, 0.0]], dtype=dt)
+        r = torch.tensor([[1.0, 0.0, 2.0], [1.0, 1.0, 0.0]], dtype=dt)
+        value, ok, saved = dips_forward(s, mask, r, codes, 2, 0.1, True, 0.25, 0.0, w, 0.9, 0.5, False)
+        dips_backward(torch.ones(2, dtype=dt), s, mask, codes, 2, 0.9, 0.5, False, saved)
