@@ -1,8 +1,9 @@
 """``torchfair.warmup()``: compile every CPU kernel up front (for images, CI, or before a timed run).
 
 It sits above the measures: it runs each family's own warm-up (:func:`torchfair.kernels.warmup`, arrays only), then
-each measure path that reaches a kernel once, on inputs large enough for ``backend="auto"`` to take the kernels, so
-that nothing is left to compile on a first call.  The ``torchfair warmup`` command calls it.
+each measure path that reaches a kernel once (on small inputs, with ``backend="auto"`` taking the kernels whatever
+the size for this one pass), so that nothing is left to compile on a first call.  The ``torchfair warmup`` command
+calls it.
 """
 from __future__ import annotations
 
@@ -27,26 +28,22 @@ def warmup() -> float:
     if kernels.load("sorting") is None:  # numba missing (warned once)
         return 0.0
     kernels.warmup()
-    with kernels._quiet():
+    with kernels._quiet(force=True):
         _measure_calls()
     return time.perf_counter() - start
 
 
 def _measure_calls() -> None:
-    """Every measure path that reaches a kernel, float32 and float64, on ``[B, 64]`` lists with ``B * 64`` at least
-    every family's :data:`~torchfair.kernels.MIN_ELEMENTS` (so ``"auto"`` takes the kernels)."""
-    import math
-
+    """Every measure path that reaches a kernel, float32 and float64, on small ``[B, N]`` lists (the kernels forced by
+    :func:`warmup`, or ``TORCHFAIR_KERNELS=numba``)."""
     import torch
 
-    from . import kernels
     from .metrics import dips, expected_exposure, fa_ir_adjusted_alpha, igi, individual_dissatisfaction, kendall_tau
     from .metrics import pairwise_accuracy
     from .orderings import FastSoftRank, Hard, RampRank, SoftRank
     from .rerank import det_const_sort, fa_ir
 
-    N = 64
-    B = max(2, math.ceil(max(kernels.MIN_ELEMENTS[f] for f in ("sorting", "pairs", "windows", "pav")) / N))
+    B, N = 4, 16
     g = torch.Generator().manual_seed(0)
     for dtype in (torch.float32, torch.float64):
         s = torch.randn(B, N, generator=g, dtype=dtype)

@@ -17,9 +17,10 @@ is the reference and runs on every device.
 * ``"numba"``: the kernels (``ValueError`` when numba cannot be imported or the tensors are not plain float32 /
   float64 CPU tensors without gradients).
 * ``"auto"`` follows the environment variable ``TORCHFAIR_KERNELS``: ``torch`` / ``numba`` as above; unset or
-  ``auto``: the kernels for plain CPU tensors of at least :data:`MIN_ELEMENTS` ``[family]`` elements (the largest
-  tensor of the call; FA*IR: the table length ``k``), the torch code below that size, where it is as fast
-  (``experiments/bench_first_call.py --crossover``).  If numba cannot be imported: the torch code, with one
+  ``auto``: the kernels for plain CPU tensors of at least :data:`MIN_ELEMENTS` ``[family]`` list items (``B * N``;
+  FA*IR: the table length ``k``); below that size the torch code, whose extra milliseconds per call would not add
+  up to the kernels' one-off compile within a thousand calls (measured: ``experiments/bench_first_call.py
+  --crossover``).  If numba cannot be imported: the torch code, with one
   :class:`KernelFallbackWarning` per process.
 
 The path a call takes depends on its input (size, dtype, device) and this gate only, never on the state of a cache
@@ -60,18 +61,19 @@ FAMILIES = ("sorting", "pairs", "windows", "pav", "detconstsort", "fa_ir")
 #: the environment variable that decides what ``backend="auto"`` means
 ENV = "TORCHFAIR_KERNELS"
 
-#: under ``"auto"``: the input size (elements of the largest tensor of a call; ``fa_ir``: the table length ``k``)
-#: from which a family runs its kernels; below it the torch code is as fast once the kernels are compiled, measured
-#: on 2 CPU cores by ``experiments/bench_first_call.py --crossover`` (experiments/results/bench_first_call.md)
-MIN_ELEMENTS: Dict[str, int] = {"sorting": 4096, "pairs": 4096, "windows": 4096, "pav": 4096, "detconstsort": 1,
-                                "fa_ir": 1}
+#: under ``"auto"``: the input size (list items ``B * N`` of a call; ``fa_ir``: the table length ``k``) from which a
+#: family runs its kernels: the smallest size from which the time the warm kernels save per call, over 1 000 calls,
+#: exceeds the family's cold compile (CPU seconds), measured on 2 CPU cores by
+#: ``experiments/bench_first_call.py --crossover`` (experiments/results/bench_first_call.md)
+MIN_ELEMENTS: Dict[str, int] = {"sorting": 204800, "pairs": 25600, "windows": 6400, "pav": 3200, "detconstsort": 400,
+                                "fa_ir": 16}
 #: ``size=`` of a later stage of a call whose first stage runs the kernels (:func:`pick`): the same path
 FOLLOW = math.inf
 
 _NUMBA_ERROR: Optional[BaseException] = None
 _NUMBA_OK: Optional[bool] = None
 _WARNED = False
-_LOCAL = threading.local()  # .trace: the list trace() fills; .quiet: warmup() runs (no compile log)
+_LOCAL = threading.local()  # .trace: the list trace() fills; .quiet / .force: a warm-up runs (no log; no size rule)
 _LOCK = threading.Lock()
 _log = logging.getLogger(__name__)
 
@@ -122,8 +124,9 @@ def pick(family: str, backend: str, *tensors, size: Optional[float] = None) -> O
 
     ``tensors``: the call's tensors (float32 / float64 where floating, plain CPU tensors outside compilation, not
     carrying gradients, for the kernels to take them); ``size``: the input size compared with
-    :data:`MIN_ELEMENTS` under ``"auto"`` (default: the element count of the largest of ``tensors``; a later stage
-    of a call whose first stage runs kernels passes ``math.inf``, so both stages take the same path).
+    :data:`MIN_ELEMENTS` under ``"auto"`` (default: the list items ``B * N`` of the largest of ``tensors``, the
+    product of its first two dimensions; a later stage of a call whose first stage runs kernels passes
+    :data:`FOLLOW`, so both stages take the same path).
     ``backend="numba"`` with tensors the kernels cannot take is a ``ValueError``.
 
     >>> import torch
@@ -142,7 +145,8 @@ def pick(family: str, backend: str, *tensors, size: Optional[float] = None) -> O
 
 
 def _size(tensors) -> int:
-    return max((t.numel() for t in tensors), default=0)
+    """The list items of a call: the largest ``B * N`` (first two dimensions) of its tensors."""
+    return max((math.prod(t.shape[:2]) for t in tensors), default=0)
 
 
 def _pick(family: str, backend: str, tensors, size) -> Optional[ModuleType]:
@@ -153,7 +157,8 @@ def _pick(family: str, backend: str, tensors, size) -> Optional[ModuleType]:
     if backend == "auto":
         if torch.compiler.is_compiling() or not all(t.device.type == "cpu" for t in tensors):
             return None  # (without importing numba, and without a graph break under torch.compile)
-        if mode() == "auto" and (_size(tensors) if size is None else size) < MIN_ELEMENTS[family]:
+        if mode() == "auto" and not getattr(_LOCAL, "force", False) and (
+                _size(tensors) if size is None else size) < MIN_ELEMENTS[family]:
             return None  # small: the torch code (without importing numba)
     K = load(family, backend)
     grad = torch.is_grad_enabled()
@@ -304,12 +309,13 @@ def warmup() -> float:
 
 
 @contextlib.contextmanager
-def _quiet():
-    """No compile log in this thread (an explicit warm-up reports its own time)."""
-    previous = getattr(_LOCAL, "quiet", False)
-    _LOCAL.quiet = True
+def _quiet(force: bool = False):
+    """No compile log in this thread (an explicit warm-up reports its own time); ``force``: ``"auto"`` takes the
+    kernels whatever the input size in this thread (:func:`torchfair.warmup`'s measure pass, on small inputs)."""
+    previous = getattr(_LOCAL, "quiet", False), getattr(_LOCAL, "force", False)
+    _LOCAL.quiet, _LOCAL.force = True, force or previous[1]
     try:
         yield
     finally:
-        _LOCAL.quiet = previous
+        _LOCAL.quiet, _LOCAL.force = previous
 

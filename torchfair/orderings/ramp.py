@@ -55,7 +55,9 @@ class _Window:
         B, N = mask.shape
         u = z.to(acc) / 4 if u is None else u.to(acc)
         big = torch.finfo(acc).max
-        K = kernels("sorting", backend, u.detach()) if group is None and acc == torch.float64 else None
+        # the windows family leads (its threshold decides the whole contraction), its sort follows
+        K = (kernels("sorting", backend, u.detach(), size=FOLLOW) if kernels("windows", backend, u.detach()) is not None
+             else None) if group is None and acc == torch.float64 else None
         if K is not None and scores is not None and scores.dtype in (torch.float32, torch.float64):
             # CPU: the compiled radix sort of the scores themselves (z = s / tau is non-decreasing in s, so their
             # ascending order sorts the keys; float32 scores take 4 byte passes where the float64 keys take 8),
@@ -295,8 +297,10 @@ def ramp_contract(z: Tensor, right: Tensor, mask: Tensor, pair_weight: Optional[
     if pair_weight is None:
         return win.sums(R) - self_term
     pw = pair_weight
-    K = kernels("sorting", win.backend, win.off.detach(), R.detach(), pw.relevance.detach()) if (
-        win.acc == torch.float64 and win.group is None) else None
+    K = None
+    if win.acc == torch.float64 and win.group is None and kernels("windows", win.backend, win.off.detach(),
+                                                                   R.detach()) is not None:
+        K = kernels("sorting", win.backend, win.off.detach(), R.detach(), pw.relevance.detach(), size=FOLLOW)
     if K is not None:  # CPU: compiled dense ranks, and the level weights inside the compiled pass
         level, L = K.dense_rank(pw.relevance, mask)
         if L <= MAX_LEVELS:
