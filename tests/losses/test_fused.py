@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from torchfair.losses import dips_loss
-from torchfair.losses._fused import MIN_ELEMENTS
+from torchfair.kernels import MIN_ELEMENTS as _MIN
 from torchfair.losses.transform import per_list_loss
 from torchfair.orderings import RampRank, SoftRank
 
@@ -103,7 +103,7 @@ def _per(s, r, groups, **kw):
 def test_the_gate_takes_the_fused_path_where_documented(monkeypatch):
     monkeypatch.delenv("TORCHFAIR_KERNELS", raising=False)
     small = _batch(B=5, N=10)[:3]
-    large_n = MIN_ELEMENTS // 16 + 1
+    large_n = _MIN["ramp_losses"] // 16 + 1
     g = torch.Generator().manual_seed(4)
     large = (torch.randn(16, large_n, generator=g), torch.randint(0, 3, (16, large_n), generator=g).float(),
              torch.randint(0, 2, (16, large_n), generator=g))

@@ -8,7 +8,9 @@ Families (one module each, imported on first use, never by ``import torchfair``)
 * :mod:`~torchfair.kernels.windows` -- the prefix-sum passes of :class:`~torchfair.orderings.RampRank`;
 * :mod:`~torchfair.kernels.pav` -- the isotonic regression of :class:`~torchfair.orderings.FastSoftRank`;
 * :mod:`~torchfair.kernels.detconstsort` -- the walk of :func:`~torchfair.rerank.det_const_sort`;
-* :mod:`~torchfair.kernels.fa_ir` -- FA*IR's m-tables and the bisection of their adjusted significance.
+* :mod:`~torchfair.kernels.fa_ir` -- FA*IR's m-tables and the bisection of their adjusted significance;
+* :mod:`~torchfair.kernels.ramp_losses` -- the fused forward and backward walks of the fairness losses on
+  :class:`~torchfair.orderings.RampRank` (``torchfair/losses/_fused.py``).
 
 Every ordering, measure and re-ranker that has kernels takes ``backend="auto" | "numba" | "torch"``; the torch code
 is the reference and runs on every device.
@@ -57,7 +59,7 @@ __all__ = ["load", "pick", "trace", "mode", "numba_available", "warmup", "Kernel
 #: ``backend=`` of everything that has kernels (the one definition; the orderings, measures and re-rankers import it)
 BACKENDS = ("auto", "torch", "numba")
 #: the kernel modules
-FAMILIES = ("sorting", "pairs", "windows", "pav", "detconstsort", "fa_ir")
+FAMILIES = ("sorting", "pairs", "windows", "pav", "detconstsort", "fa_ir", "ramp_losses")
 #: the environment variable that decides what ``backend="auto"`` means
 ENV = "TORCHFAIR_KERNELS"
 
@@ -66,7 +68,10 @@ ENV = "TORCHFAIR_KERNELS"
 #: exceeds the family's cold compile (CPU seconds), measured on 2 CPU cores by
 #: ``experiments/bench_first_call.py --crossover`` (experiments/results/bench_first_call.md)
 MIN_ELEMENTS: Dict[str, int] = {"sorting": 204800, "pairs": 25600, "windows": 6400, "pav": 3200, "detconstsort": 400,
-                                "fa_ir": 16}
+                                "fa_ir": 16,
+                                # measured by hand (not yet by --crossover): the fused DIPS loss saves 10 ms a call
+                                # at 16 x 100 and 52 ms at 64 x 200 against a cold compile of ~20 CPU s
+                                "ramp_losses": 6400}
 #: ``size=`` of a later stage of a call whose first stage runs the kernels (:func:`pick`): the same path
 FOLLOW = math.inf
 

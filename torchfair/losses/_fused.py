@@ -32,28 +32,12 @@ FAMILY = "ramp_losses"
 _DEFAULT = RampRank(temperature=0.1)
 
 
-#: under ``backend="auto"``: the list items ``B * N`` from which the fused kernels run (below, the torch path): the
-#: time they save per call (at 16 x 100: 10 ms, at 64 x 200: 52 ms, forward + backward, one thread) over 1 000
-#: calls exceeds their cold compile (about 20 CPU seconds for one dtype) from about 4 300 items.  The gate's
-#: ``MIN_ELEMENTS["ramp_losses"]`` once the family is registered with it (:mod:`torchfair.kernels`).
-MIN_ELEMENTS = 6400
-
-
 def _kernels(backend: str, *tensors):
-    """The fused kernel module when the gate picks it for these (detached) tensors, else None."""
+    """The fused kernel module when the gate picks it for these (detached) tensors (family ``ramp_losses``, from
+    ``torchfair.kernels.MIN_ELEMENTS["ramp_losses"]`` list items under ``"auto"``), else None."""
     from .. import kernels
 
-    if FAMILY in kernels.FAMILIES:
-        return kernels.pick(FAMILY, backend, *tensors)
-    # not registered with the gate yet: its rules by hand (this family's size threshold; numba, the mode and the
-    # tensors checked by the windows family's decision, whose passes these kernels call)
-    if backend == "auto" and kernels.mode() == "auto" and kernels._size(tensors) < MIN_ELEMENTS:
-        return None
-    if kernels.pick("windows", backend, *tensors, size=kernels.FOLLOW) is None:
-        return None
-    import importlib
-
-    return importlib.import_module("torchfair.kernels.ramp_losses")
+    return kernels.pick(FAMILY, backend, *tensors)
 
 
 class _FusedLoss(torch.autograd.Function):
