@@ -424,6 +424,7 @@ def test_only_cut_off_is_the_whole_list_is_undefined(fn, dtype):
     """With the default target the whole list's composition *is* the target, so Z = 0 (up to rounding); before,
     values like 2 or 6.7e7 were reported with valid=True."""
     gen = torch.Generator().manual_seed(0)
+    lists = []
     for n in range(2, 40):
         g = torch.randint(0, 3, (n,), generator=gen)
         if (g == 1).all() or (g != 1).all():
@@ -431,8 +432,16 @@ def test_only_cut_off_is_the_whole_list_is_undefined(fn, dtype):
         s = torch.randn(n, generator=gen, dtype=dtype)
         v, valid = fn(s, g, step=n, return_valid=True)
         assert not valid and v == 0, (n, v)
-        v, valid = fn(s, g, step=1, k=n, return_valid=True)  # every cut-off: defined, in range
-        assert valid and 0 <= v <= 1
+        lists.append((s, g))
+    # every cut-off of each list (step 1, all of them padded into one batch): defined, in range
+    W = max(len(s) for s, _ in lists)
+    s = torch.zeros(len(lists), W, dtype=dtype)
+    g = torch.zeros(len(lists), W, dtype=torch.long)
+    mask = torch.zeros(len(lists), W, dtype=torch.bool)
+    for b, (sb, gb) in enumerate(lists):
+        s[b, :len(sb)], g[b, :len(sb)], mask[b, :len(sb)] = sb, gb, True
+    v, valid = fn(s, g, mask=mask, step=1, return_valid=True)
+    assert valid.all() and ((v >= 0) & (v <= 1)).all(), (v, valid)
 
 
 @pytest.mark.parametrize("delta", ["nd", "rd", "kl"])

@@ -206,40 +206,49 @@ def test_scores_from_ranking_any_default_dtype(default):
         scores_from_ranking(torch.tensor([True, False]))
 
 
+#: the pair weights of the sweep test: none, by relevance level (ties weighted 0.5), with a weight on 'less' pairs
+SWEEP_PAIR_WEIGHTS = {"none": None, "level-ties-half": (1.0, 0.5), "level-less": (1.0, 0.0, 0.3)}
+
+
+@pytest.mark.parametrize("scores", ["tied", "distinct"])
+@pytest.mark.parametrize("levels", [3, 7, 1000], ids=["graded", "many-grades", "continuous"])
+@pytest.mark.parametrize("pw", list(SWEEP_PAIR_WEIGHTS))
+@pytest.mark.parametrize("which", ["above", "joint", "one"])
 @pytest.mark.parametrize("ties", ["first", "average"])
-def test_hard_sweep_contraction_equals_the_pairwise_contraction(ties):
-    """HardOrderedBatch.contract's sorted sweep (no pairs; graded, many-grade and continuous relevance) against the generic row-block contraction
-    of OrderedBatch (every pair formed), for every `which`, level weights with ties and 'less' entries, browsing
-    models incl. top-k and (strict ties) Cascade, padding, tied scores, and list chunks of one list."""
+def test_hard_sweep_contraction_equals_the_pairwise_contraction(ties, which, pw, levels, scores):
+    """HardOrderedBatch.contract's sorted sweep (no pairs; graded, many-grade and continuous relevance) against the
+    generic row-block contraction of OrderedBatch (every pair formed), for every `which`, level weights with ties and
+    'less' entries, browsing models incl. top-k and (strict ties) Cascade, padding, tied scores, and list chunks of
+    one list; on batches of lists of 1, 2, 9 and 40 slots."""
     from torchfair.browsing import get_browsing
     from torchfair.orderings import Hard
     from torchfair.orderings.base import LevelPairWeight, OrderedBatch
-    g = torch.Generator().manual_seed(0)
-    for trial in range(60):
-        B, N, H = 4, int(torch.randint(1, 40, (), generator=g)), int(torch.randint(1, 4, (), generator=g))
-        s = torch.randint(0, 4, (B, N), generator=g).double() if trial % 2 else torch.randn(B, N, generator=g).double()
+    g = torch.Generator().manual_seed(["first", "average"].index(ties) * 1000 + ["above", "joint", "one"].index(which)
+                                      * 100 + list(SWEEP_PAIR_WEIGHTS).index(pw) * 10 + levels % 9)
+    models = [get_browsing("rbp:0.9"), get_browsing("topk:3:rbp:0.8")] + \
+        ([get_browsing("cascade:0.9")] if ties == "first" else [])
+    for N in (1, 2, 9, 40):
+        B, H = 4, int(torch.randint(1, 4, (), generator=g))
+        s = torch.randint(0, 4, (B, N), generator=g).double() if scores == "tied" else \
+            torch.randn(B, N, generator=g).double()
         mask = torch.rand(B, N, generator=g) < 0.8
-        levels = (3, 7, 1000)[trial % 3]  # graded, many grades, continuous (all distinct)
         rel = torch.randint(0, levels, (B, N), generator=g).double()
         rel = rel / 7 if levels == 1000 else rel
         right = torch.rand(B, N, H, generator=g).double()
         ob = Hard(ties)(s, mask)
-        models = [get_browsing("rbp:0.9"), get_browsing("topk:3:rbp:0.8")] + \
-            ([get_browsing("cascade:0.9")] if ties == "first" else [])
-        for which in ("above", "joint", "one"):
-            for pw in (None, LevelPairWeight(rel, 1.0, 0.5), LevelPairWeight(rel, 1.0, 0.0, 0.3)):
-                for br in (models if which == "joint" else [None]):
-                    for be in (None, 1):
-                        fast = ob.contract(right, which=which, pair_weight=pw, browsing=br, relevance=rel,
-                                           block_elements=be)
-                        if which == "one":  # both paths count pairs by the same sweep: form them here
-                            pair = (mask[:, :, None] & mask[:, None, :] & ~torch.eye(N, dtype=torch.bool)).double()
-                            w = pair if pw is None else pair * pw(0, N)
-                            dense = torch.bmm(w, right)
-                        else:
-                            dense = OrderedBatch.contract(ob, right, which=which, pair_weight=pw, browsing=br,
-                                                          relevance=rel)
-                        assert torch.allclose(fast, dense, atol=1e-12), (trial, which, br, be)
+        weight = None if SWEEP_PAIR_WEIGHTS[pw] is None else LevelPairWeight(rel, *SWEEP_PAIR_WEIGHTS[pw])
+        for br in (models if which == "joint" else [None]):
+            for be in (None, 1):
+                fast = ob.contract(right, which=which, pair_weight=weight, browsing=br, relevance=rel,
+                                   block_elements=be)
+                if which == "one":  # both paths count pairs by the same sweep: form them here
+                    pair = (mask[:, :, None] & mask[:, None, :] & ~torch.eye(N, dtype=torch.bool)).double()
+                    w = pair if weight is None else pair * weight(0, N)
+                    dense = torch.bmm(w, right)
+                else:
+                    dense = OrderedBatch.contract(ob, right, which=which, pair_weight=weight, browsing=br,
+                                                  relevance=rel)
+                assert torch.allclose(fast, dense, atol=1e-12), (N, br, be)
 
 
 @pytest.mark.parametrize("backend", ["auto", "torch"])

@@ -820,13 +820,13 @@ def test_logits_spanning_1e4_finite_every_path(estimator, dtype):
     s = torch.where(mask, s, torch.full_like(s, float("nan")))
     ordering = (PLAbs(exact=True) if estimator == "exact" else
                 PLAbs(samples=6, estimator=estimator, generator=gen(4)))
+    x = s.clone().requires_grad_()
+    outs = _measures(ordering, x, mask, rel.to(dtype), ids)  # one graph per measure, each differentiated below
+    val = {"parity": lambda o: o.per_group.sum() + o.wins.sum(), "ee": lambda o: o.loss.sum() + o.disparity.sum()}
     for key in ("dips", "acc", "parity", "mis", "ee"):
-        x = s.clone().requires_grad_()
-        out = _measures(ordering, x, mask, rel.to(dtype), ids)[key]
-        val = {"parity": lambda o: o.per_group.sum() + o.wins.sum(), "ee": lambda o: o.loss.sum() + o.disparity.sum()}
-        loss = val.get(key, lambda o: (o * torch.arange(1, o[0].numel() + 1).reshape(o.shape[1:])).sum())(out)
+        loss = val.get(key, lambda o: (o * torch.arange(1, o[0].numel() + 1).reshape(o.shape[1:])).sum())(outs[key])
         assert torch.isfinite(loss), key
-        (g,) = torch.autograd.grad(loss, x)
+        (g,) = torch.autograd.grad(loss, x, retain_graph=True)
         assert torch.isfinite(g).all(), key
         assert (g[~mask] == 0).all(), key
     ob = ordering(torch.where(mask, s, torch.zeros_like(s)).requires_grad_(), mask)
