@@ -29,6 +29,7 @@ from .io import TREC_READ, RankedLists, read_group_file, read_qrels, read_run, r
 from ..metrics.registry import (MeasureRequest, MeasureSpec, available_measures, compute_columns, get_measure,
                                 parse_request, register, unregister)
 from .table import TREC_EVAL, EvaluationTable, bootstrap_interval, evaluate_lists
+from ._format import terminal_width
 
 #: the accumulators, imported on first access (PEP 562); the torchmetrics classes built on the registry
 #: (:mod:`torchfair.metrics.classes`) are public as ``torchfair.metrics.DIPS`` etc., beside the functions
@@ -37,7 +38,7 @@ _LAZY = {name: "accumulators" for name in ("PooledMPC", "PositionShares")}
 __all__ = ["register", "unregister", "get_measure", "available_measures", "compute_columns", "parse_request",
            "MeasureSpec", "MeasureRequest", "evaluate_lists", "EvaluationTable",
            "bootstrap_interval", "RankedLists", "read_trec", "read_run", "read_qrels", "read_group_file", "read_table",
-           "TREC_EVAL", "TREC_READ", "PositionShares", "PooledMPC"]
+           "TREC_EVAL", "TREC_READ", "PositionShares", "PooledMPC", "terminal_width"]
 
 
 def __getattr__(name: str) -> Any:

@@ -26,7 +26,7 @@ from jsonargparse.typing import NonNegativeInt, OpenUnitInterval, PositiveInt
 
 from ..evaluation.accumulators import PooledMPC, PositionShares
 from ..evaluation.files import split_measures
-from ..evaluation._format import terminal_width
+from ..evaluation import terminal_width
 from ..evaluation.report import compare, markdown_table, write_report
 from ..evaluation.table import StreamingEvaluation
 from ..rerank import get_reranker, rerank_lists
