@@ -1,7 +1,6 @@
 """torchfair.compat.fairranktune.DETCONSTSORT / EPSILONGREEDY against FairRankTune 0.0.7's ``Rankers`` (skipped
 where FairRankTune is not installed), FRT's quirks on small hand-checked cases, and bad input."""
 import random
-import subprocess
 import sys
 
 import numpy as np
@@ -193,22 +192,48 @@ def test_detconstsort_unsorted_ranking_keeps_each_groups_order():
                           distribution=[0.5, 0.5], k=1).ranking[0].item() == 1
 
 
-def test_detconstsort_zero_share_hangs_in_fairranktune():
-    """Where our ValueError says FRT loops forever, FRT is still running after 10 s (k = 2, n = 4, the only group
-    with a positive share holds 2 items: FRT wants 3)."""
-    _frt()
-    code = ("import pandas as pd\nfrom FairRankTune.Rankers import DETCONSTSORT\n"
-            "DETCONSTSORT(pd.DataFrame([0, 1, 2, 3]), {0: 'A', 1: 'B', 2: 'A', 3: 'B'}, "
-            "pd.DataFrame([4.0, 3.0, 2.0, 1.0]), {'A': 1.0, 'B': 0.0}, 2)\n")
-    with pytest.raises(subprocess.TimeoutExpired):
-        subprocess.run([sys.executable, "-c", code], timeout=10, capture_output=True)
+class _StillLooping(Exception):
+    pass
+
+
+def _frt_lines(call, limit: int) -> int:
+    """Run ``call`` counting the lines FairRankTune's own code executes; :class:`_StillLooping` once they pass
+    ``limit`` (a bound on the work, not on the clock)."""
+    count = 0
+
+    def local(frame, event, arg):
+        nonlocal count
+        if event == "line":
+            count += 1
+            if count > limit:
+                raise _StillLooping(count)
+        return local
+
+    def tracer(frame, event, arg):
+        return local if "FairRankTune" in frame.f_code.co_filename else None
+
+    sys.settrace(tracer)
+    try:
+        call()
+    finally:
+        sys.settrace(None)
+    return count
+
+
+def test_detconstsort_zero_share_loops_forever_in_fairranktune():
+    """Where our ValueError says FRT loops forever, FRT is still looping after 1000 times the lines it runs when it
+    terminates (k = 2, n = 4, the only group with a positive share holds 2 items: FRT wants 3)."""
+    frt = _frt()
     R, S, grp = pd.DataFrame([0, 1, 2, 3]), pd.DataFrame([4.0, 3.0, 2.0, 1.0]), {0: "A", 1: "B", 2: "A", 3: "B"}
+    # k = 1 needs 2 items of A: FRT terminates and so do we
+    done = _frt_lines(lambda: frt.DETCONSTSORT(R, grp, S, {"A": 1.0, "B": 0.0}, 1), limit=10 ** 6)
+    with pytest.raises(_StillLooping):
+        _frt_lines(lambda: frt.DETCONSTSORT(R, grp, S, {"A": 1.0, "B": 0.0}, 2), limit=1000 * done)
     with pytest.raises(ValueError, match="`distribution`.*loops forever"):
         ft.DETCONSTSORT(R, grp, S, {"A": 1.0, "B": 0.0}, 2)
-    # k = 1 needs 2 items of A: FRT terminates and so do we
     r, d, s = ft.DETCONSTSORT(R, grp, S, {"A": 1.0, "B": 0.0}, 1)
     assert list(r[0]) == [0]
-    _same((r, d, s), _frt().DETCONSTSORT(R, grp, S, {"A": 1.0, "B": 0.0}, 1))
+    _same((r, d, s), frt.DETCONSTSORT(R, grp, S, {"A": 1.0, "B": 0.0}, 1))
 
 
 def test_detconstsort_bad_input():
