@@ -57,9 +57,10 @@ def _wrap(head: str, items, indent: int, end: str = ""):
     return lines + [cur]
 
 
-def expected_source(name: str, measure: str) -> str:
-    """The source of ``class <name>`` in torchfair/metrics/classes.py for the declared ``measure``: what a failing
-    test below prints, to paste there (a new declared measure, a changed option or description)."""
+def init_source(measure: str) -> str:
+    """The source of the ``__init__`` that takes ``measure``'s options (keyword-only, in the function's order, with
+    the declared defaults and the function's types): written once, in the measure's class or in the private base
+    that the measures with these same options share."""
     spec = get_measure(measure)
     options = M._option_parameters(spec)
     raw = inspect.signature(spec.fn).parameters
@@ -70,19 +71,71 @@ def expected_source(name: str, measure: str) -> str:
         ann = _ALIASES.get(ann, ann) if isinstance(ann, str) else inspect.formatannotation(ann)
         default = f'"{p.default}"' if isinstance(p.default, str) else repr(p.default)
         params.append(f"{p.name}: {ann} = {default}" if ann is not inspect.Parameter.empty else f"{p.name}={default}")
-    doc, opts = M.class_doc(spec).split("\n\n")
-    wrap = dict(width=116, break_on_hyphens=False, break_long_words=False)
-    lines = [f"class {name}(FairnessMetric):"]
-    lines += textwrap.wrap(doc, initial_indent='    """', subsequent_indent="    ", **wrap) + [""]
-    lines += textwrap.wrap(opts, initial_indent="    ", subsequent_indent="    ", **wrap) + ['    """', ""]
-    lines += [f'    measure = "{measure}"', f"    higher_is_better = {spec.higher_is_better!r}",
-              "    is_differentiable = False", "    full_state_update = False", ""]
-    lines += _wrap("    def __init__(", params + ["**kwargs: Any"], 17, end=") -> None:")
+    lines = _wrap("    def __init__(", params + ["**kwargs: Any"], 17, end=") -> None:")
     lines += _wrap("        super().__init__(", ["self.measure", "num_groups=num_groups", "column=column",
                                                  "validate_args=validate_args"], 25, end=",")
     lines += _wrap("                         **self._options(", ["kwargs"] + [f"{p.name}={p.name}" for p in options],
                    41, end="))")
     return "\n".join(lines) + "\n"
+
+
+def expected_source(name: str, measure: str, base: str = "") -> str:
+    """The source of ``class <name>`` in torchfair/metrics/classes.py for the declared ``measure``: what a failing
+    test below prints, to paste there (a new declared measure, a changed option or description).  With ``base``
+    (the private class holding the ``__init__`` of the measures whose options are the same) the class inherits its
+    ``__init__``; without, it writes its own."""
+    spec = get_measure(measure)
+    doc, opts = M.class_doc(spec).split("\n\n")
+    wrap = dict(width=116, break_on_hyphens=False, break_long_words=False)
+    lines = [f"class {name}({base or 'FairnessMetric'}):"]
+    lines += textwrap.wrap(doc, initial_indent='    """', subsequent_indent="    ", **wrap) + [""]
+    lines += textwrap.wrap(opts, initial_indent="    ", subsequent_indent="    ", **wrap) + ['    """', ""]
+    lines += [f'    measure = "{measure}"', f"    higher_is_better = {spec.higher_is_better!r}",
+              "    is_differentiable = False", "    full_state_update = False"]
+    return "\n".join(lines) + "\n" + ("" if base else "\n" + init_source(measure))
+
+
+def _and(names) -> str:
+    names = [f":class:`{n}`" for n in names]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def expected_base_source(base: str, users) -> str:
+    """The source of the private ``class <base>`` holding the ``__init__`` shared by the classes ``users`` (in
+    ``__all__``'s order), whose measures take the same options (names, order, defaults and types)."""
+    doc = f"The ``__init__`` of {_and(users)}: their measures take the same options, defaults and types."
+    lines = [f"class {base}(FairnessMetric):"]
+    lines += textwrap.wrap(doc, initial_indent='    """', subsequent_indent="    ", width=116, break_on_hyphens=False,
+                           break_long_words=False)
+    lines[-1] += '"""'
+    return "\n".join(lines) + "\n\n" + init_source(getattr(M, users[0]).measure)
+
+
+def _init_owner(cls) -> type:
+    """The class whose body writes ``cls.__init__``: ``cls`` itself or its private base."""
+    return next(c for c in cls.__mro__ if "__init__" in vars(c))
+
+
+def _owners():
+    """``{class writing an __init__: [the measure classes using it, in __all__'s order]}``."""
+    out = {}
+    for n in CLASSES:
+        out.setdefault(_init_owner(getattr(M, n)), []).append(n)
+    return out
+
+
+def _suggested_source(name: str, measure: str) -> str:
+    """The source to add for a new declared ``measure``'s class ``name``: inheriting the private base already
+    written for its options, or with a new base shared with the class that writes them itself, or with its own
+    ``__init__`` where no class takes these options."""
+    want = init_source(measure)
+    for owner, users in _owners().items():
+        if init_source(getattr(M, users[0]).measure) == want:
+            if owner.__name__ not in users:
+                return expected_source(name, measure, owner.__name__)
+            return (expected_source(name, measure, "_Name") + f"\n\nand {owner.__name__}'s __init__ moved into:\n\n"
+                    + expected_base_source("_Name", [*users, name]))
+    return expected_source(name, measure)
 
 
 def test_one_class_per_declared_measure():
@@ -91,7 +144,7 @@ def test_one_class_per_declared_measure():
     assert len(set(measures)) == len(measures)
     missing = sorted(set(MEASURES) - set(measures))
     assert not missing, "declared measures without a class; add to torchfair/metrics/classes.py (and __all__, " \
-        "torchfair.metrics._METRIC_CLASSES):\n\n" + "\n\n".join(expected_source(m.title().replace("_", ""), m)
+        "torchfair.metrics._METRIC_CLASSES):\n\n" + "\n\n".join(_suggested_source(m.title().replace("_", ""), m)
                                                                   for m in missing)
     assert set(measures) == set(MEASURES)
     assert set(M.__all__) == {"FairnessMetric", "metric_class", *CLASSES}
@@ -99,37 +152,76 @@ def test_one_class_per_declared_measure():
 
 @pytest.mark.parametrize("name", CLASSES)
 def test_each_class_is_a_real_class_defined_in_its_module(name):
-    """Written as ``class DIPS(FairnessMetric): ...`` at the top level of torchfair/metrics/classes.py, so that
-    IDEs, type checkers and ``inspect.getsource`` see it (not made by a call)."""
+    """Written as ``class DIPS(FairnessMetric): ...`` (its own ``__init__``) or ``class DP(_ExposureRatioMetric):
+    ...`` (the ``__init__`` of the measures with the same options, from a private base written the same way) at the
+    top level of torchfair/metrics/classes.py, so that IDEs, type checkers and ``inspect.getsource`` see it (not
+    made by a call), its statics declared in its own body."""
     cls = getattr(M, name)
+    owner = _init_owner(cls)
     assert cls.__qualname__ == cls.__name__ == name and cls.__module__ == "torchfair.metrics.classes"
-    assert inspect.getsource(cls).startswith(f"class {name}(FairnessMetric):")
+    assert owner is cls and cls.__bases__ == (FairnessMetric,) or \
+        cls.__bases__ == (owner,) and owner.__bases__ == (FairnessMetric,)
+    assert owner.__name__.startswith("_") != (owner is cls) and getattr(M, owner.__name__) is owner
+    assert owner.__qualname__ == owner.__name__ and owner.__module__ == "torchfair.metrics.classes"
+    assert inspect.getsource(cls).startswith(f"class {name}({cls.__bases__[0].__name__}):")
     top = {node.name: node for node in ast.parse(inspect.getsource(M)).body if isinstance(node, ast.ClassDef)}
-    assert name in top and "__init__" in {f.name for f in top[name].body if isinstance(f, ast.FunctionDef)}
-    assert cls.__init__.__qualname__ == f"{name}.__init__" and not hasattr(cls.__init__, "__signature__")
+    assert name in top and owner.__name__ in top
+    assert "__init__" in {f.name for f in top[owner.__name__].body if isinstance(f, ast.FunctionDef)}
+    assert cls.__init__.__qualname__ == f"{owner.__name__}.__init__" and not hasattr(cls.__init__, "__signature__")
+    assert {"measure", "higher_is_better", "is_differentiable", "full_state_update"} <= set(vars(cls))
 
 
 @pytest.mark.parametrize("name", CLASSES)
 def test_each_class_is_what_its_declaration_says(name):
     """Statics, signature (names, order, defaults, types) and docstring of the class equal what the declaration and
-    the measure function say; on a mismatch the message holds the class's expected source."""
+    the measure function say, and so does the source of the class and of the ``__init__`` it writes or inherits; on
+    a mismatch the message holds the class's expected source."""
     cls = getattr(M, name)
     decl = MEASURES[cls.measure]
     spec = get_measure(cls.measure)
-    hint = f"\nexpected in torchfair/metrics/classes.py:\n\n{expected_source(name, cls.measure)}"
+    owner = _init_owner(cls)
+    base = "" if owner is cls else owner.__name__
+    hint = f"\nexpected in torchfair/metrics/classes.py:\n\n{expected_source(name, cls.measure, base)}"
+    if base:
+        hint += f"\nwith its base's __init__ (a measure with other options: its own __init__, as above without " \
+            f"the base):\n\n{init_source(cls.measure)}"
     assert cls.higher_is_better is decl.higher_is_better, hint
     assert cls.is_differentiable is False and cls.full_state_update is False, hint
     assert cls.__doc__ is not None and " ".join(cls.__doc__.split()) == " ".join(M.class_doc(spec).split()), hint
-    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
-    want = M._option_parameters(spec)
-    assert [p.name for p in params] == ["num_groups", "column", "validate_args", *(p.name for p in want), "kwargs"], \
-        hint
+    for sig in (inspect.signature(cls.__init__), inspect.signature(owner.__init__)):
+        params = list(sig.parameters.values())[1:]
+        want = M._option_parameters(spec)
+        assert [p.name for p in params] == ["num_groups", "column", "validate_args", *(p.name for p in want),
+                                            "kwargs"], hint
+    assert list(inspect.signature(cls).parameters) == [p.name for p in params], hint
     hints = typing.get_type_hints(cls.__init__)
     for got, exp in zip(params[3:], want):
         assert got.kind is inspect.Parameter.KEYWORD_ONLY, hint
         assert M._same(got.default, exp.default) or (got.default is None and exp.default is None), hint
         assert hints.get(got.name, inspect.Parameter.empty) == exp.annotation, hint
-    assert inspect.getsource(cls).strip() == expected_source(name, cls.measure).strip(), hint
+    assert inspect.getsource(cls).strip() == expected_source(name, cls.measure, base).strip(), hint
+    assert inspect.getsource(owner.__init__) == init_source(cls.measure), hint
+
+
+def test_each_signature_is_written_once():
+    """The measures whose options are the same (names, order, defaults and types) share one ``__init__``, written in
+    a private base of theirs (``_ExposureRatioMetric`` for DP, EUR, RUR); a base serves two classes or more, is no
+    measure's class, and its source is what their declarations say."""
+    owners = _owners()
+    by_init = {}
+    for owner, users in owners.items():
+        by_init.setdefault(init_source(getattr(M, users[0]).measure), []).append((owner.__name__, users))
+    shared = {k: v for k, v in by_init.items() if len(v) > 1}
+    assert not shared, "classes writing the same __init__; give them one private base:\n\n" + "\n\n".join(
+        expected_base_source("_Name", [n for _, users in v for n in users]) for v in shared.values())
+    bases = {c for c in vars(M).values() if isinstance(c, type) and issubclass(c, FairnessMetric)
+             and c.__name__.startswith("_")}
+    assert bases == {o for o, users in owners.items() if o.__name__ not in users}  # every private base is used
+    for base in bases:
+        users = owners[base]
+        assert len(users) >= 2 and "measure" not in vars(base) and base.__name__ not in M.__all__, base
+        assert inspect.getsource(base) == expected_base_source(base.__name__, users), \
+            f"\nexpected in torchfair/metrics/classes.py:\n\n{expected_base_source(base.__name__, users)}"
 
 
 def test_options_reach_the_measure_and_defaults_change_nothing():

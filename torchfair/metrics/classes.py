@@ -7,9 +7,12 @@ torchmetrics, the ``[torchmetrics]`` extra) only when a class is first used.
 Every declared measure (:data:`torchfair.metrics.MEASURES`) has its class here, written out:
 ``class DIPS(FairnessMetric)`` with its statics declared (``measure``, ``higher_is_better`` from the declaration,
 ``is_differentiable``, ``full_state_update``) and an ``__init__`` whose keywords are the measure's options (defaults
-and types from the function or its registration), so IDEs, type checkers, ``help()`` and LightningCLI see them; the
-suite checks each class against its declaration (``tests/metrics/test_classes.py``).  :func:`metric_class` makes
-the class of a measure registered later (:func:`torchfair.evaluation.register`).
+and types from the function or its registration), so IDEs, type checkers, ``help()`` and LightningCLI see them.  The
+measures whose options are the same (names, order, defaults and types) share that ``__init__``, written once in a
+private base (``class DP(_ExposureRatioMetric)``, likewise EUR and RUR); ``inspect.signature(DP)`` shows the options
+all the same.  The suite checks each class, and each base, against the declarations
+(``tests/metrics/test_classes.py``).  :func:`metric_class` makes the class of a measure registered later
+(:func:`torchfair.evaluation.register`).
 
 Each metric keeps two ``[C]`` states per instance, one entry per column of the measure (see
 :mod:`torchfair.metrics.registry`): ``total`` (sum of the column over the lists where it is valid) and ``count``
@@ -239,7 +242,83 @@ def class_doc(spec: MeasureSpec) -> str:
 
 
 # --- one class per declared measure (tests/metrics/test_classes.py checks each against its declaration and
-# prints the source of a missing or stale one) ------------------------------------------------------------------
+# prints the source of a missing or stale one); the measures whose options are the same (names, order, defaults and
+# types) inherit their ``__init__`` from one private base, the others write their own ---------------------------
+
+
+class _PairErrorMetric(FairnessMetric):
+    """The ``__init__`` of :class:`IGI` and :class:`REE`: their measures take the same options, defaults and types."""
+
+    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
+                 tie_weight: float = 0.0, k: Optional[int] = None, ordering: OrderingLike = None,
+                 **kwargs: Any) -> None:
+        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
+                         **self._options(kwargs, tie_weight=tie_weight, k=k, ordering=ordering))
+
+
+class _OrderingMetric(FairnessMetric):
+    """The ``__init__`` of :class:`PairwiseAccuracy`, :class:`RankParity`, :class:`KendallTau` and
+    :class:`DiscordantFraction`: their measures take the same options, defaults and types."""
+
+    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
+                 ordering: OrderingLike = None, **kwargs: Any) -> None:
+        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
+                         **self._options(kwargs, ordering=ordering))
+
+
+class _GainMetric(FairnessMetric):
+    """The ``__init__`` of :class:`NDCG` and :class:`DCG`: their measures take the same options, defaults and types."""
+
+    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
+                 k: Optional[int] = None, gain: GainLike = "exponential", ordering: OrderingLike = None,
+                 **kwargs: Any) -> None:
+        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
+                         **self._options(kwargs, k=k, gain=gain, ordering=ordering))
+
+
+class _ThresholdMetric(FairnessMetric):
+    """The ``__init__`` of :class:`Recall`, :class:`MRR` and :class:`AveragePrecision`: their measures take the same
+    options, defaults and types."""
+
+    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
+                 k: Optional[int] = None, threshold: float = 0.0, ordering: OrderingLike = None, **kwargs: Any) -> None:
+        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
+                         **self._options(kwargs, k=k, threshold=threshold, ordering=ordering))
+
+
+class _ExposureMetric(FairnessMetric):
+    """The ``__init__`` of :class:`ExposureShare`, :class:`ExpectedExposure` and :class:`ExpRR`: their measures take
+    the same options, defaults and types."""
+
+    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
+                 browsing: BrowsingLike = None, k: Optional[int] = None, ordering: OrderingLike = None,
+                 **kwargs: Any) -> None:
+        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
+                         **self._options(kwargs, browsing=browsing, k=k, ordering=ordering))
+
+
+class _ExposureRatioMetric(FairnessMetric):
+    """The ``__init__`` of :class:`DP`, :class:`EUR` and :class:`RUR`: their measures take the same options,
+    defaults and types."""
+
+    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
+                 protected: int = 1, reference: Optional[int] = None, browsing: BrowsingLike = None,
+                 k: Optional[int] = None, amortize: bool = False, ordering: OrderingLike = None, **kwargs: Any) -> None:
+        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
+                         **self._options(kwargs, protected=protected, reference=reference, browsing=browsing, k=k,
+                                         amortize=amortize, ordering=ordering))
+
+
+class _PrefixDivergenceMetric(FairnessMetric):
+    """The ``__init__`` of :class:`RND`, :class:`RRD` and :class:`RKL`: their measures take the same options,
+    defaults and types."""
+
+    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
+                 protected: int = 1, step: int = 10, k: Optional[int] = None, normalize: bool = True,
+                 ordering: OrderingLike = None, **kwargs: Any) -> None:
+        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
+                         **self._options(kwargs, protected=protected, step=step, k=k, normalize=normalize,
+                                         ordering=ordering))
 
 
 class DIPS(FairnessMetric):
@@ -261,7 +340,7 @@ class DIPS(FairnessMetric):
                          **self._options(kwargs, browsing=browsing, k=k, tie_weight=tie_weight, ordering=ordering))
 
 
-class IGI(FairnessMetric):
+class IGI(_PairErrorMetric):
     """Corpus-level mean of the ``igi`` columns (see :class:`FairnessMetric`): Inter-group inaccuracy: share of (g,
     h) pairs with r_i > r_j ranked the wrong way.
 
@@ -273,14 +352,8 @@ class IGI(FairnessMetric):
     is_differentiable = False
     full_state_update = False
 
-    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
-                 tie_weight: float = 0.0, k: Optional[int] = None, ordering: OrderingLike = None,
-                 **kwargs: Any) -> None:
-        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
-                         **self._options(kwargs, tie_weight=tie_weight, k=k, ordering=ordering))
 
-
-class REE(FairnessMetric):
+class REE(_PairErrorMetric):
     """Corpus-level mean of the ``ree`` columns (see :class:`FairnessMetric`): Rank equality error: unfavourable
     discordant (g, h) pairs over all N_g N_h pairs.
 
@@ -292,14 +365,8 @@ class REE(FairnessMetric):
     is_differentiable = False
     full_state_update = False
 
-    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
-                 tie_weight: float = 0.0, k: Optional[int] = None, ordering: OrderingLike = None,
-                 **kwargs: Any) -> None:
-        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
-                         **self._options(kwargs, tie_weight=tie_weight, k=k, ordering=ordering))
 
-
-class PairwiseAccuracy(FairnessMetric):
+class PairwiseAccuracy(_OrderingMetric):
     """Corpus-level mean of the ``pairwise_accuracy`` columns (see :class:`FairnessMetric`): Pairwise accuracy A[g,
     h]: P(i above j | r_i > r_j, i in g, j in h); InterAcc and IntraAcc gaps.
 
@@ -311,13 +378,8 @@ class PairwiseAccuracy(FairnessMetric):
     is_differentiable = False
     full_state_update = False
 
-    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
-                 ordering: OrderingLike = None, **kwargs: Any) -> None:
-        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
-                         **self._options(kwargs, ordering=ordering))
 
-
-class RankParity(FairnessMetric):
+class RankParity(_OrderingMetric):
     """Corpus-level mean of the ``rank_parity`` columns (see :class:`FairnessMetric`): Rank parity: share of mixed
     pairs each group wins (ARP) and Kuhlman's pair = abs(1 - 2 share).
 
@@ -329,13 +391,8 @@ class RankParity(FairnessMetric):
     is_differentiable = False
     full_state_update = False
 
-    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
-                 ordering: OrderingLike = None, **kwargs: Any) -> None:
-        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
-                         **self._options(kwargs, ordering=ordering))
 
-
-class KendallTau(FairnessMetric):
+class KendallTau(_OrderingMetric):
     """Corpus-level mean of the ``kendall_tau`` columns (see :class:`FairnessMetric`): Kendall's tau between the
     ranking and the ideal (relevance) ranking, 1 - 2 x discordant fraction.
 
@@ -347,13 +404,8 @@ class KendallTau(FairnessMetric):
     is_differentiable = False
     full_state_update = False
 
-    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
-                 ordering: OrderingLike = None, **kwargs: Any) -> None:
-        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
-                         **self._options(kwargs, ordering=ordering))
 
-
-class NDCG(FairnessMetric):
+class NDCG(_GainMetric):
     """Corpus-level mean of the ``ndcg`` columns (see :class:`FairnessMetric`): Normalised discounted cumulative
     gain (exponential or linear gain, optional cut-off k).
 
@@ -365,14 +417,8 @@ class NDCG(FairnessMetric):
     is_differentiable = False
     full_state_update = False
 
-    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
-                 k: Optional[int] = None, gain: GainLike = "exponential", ordering: OrderingLike = None,
-                 **kwargs: Any) -> None:
-        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
-                         **self._options(kwargs, k=k, gain=gain, ordering=ordering))
 
-
-class DCG(FairnessMetric):
+class DCG(_GainMetric):
     """Corpus-level mean of the ``dcg`` columns (see :class:`FairnessMetric`): Discounted cumulative gain
     (unnormalised).
 
@@ -383,12 +429,6 @@ class DCG(FairnessMetric):
     higher_is_better = True
     is_differentiable = False
     full_state_update = False
-
-    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
-                 k: Optional[int] = None, gain: GainLike = "exponential", ordering: OrderingLike = None,
-                 **kwargs: Any) -> None:
-        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
-                         **self._options(kwargs, k=k, gain=gain, ordering=ordering))
 
 
 class Precision(FairnessMetric):
@@ -410,7 +450,7 @@ class Precision(FairnessMetric):
                          **self._options(kwargs, k=k, threshold=threshold, adaptive_k=adaptive_k, ordering=ordering))
 
 
-class Recall(FairnessMetric):
+class Recall(_ThresholdMetric):
     """Corpus-level mean of the ``recall`` columns (see :class:`FairnessMetric`): Recall at k: share of the relevant
     (judged) items that are in the top k.
 
@@ -422,13 +462,8 @@ class Recall(FairnessMetric):
     is_differentiable = False
     full_state_update = False
 
-    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
-                 k: Optional[int] = None, threshold: float = 0.0, ordering: OrderingLike = None, **kwargs: Any) -> None:
-        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
-                         **self._options(kwargs, k=k, threshold=threshold, ordering=ordering))
 
-
-class MRR(FairnessMetric):
+class MRR(_ThresholdMetric):
     """Corpus-level mean of the ``mrr`` columns (see :class:`FairnessMetric`): Reciprocal rank of the first relevant
     item (expected over a stochastic ordering).
 
@@ -440,13 +475,8 @@ class MRR(FairnessMetric):
     is_differentiable = False
     full_state_update = False
 
-    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
-                 k: Optional[int] = None, threshold: float = 0.0, ordering: OrderingLike = None, **kwargs: Any) -> None:
-        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
-                         **self._options(kwargs, k=k, threshold=threshold, ordering=ordering))
 
-
-class AveragePrecision(FairnessMetric):
+class AveragePrecision(_ThresholdMetric):
     """Corpus-level mean of the ``average_precision`` columns (see :class:`FairnessMetric`): Average precision: mean
     precision at the ranks of the relevant (judged) items; its mean is MAP.
 
@@ -457,11 +487,6 @@ class AveragePrecision(FairnessMetric):
     higher_is_better = True
     is_differentiable = False
     full_state_update = False
-
-    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
-                 k: Optional[int] = None, threshold: float = 0.0, ordering: OrderingLike = None, **kwargs: Any) -> None:
-        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
-                         **self._options(kwargs, k=k, threshold=threshold, ordering=ordering))
 
 
 class RPrecision(FairnessMetric):
@@ -519,7 +544,7 @@ class ERR(FairnessMetric):
                          **self._options(kwargs, max_grade=max_grade, k=k, ordering=ordering))
 
 
-class ExposureShare(FairnessMetric):
+class ExposureShare(_ExposureMetric):
     """Corpus-level mean of the ``exposure_share`` columns (see :class:`FairnessMetric`): Each group's share of the
     list's exposure (the distribution AWRF compares with its target).
 
@@ -530,12 +555,6 @@ class ExposureShare(FairnessMetric):
     higher_is_better = None
     is_differentiable = False
     full_state_update = False
-
-    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
-                 browsing: BrowsingLike = None, k: Optional[int] = None, ordering: OrderingLike = None,
-                 **kwargs: Any) -> None:
-        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
-                         **self._options(kwargs, browsing=browsing, k=k, ordering=ordering))
 
 
 class AWRF(FairnessMetric):
@@ -579,7 +598,7 @@ class IAA(FairnessMetric):
                          **self._options(kwargs, browsing=browsing, k=k, amortize=amortize, ordering=ordering))
 
 
-class ExpectedExposure(FairnessMetric):
+class ExpectedExposure(_ExposureMetric):
     """Corpus-level mean of the ``expected_exposure`` columns (see :class:`FairnessMetric`): Expected exposure: EE-L
     (distance to the ideal exposure), EE-D (disparity), EE-R (relevance).
 
@@ -590,12 +609,6 @@ class ExpectedExposure(FairnessMetric):
     higher_is_better = None
     is_differentiable = False
     full_state_update = False
-
-    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
-                 browsing: BrowsingLike = None, k: Optional[int] = None, ordering: OrderingLike = None,
-                 **kwargs: Any) -> None:
-        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
-                         **self._options(kwargs, browsing=browsing, k=k, ordering=ordering))
 
 
 class ExposureMisallocation(FairnessMetric):
@@ -617,7 +630,7 @@ class ExposureMisallocation(FairnessMetric):
                          **self._options(kwargs, target=target, browsing=browsing, k=k, ordering=ordering))
 
 
-class ExpRR(FairnessMetric):
+class ExpRR(_ExposureMetric):
     """Corpus-level mean of the ``exp_rr`` columns (see :class:`FairnessMetric`): expRR: abs(1 - 2 share) of mean
     reciprocal-rank exposure, each group against the rest (0 = parity).
 
@@ -629,14 +642,8 @@ class ExpRR(FairnessMetric):
     is_differentiable = False
     full_state_update = False
 
-    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
-                 browsing: BrowsingLike = None, k: Optional[int] = None, ordering: OrderingLike = None,
-                 **kwargs: Any) -> None:
-        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
-                         **self._options(kwargs, browsing=browsing, k=k, ordering=ordering))
 
-
-class DP(FairnessMetric):
+class DP(_ExposureRatioMetric):
     """Corpus-level mean of the ``dp`` columns (see :class:`FairnessMetric`): Demographic parity ratio of mean group
     exposures (1 = parity).
 
@@ -649,15 +656,8 @@ class DP(FairnessMetric):
     is_differentiable = False
     full_state_update = False
 
-    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
-                 protected: int = 1, reference: Optional[int] = None, browsing: BrowsingLike = None,
-                 k: Optional[int] = None, amortize: bool = False, ordering: OrderingLike = None, **kwargs: Any) -> None:
-        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
-                         **self._options(kwargs, protected=protected, reference=reference, browsing=browsing, k=k,
-                                         amortize=amortize, ordering=ordering))
 
-
-class EUR(FairnessMetric):
+class EUR(_ExposureRatioMetric):
     """Corpus-level mean of the ``eur`` columns (see :class:`FairnessMetric`): Exposed utility ratio: exposure per
     unit of relevance, protected over reference (1 = parity).
 
@@ -670,15 +670,8 @@ class EUR(FairnessMetric):
     is_differentiable = False
     full_state_update = False
 
-    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
-                 protected: int = 1, reference: Optional[int] = None, browsing: BrowsingLike = None,
-                 k: Optional[int] = None, amortize: bool = False, ordering: OrderingLike = None, **kwargs: Any) -> None:
-        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
-                         **self._options(kwargs, protected=protected, reference=reference, browsing=browsing, k=k,
-                                         amortize=amortize, ordering=ordering))
 
-
-class RUR(FairnessMetric):
+class RUR(_ExposureRatioMetric):
     """Corpus-level mean of the ``rur`` columns (see :class:`FairnessMetric`): Realised utility ratio:
     browsing-weighted relevance per unit of relevance, protected over reference.
 
@@ -691,15 +684,8 @@ class RUR(FairnessMetric):
     is_differentiable = False
     full_state_update = False
 
-    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
-                 protected: int = 1, reference: Optional[int] = None, browsing: BrowsingLike = None,
-                 k: Optional[int] = None, amortize: bool = False, ordering: OrderingLike = None, **kwargs: Any) -> None:
-        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
-                         **self._options(kwargs, protected=protected, reference=reference, browsing=browsing, k=k,
-                                         amortize=amortize, ordering=ordering))
 
-
-class RND(FairnessMetric):
+class RND(_PrefixDivergenceMetric):
     """Corpus-level mean of the ``rnd`` columns (see :class:`FairnessMetric`): Normalised discounted difference:
     protected share of each prefix vs the whole list.
 
@@ -711,15 +697,8 @@ class RND(FairnessMetric):
     is_differentiable = False
     full_state_update = False
 
-    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
-                 protected: int = 1, step: int = 10, k: Optional[int] = None, normalize: bool = True,
-                 ordering: OrderingLike = None, **kwargs: Any) -> None:
-        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
-                         **self._options(kwargs, protected=protected, step=step, k=k, normalize=normalize,
-                                         ordering=ordering))
 
-
-class RRD(FairnessMetric):
+class RRD(_PrefixDivergenceMetric):
     """Corpus-level mean of the ``rrd`` columns (see :class:`FairnessMetric`): Normalised discounted ratio:
     protected-to-rest ratio of each prefix vs the whole list.
 
@@ -731,15 +710,8 @@ class RRD(FairnessMetric):
     is_differentiable = False
     full_state_update = False
 
-    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
-                 protected: int = 1, step: int = 10, k: Optional[int] = None, normalize: bool = True,
-                 ordering: OrderingLike = None, **kwargs: Any) -> None:
-        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
-                         **self._options(kwargs, protected=protected, step=step, k=k, normalize=normalize,
-                                         ordering=ordering))
 
-
-class RKL(FairnessMetric):
+class RKL(_PrefixDivergenceMetric):
     """Corpus-level mean of the ``rkl`` columns (see :class:`FairnessMetric`): Normalised discounted KL divergence
     of prefix group distributions from the whole list.
 
@@ -750,13 +722,6 @@ class RKL(FairnessMetric):
     higher_is_better = False
     is_differentiable = False
     full_state_update = False
-
-    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
-                 protected: int = 1, step: int = 10, k: Optional[int] = None, normalize: bool = True,
-                 ordering: OrderingLike = None, **kwargs: Any) -> None:
-        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
-                         **self._options(kwargs, protected=protected, step=step, k=k, normalize=normalize,
-                                         ordering=ordering))
 
 
 class Skew(FairnessMetric):
@@ -900,7 +865,7 @@ class DisparateExposure(FairnessMetric):
                          **self._options(kwargs, protected=protected, browsing=browsing, k=k, ordering=ordering))
 
 
-class DiscordantFraction(FairnessMetric):
+class DiscordantFraction(_OrderingMetric):
     """Corpus-level mean of the ``discordant_fraction`` columns (see :class:`FairnessMetric`): Fraction of item
     pairs ranked against strictly ordered relevance.
 
@@ -911,8 +876,3 @@ class DiscordantFraction(FairnessMetric):
     higher_is_better = False
     is_differentiable = False
     full_state_update = False
-
-    def __init__(self, *, num_groups: Optional[int] = None, column: Optional[str] = None, validate_args: bool = True,
-                 ordering: OrderingLike = None, **kwargs: Any) -> None:
-        super().__init__(self.measure, num_groups=num_groups, column=column, validate_args=validate_args,
-                         **self._options(kwargs, ordering=ordering))
