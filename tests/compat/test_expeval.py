@@ -234,14 +234,18 @@ def test_reduction_and_validity():
     assert expeval(ranks, rel).loss.shape == (2,)
 
 
+@pytest.mark.parametrize("kw, name", [
+    (dict(user_model="dcg"), "user_model"), (dict(patience=0.0), "patience"), (dict(patience=float("nan")), "patience"),
+    (dict(utility=1.5), "utility"), (dict(complete="yes"), "complete"), (dict(reduction="foo"), "reduction"),
+    (dict(patience=1.0, normalize=True), "patience"),
+], ids=["user_model", "patience-0", "patience-nan", "utility", "complete", "reduction", "patience-1-normalized"])
+def test_a_bad_option_names_itself(kw, name):
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        expeval(torch.tensor([1, 2, 3, 4]), torch.tensor([1., 1., 0., 0.]), **kw)
+
+
 def test_validation():
     r, rel = torch.tensor([1, 2, 3, 4]), torch.tensor([1., 1., 0., 0.])
-    for kw, name in ((dict(user_model="dcg"), "user_model"), (dict(patience=0.0), "patience"),
-                     (dict(patience=float("nan")), "patience"), (dict(utility=1.5), "utility"),
-                     (dict(complete="yes"), "complete"), (dict(reduction="foo"), "reduction"),
-                     (dict(patience=1.0, normalize=True), "patience")):
-        with pytest.raises(ValueError, match=f"`{name}`"):
-            expeval(r, rel, **kw)
     with pytest.raises(ValueError, match="`groups`"):
         expeval(r, rel, torch.tensor([0, 1, 0, -2]))
     with pytest.raises(ValueError, match="`relevance`"):

@@ -385,14 +385,13 @@ def test_erbr_nan_relevance_as_fairranktune():
                 assert close(per_group[1], want[1]), (form, per_group[1], want[1])
 
 
-@pytest.mark.parametrize("ordering", [None, Hard(ties="average")])
-def test_errors_name_rankings_or_scores_as_documented(ordering):
+@pytest.mark.parametrize("bad, name", [
+    (torch.tensor([[1.0, float("nan"), 0.0]]), "scores"), (torch.tensor([[1.0, float("inf"), 0.0]]), "scores"),
+    (torch.ones(1, 1, 3), "rankings"), (torch.tensor([[True, False, True]]), "rankings"),
+], ids=["nan-score", "inf-score", "3d", "bool"])
+@pytest.mark.parametrize("ordering", [None, Hard(ties="average")], ids=["direct", "ordering"])
+def test_errors_name_rankings_or_scores_as_documented(ordering, bad, name):
     """Module docstring: type and shape errors of the first argument name FRT's ``rankings``; the value checks of
     a score tensor name ``scores``, on the direct path and on the ordering path."""
-    g = torch.tensor([[0, 1, 0]])
-    for bad in (torch.tensor([[1.0, float("nan"), 0.0]]), torch.tensor([[1.0, float("inf"), 0.0]])):
-        with pytest.raises(ValueError, match="`scores`"):
-            ft.EXP(bad, g, ordering=ordering)
-    for bad in (torch.ones(1, 1, 3), torch.tensor([[True, False, True]])):
-        with pytest.raises(ValueError, match="`rankings`"):
-            ft.EXP(bad, g, ordering=ordering)
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        ft.EXP(bad, torch.tensor([[0, 1, 0]]), ordering=ordering)

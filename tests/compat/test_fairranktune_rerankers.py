@@ -236,33 +236,38 @@ def test_detconstsort_zero_share_loops_forever_in_fairranktune():
     _same((r, d, s), frt.DETCONSTSORT(R, grp, S, {"A": 1.0, "B": 0.0}, 1))
 
 
-def test_detconstsort_bad_input():
-    R, S = pd.DataFrame(["a", "b", "c", "d"]), pd.DataFrame([4.0, 3.0, 2.0, 1.0])
-    grp = {"a": "X", "b": "Y", "c": "X", "d": "Y"}
-    ok = {"X": 0.5, "Y": 0.5}
-    cases = [
-        ((R, grp, S, {"X": 0.5, "Y": 0.6}, 2), "`distribution`.*sum to 1"),
-        ((R, grp, S, {"X": 1.5, "Y": -0.5}, 2), "`distribution`"),
-        ((R, grp, S, {"X": float("nan"), "Y": 0.5}, 2), "`distribution`"),
-        ((R, grp, S, {"X": 0.5, "Y": 0.4, "Z": 0.1}, 2), "`distribution` names group 'Z'"),
-        ((R, grp, S, {"X": 1.0}, 2), "`distribution` has no share for group 'Y'"),
-        ((R, grp, S, [0.5, 0.5], 2), "`distribution`"),  # a list needs integer labels
-        ((R, grp, S, "XY", 2), "`distribution`"),
-        ((R, grp, S, ok, 5), "`k`"),
-        ((R, grp, S, ok, 0), "`k`"),
-        ((R, grp, S, ok, 2.0), "`k`"),
-        ((R, grp, S, ok, True), "`k`"),
-        ((R, {"a": "X", "b": "Y", "c": "X"}, S, ok, 2), "`item_group_dict`.*'d'"),
-        ((R, [("a", "X")], S, ok, 2), "`item_group_dict`"),
-        ((R, grp, pd.DataFrame([4.0, 3.0, 2.0]), ok, 2), "`current_ranking_scores_df`"),
-        ((R, grp, pd.DataFrame([4.0, float("nan"), 2.0, 1.0]), ok, 2), "`current_ranking_scores_df`.*NaN"),
-        ((["a", "b", "c", "d"], grp, S, ok, 2), "`current_ranking_df`"),
-        ((pd.DataFrame({"r": ["a", "b", "c", "d"]}), grp, S, ok, 2), "`current_ranking_df`"),
-        ((R, grp, [4.0, 3.0, 2.0, 1.0], ok, 2), "`current_ranking_scores_df`"),
-    ]
-    for args, match in cases:
-        with pytest.raises(ValueError, match=match):
-            ft.DETCONSTSORT(*args)
+_R4, _S4 = pd.DataFrame(["a", "b", "c", "d"]), pd.DataFrame([4.0, 3.0, 2.0, 1.0])
+_GRP4 = {"a": "X", "b": "Y", "c": "X", "d": "Y"}
+_OK = {"X": 0.5, "Y": 0.5}
+#: bad DETCONSTSORT arguments (positional, as FRT takes them) and the message they must raise
+DETCONSTSORT_BAD = {
+    "shares-sum-above-1": ((_R4, _GRP4, _S4, {"X": 0.5, "Y": 0.6}, 2), "`distribution`.*sum to 1"),
+    "negative-share": ((_R4, _GRP4, _S4, {"X": 1.5, "Y": -0.5}, 2), "`distribution`"),
+    "nan-share": ((_R4, _GRP4, _S4, {"X": float("nan"), "Y": 0.5}, 2), "`distribution`"),
+    "unknown-group": ((_R4, _GRP4, _S4, {"X": 0.5, "Y": 0.4, "Z": 0.1}, 2), "`distribution` names group 'Z'"),
+    "missing-share": ((_R4, _GRP4, _S4, {"X": 1.0}, 2), "`distribution` has no share for group 'Y'"),
+    "list-shares-string-labels": ((_R4, _GRP4, _S4, [0.5, 0.5], 2), "`distribution`"),  # needs integer labels
+    "string-shares": ((_R4, _GRP4, _S4, "XY", 2), "`distribution`"),
+    "k-above-n": ((_R4, _GRP4, _S4, _OK, 5), "`k`"),
+    "k-0": ((_R4, _GRP4, _S4, _OK, 0), "`k`"),
+    "k-float": ((_R4, _GRP4, _S4, _OK, 2.0), "`k`"),
+    "k-bool": ((_R4, _GRP4, _S4, _OK, True), "`k`"),
+    "item-without-group": ((_R4, {"a": "X", "b": "Y", "c": "X"}, _S4, _OK, 2), "`item_group_dict`.*'d'"),
+    "groups-not-a-dict": ((_R4, [("a", "X")], _S4, _OK, 2), "`item_group_dict`"),
+    "scores-too-short": ((_R4, _GRP4, pd.DataFrame([4.0, 3.0, 2.0]), _OK, 2), "`current_ranking_scores_df`"),
+    "nan-score": ((_R4, _GRP4, pd.DataFrame([4.0, float("nan"), 2.0, 1.0]), _OK, 2),
+                  "`current_ranking_scores_df`.*NaN"),
+    "ranking-not-a-frame": ((["a", "b", "c", "d"], _GRP4, _S4, _OK, 2), "`current_ranking_df`"),
+    "ranking-named-column": ((pd.DataFrame({"r": ["a", "b", "c", "d"]}), _GRP4, _S4, _OK, 2), "`current_ranking_df`"),
+    "scores-not-a-frame": ((_R4, _GRP4, [4.0, 3.0, 2.0, 1.0], _OK, 2), "`current_ranking_scores_df`"),
+}
+
+
+@pytest.mark.parametrize("case", list(DETCONSTSORT_BAD))
+def test_detconstsort_bad_input(case):
+    args, match = DETCONSTSORT_BAD[case]
+    with pytest.raises(ValueError, match=match):
+        ft.DETCONSTSORT(*args)
 
 
 # ================================================================================================= epsilon-greedy
@@ -308,15 +313,19 @@ def test_epsilon_greedy_quirks():
     assert epsilon_greedy(torch.tensor([3.0, 2.0, 1.0]), epsilon=0.0).ranking.tolist() == [0, 1, 2]
 
 
+@pytest.mark.parametrize("epsilon, seed, name", [
+    (-0.1, 0, "epsilon"), (1.5, 0, "epsilon"), (float("nan"), 0, "epsilon"), ("0.5", 0, "epsilon"),
+    (True, 0, "epsilon"), (None, 0, "epsilon"), (0.5, -1, "seed"), (0.5, 2 ** 32, "seed"), (0.5, 1.5, "seed"),
+    (0.5, "x", "seed"),
+])
+def test_epsilon_greedy_bad_epsilon_or_seed(epsilon, seed, name):
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        ft.EPSILONGREEDY(pd.DataFrame(["a", "b"]), {"a": 0, "b": 1}, pd.DataFrame([2.0, 1.0]), epsilon, seed)
+
+
 def test_epsilon_greedy_bad_input():
     R, S = pd.DataFrame(["a", "b"]), pd.DataFrame([2.0, 1.0])
     grp = {"a": 0, "b": 1}
-    for eps in (-0.1, 1.5, float("nan"), "0.5", True, None):
-        with pytest.raises(ValueError, match="`epsilon`"):
-            ft.EPSILONGREEDY(R, grp, S, eps, 0)
-    for seed in (-1, 2 ** 32, 1.5, "x"):
-        with pytest.raises(ValueError, match="`seed`"):
-            ft.EPSILONGREEDY(R, grp, S, 0.5, seed)
     with pytest.raises(ValueError, match="`item_group_dict`.*'b'"):
         ft.EPSILONGREEDY(R, {"a": 0}, S, 0.5, 0)
     with pytest.raises(ValueError, match="`current_ranking_scores_df`"):
