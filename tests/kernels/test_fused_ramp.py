@@ -78,6 +78,9 @@ def test_ramp_rank_losses_numba_match_torch(monkeypatch):
         ("misallocation", lambda *a, **k: exposure_misallocation_loss(*a, **k)),
         ("accuracy gap", lambda *a, **k: pairwise_accuracy_gap_loss(*a, **k)),
         ("accuracy gap both", lambda *a, **k: pairwise_accuracy_gap_loss(*a, which="both", **k)),
+        # no fused node for the one-sided reducer nor for DCG browsing: the windows family's contraction
+        ("dips one-sided", lambda *a, **k: dips_loss(*a, mode="one_sided", protected=1, **k)),
+        ("misallocation dcg", lambda *a, **k: exposure_misallocation_loss(*a, browsing="dcg", **k)),
     ]
     for dtype in (torch.float64, torch.float32):
         s0, r, grp, mask = _batch(dtype)
@@ -92,8 +95,8 @@ def test_ramp_rank_losses_numba_match_torch(monkeypatch):
                     value = loss(s, r, grp, mask=mask, num_groups=2, ordering=RampRank(0.1, backend=backend))
                 (grad,) = torch.autograd.grad(value, s)
                 out[backend] = value.detach(), grad
-                # the DIPS loss runs as one node of the ramp_losses family (tests/losses/test_fused.py), the others
-                # through the windows family's contraction
+                # the DIPS, misallocation and accuracy-gap losses run as one node of the ramp_losses family
+                # (tests/losses/test_fused.py), the others through the windows family's contraction
                 node = ("ramp_losses", "numba") in {(f, w) for f, w, _ in paths}
                 if backend == "numba":
                     assert node or len(calls) + len(positions) > n0, f"{name}: the fused kernel did not run"

@@ -5,7 +5,7 @@ the gate takes the fused path only where documented."""
 import pytest
 import torch
 
-from torchfair.losses import dips_loss
+from torchfair.losses import dips_loss, exposure_misallocation_loss, pairwise_accuracy_gap_loss
 from torchfair.kernels import MIN_ELEMENTS as _MIN
 from torchfair.losses.transform import per_list_loss
 from torchfair.orderings import RampRank, SoftRank
@@ -16,11 +16,12 @@ FUSED = RampRank(0.1, backend="numba")
 REF = RampRank(0.1, backend="torch")
 
 
-def _batch(B=12, N=30, dtype=torch.float64, seed=0, levels=4, G=2):
+def _batch(B=12, N=30, dtype=torch.float64, seed=0, levels=4, G=2, equal_list=True):
     g = torch.Generator().manual_seed(seed)
     s = torch.randn(B, N, generator=g, dtype=dtype)
     s[:, 3] = s[:, 4]  # tied scores
-    s[1] = 0.5  # a list of equal scores
+    if equal_list:
+        s[1] = 0.5  # a list of equal scores
     r = torch.randint(0, levels, (B, N), generator=g).to(dtype)
     groups = torch.randint(0, G, (B, N), generator=g)
     groups[:, 7] = -1  # unknown group
@@ -37,11 +38,11 @@ def _fused_path(per):
     return type(per.grad_fn).__name__.startswith("_FusedLoss")
 
 
-def _both(s, r, groups, mask, ordering=(FUSED, REF), **kw):
+def _both(s, r, groups, mask, ordering=(FUSED, REF), loss=dips_loss, **kw):
     out = []
     for o in ordering:
         x = s.clone().requires_grad_()
-        v = dips_loss(x, r, groups, mask=mask, ordering=o, **kw)
+        v = loss(x, r, groups, mask=mask, ordering=o, **kw)
         v.sum().backward()
         out.append((v.detach(), x.grad))
     return out
@@ -128,3 +129,119 @@ def test_invalid_input_goes_down_the_torch_path_and_its_message():
         dips_loss(s, -r - 1, groups, num_groups=2, ordering=FUSED)
     with pytest.raises(ValueError, match="ids must lie"):
         dips_loss(s, r, groups + 5, num_groups=2, ordering=FUSED)
+
+
+# ------------------------------------------------------------------ exposure misallocation and pairwise accuracy gap
+LOSSES = {"misallocation": exposure_misallocation_loss, "accuracy": pairwise_accuracy_gap_loss}
+CASES = [
+    ("misallocation", dict(num_groups=2)),  # target "ee", l1
+    ("misallocation", dict(num_groups=2, norm="l2sq", target="ea")),
+    ("misallocation", dict(num_groups=2, norm="l2sq", target="ea-dp", browsing="rbp:0.7")),
+    # ea-dp on a list of equal scores is the l1 norm's kink (delta = 0 up to rounding): l1 without that list
+    ("misallocation", dict(num_groups=2, target="ea-dp", equal_list=False)),
+    ("misallocation", dict(num_groups=3, reduction="none")),
+    ("misallocation", dict(num_groups=2, reduction="sum", validate_args=False)),
+    ("accuracy", dict(num_groups=2)),  # inter, protected 1 against reference 0
+    ("accuracy", dict(num_groups=2, which="intra")),
+    ("accuracy", dict(num_groups=2, which="both", reduction="sum")),
+    ("accuracy", dict(num_groups=3, reduction="none")),
+    ("accuracy", dict(num_groups=3, protected=2, reference=0, which="both")),
+    ("accuracy", dict(num_groups=None, protected=2, reference=0)),  # a group no list holds: undefined everywhere
+    ("accuracy", dict(num_groups=2, validate_args=False)),
+]
+
+
+@pytest.mark.parametrize("name,kw", CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
+def test_fused_misallocation_and_accuracy_equal_the_torch_path_float64(name, kw):
+    kw = dict(kw)
+    G = kw.get("num_groups") or 2
+    s, r, groups, mask = _batch(G=G, equal_list=kw.pop("equal_list", True))
+    (v1, g1), (v2, g2) = _both(s, r, groups, mask, loss=LOSSES[name], **kw)
+    assert torch.allclose(v1, v2, rtol=0, atol=1e-10)
+    assert torch.allclose(g1, g2, rtol=0, atol=1e-10)
+    assert torch.isfinite(g1).all() and (g1[~mask] == 0).all()
+
+
+@pytest.mark.parametrize("name", ["misallocation", "accuracy"])
+@pytest.mark.parametrize("ordering", [RampRank(0.05, scale="none"), RampRank(0.3, min_scale=1.0),
+                                      RampRank(0.1, rel_min_scale=0.5)], ids=repr)
+def test_fused_misallocation_and_accuracy_follow_the_ordering_options(name, ordering):
+    s, r, groups, mask = _batch(seed=1, levels=7)
+    opts = dict(min_scale=ordering.min_scale, rel_min_scale=ordering.rel_min_scale)
+    pair = (RampRank(ordering.temperature, ordering.scale, backend="numba", **opts),
+            RampRank(ordering.temperature, ordering.scale, backend="torch", **opts))
+    (v1, g1), (v2, g2) = _both(s, r, groups, mask, ordering=pair, loss=LOSSES[name], num_groups=2)
+    assert torch.allclose(v1, v2, rtol=0, atol=1e-10) and torch.allclose(g1, g2, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["misallocation", "accuracy"])
+def test_fused_misallocation_and_accuracy_float32_are_close(name):
+    s, r, groups, mask = _batch(dtype=torch.float32, seed=2, equal_list=False)
+    (v1, g1), (v2, g2) = _both(s, r, groups, mask, loss=LOSSES[name], num_groups=2)
+    assert v1.dtype == torch.float32 and g1.dtype == torch.float32
+    assert torch.allclose(v1, v2, rtol=0, atol=1e-5) and torch.allclose(g1, g2, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("name,kw", [("misallocation", dict(norm="l1")), ("misallocation", dict(norm="l2sq")),
+                                     ("misallocation", dict(norm="l2sq", target="ea")),
+                                     ("accuracy", dict(which="inter")), ("accuracy", dict(which="both"))])
+def test_fused_misallocation_and_accuracy_gradcheck(name, kw):
+    # scale="none": with "std" the (detached) temperature moves with the scores under finite differences
+    fused = RampRank(0.5, scale="none", backend="numba")
+    g = torch.Generator().manual_seed(3)
+    s = torch.randn(3, 7, generator=g, dtype=torch.float64, requires_grad=True)
+    r = torch.randint(0, 3, (3, 7), generator=g).double()
+    groups = torch.randint(0, 2, (3, 7), generator=g)
+    mask = torch.ones(3, 7, dtype=torch.bool)
+    mask[2, 5:] = False
+    loss = LOSSES[name]
+    assert torch.autograd.gradcheck(
+        lambda x: loss(x, r, groups, mask=mask, num_groups=2, ordering=fused, reduction="none", **kw),
+        (s,), eps=1e-7, atol=1e-6)
+
+
+def _per_measure(measure, reducer, s, r, groups, **kw):
+    kw.setdefault("num_groups", 2)
+    return per_list_loss(measure, s.clone().requires_grad_(), r, groups, reducer=reducer, **kw)[0]
+
+
+@pytest.mark.parametrize("measure,reducers,off", [
+    ("exposure_misallocation", ("l1", "l2sq"),
+     [dict(browsing="dcg"), dict(k=10), dict(target="ea-dp", browsing="uniform")]),
+    ("pairwise_accuracy", ("inter", "intra", "both"), []),
+])
+def test_the_gate_takes_the_fused_misallocation_and_accuracy_where_documented(monkeypatch, measure, reducers, off):
+    monkeypatch.delenv("TORCHFAIR_KERNELS", raising=False)
+    small = _batch(B=5, N=10)[:3]
+    large_n = _MIN["ramp_losses"] // 16 + 1
+    g = torch.Generator().manual_seed(4)
+    large = (torch.randn(16, large_n, generator=g), torch.randint(0, 3, (16, large_n), generator=g).float(),
+             torch.randint(0, 2, (16, large_n), generator=g))
+    red = reducers[0]
+    assert not _fused_path(_per_measure(measure, red, torch.nan_to_num(small[0]), small[1], small[2]))
+    for reducer in reducers:
+        assert _fused_path(_per_measure(measure, reducer, *large))  # the default ordering
+    assert _fused_path(_per_measure(measure, red, *large, ordering=RampRank(0.2)))
+    for kw in [dict(ordering=RampRank(0.1, backend="torch")), dict(ordering=SoftRank(0.1))] + off:
+        assert not _fused_path(_per_measure(measure, red, *large, **kw)), kw
+    if measure == "pairwise_accuracy":  # a reducer the walk does not implement: the torch path
+        assert not _fused_path(_per_measure(measure, "gap_abs", *large))
+    soft = torch.nn.functional.one_hot(large[2], 2).float()
+    assert not _fused_path(_per_measure(measure, red, large[0], large[1], soft, num_groups=None))
+    monkeypatch.setenv("TORCHFAIR_KERNELS", "torch")
+    assert not _fused_path(_per_measure(measure, red, *large))
+    monkeypatch.setenv("TORCHFAIR_KERNELS", "numba")
+    assert _fused_path(_per_measure(measure, red, torch.nan_to_num(small[0]), small[1], small[2]))
+
+
+def test_invalid_misallocation_and_accuracy_input_goes_down_the_torch_path_and_its_message():
+    s, r, groups, _ = _batch()
+    s = torch.nan_to_num(s)
+    with pytest.raises(ValueError, match="non-negative"):
+        exposure_misallocation_loss(s, -r - 1, groups, num_groups=2, ordering=FUSED)
+    with pytest.raises(ValueError, match="ids must lie"):
+        pairwise_accuracy_gap_loss(s, r, groups + 5, num_groups=2, ordering=FUSED)
+    with pytest.raises(ValueError, match="distinct"):
+        pairwise_accuracy_gap_loss(s, r, groups, protected=0, reference=0, num_groups=2, ordering=FUSED)
+    with pytest.raises(ValueError, match="target"):
+        exposure_misallocation_loss(s, r, groups, target="xx", num_groups=2, ordering=FUSED)

@@ -376,3 +376,309 @@ def warmup() -> None:
         r = torch.tensor([[1.0, 0.0, 2.0], [1.0, 1.0, 0.0]], dtype=dt)
         value, ok, saved = dips_forward(s, mask, r, codes, 2, 0.1, True, 0.25, 0.0, w, 0.9, 0.5, False)
         dips_backward(torch.ones(2, dtype=dt), s, mask, codes, 2, 0.9, 0.5, False, saved)
+        value, ok, saved = misallocation_forward(s, mask, codes, 2, r, 0.1, True, 0.25, 0.0, 0.9, False)
+        misallocation_backward(torch.ones(2, dtype=dt), s, mask, codes, 2, 0.9, False, saved)
+        value, ok, saved = accuracy_forward(s, mask, r, codes, 1, 0, 0, 0.1, True, 0.25, 0.0)
+        accuracy_backward(torch.ones(2, dtype=dt), s, mask, codes, 1, 0, 0, saved)
+
+
+# ---------------------------------------------------------------------------------------------- misallocation
+@numba.njit(cache=True, nogil=True)
+def _misallocation_rows(s, sbits, swide, mask, codes, T, FAC, log_gamma, square, tol, G,
+                        ORDER, HI, LO, OFF, POS, WPOS, E, EG, ES, DELTA, PRES, VAL, OK, b0, b1):  # pragma: no cover
+    """Per list: the ordering (:func:`_order_list`, :func:`_positions_list`), exposure ``e = gamma**pos``, the
+    group shares of the targets ``T`` and of the exposure over all real items, ``delta = T_share - E_share``
+    (rounding clamp to ``[-1, 1]``; 0 where either total is 0) and the reducer ``sum_g |delta_g|`` (``l1``) or
+    ``sum_g delta_g**2`` (``l2sq``) over the groups present; valid when both totals are positive and two groups are
+    present."""
+    N = s.shape[1]
+    ks = np.empty(N)
+    keys = np.empty(N, np.uint64)
+    k2 = np.empty(N, np.uint64)
+    idx = np.empty(N, np.int64)
+    i2 = np.empty(N, np.int64)
+    cnt = np.empty((8, 256), np.int64)
+    Dx = np.empty(N + 1)
+    Du = np.empty(N + 1)
+    Tg = np.empty(G)
+    for b in range(b0, b1):
+        m = mask[b]
+        _order_list(s[b], sbits[b], swide, m, FAC[b], ORDER[b], OFF[b], HI[b], LO[b], ks, keys, k2, idx, i2, cnt)
+        _positions_list(m, OFF[b], ORDER[b], HI[b], LO[b], POS[b], WPOS[b], Dx, Du)
+        for g in range(G):
+            Tg[g] = 0.0
+            EG[b, g] = 0.0
+            PRES[b, g] = False
+        ttot = 0.0
+        etot = 0.0
+        for j in range(N):
+            if m[j]:
+                e = math.exp(POS[b, j] * log_gamma)
+                E[b, j] = e
+                t = np.float64(T[b, j])
+                ttot += t
+                etot += e
+                cj = codes[b, j]
+                if cj >= 0:
+                    Tg[cj] += t
+                    EG[b, cj] += e
+                    PRES[b, cj] = True
+            else:
+                E[b, j] = 0.0
+        ES[b] = etot
+        valid = ttot > 0 and etot > 0
+        val = 0.0
+        npres = 0
+        for g in range(G):
+            d = _clamp_round(Tg[g] / ttot - EG[b, g] / etot, -1.0, 1.0, tol) if valid else 0.0
+            DELTA[b, g] = d
+            if PRES[b, g]:
+                npres += 1
+                val += d * d if square else abs(d)
+        VAL[b] = val
+        OK[b] = valid and npres >= 2
+
+
+@numba.njit(cache=True, nogil=True)
+def _misallocation_back_rows(GL, s, mask, codes, FAC, log_gamma, square, G, ORDER, HI, LO, WPOS, E, EG, ES, DELTA,
+                             PRES, DS, b0, b1):  # pragma: no cover - compiled
+    N = s.shape[1]
+    Dg = np.empty(N + 1)
+    dOFF = np.empty(N)
+    dpos = np.empty(N)
+    dEg = np.empty(G)
+    for b in range(b0, b1):
+        m = mask[b]
+        gl = GL[b]
+        etot = ES[b]
+        if gl == 0.0 or not etot > 0.0:
+            for j in range(N):
+                DS[b, j] = 0.0
+            continue
+        # d value / d E_share_g = -(d value / d delta_g); E_share_g = E_g / sum_j e_j
+        dtot = 0.0
+        for g in range(G):
+            d = DELTA[b, g]
+            dd = 0.0
+            if PRES[b, g]:
+                dd = gl * (2.0 * d if square else (1.0 if d > 0 else (-1.0 if d < 0 else 0.0)))
+            dEg[g] = -dd / etot
+            dtot += dd * EG[b, g] / (etot * etot)
+        for j in range(N):
+            dOFF[j] = 0.0
+            if m[j]:
+                cj = codes[b, j]
+                de = dtot + (dEg[cj] if cj >= 0 else 0.0)
+                dpos[j] = de * log_gamma * E[b, j]
+            else:
+                dpos[j] = 0.0
+        _positions_back_list(dpos, m, ORDER[b], HI[b], LO[b], WPOS[b], dOFF, Dg)
+        _ds_list(s[b], m, FAC[b], dOFF, DS[b])
+
+
+def misallocation_forward(s: Tensor, mask: Tensor, codes: Tensor, G: int, targets: Tensor, temperature: float,
+                          scaled: bool, min_scale: float, rel_min_scale: float, gamma: float, square: bool):
+    """The exposure-misallocation loss's per-list value (``l1``, or ``l2sq`` when ``square``) on RampRank with RBP
+    browsing ``gamma``: ``(value [B] float64, valid [B] bool, saved)``; ``targets [B, N]`` the per-item target
+    quotas (the measure's own: ideal exposure, relevance or the mask), ``codes`` as in :func:`dips_forward`."""
+    B, N = s.shape
+    tol = (1e-4 if s.dtype == torch.float32 else 1e-9) * 2.0
+    FAC = _fac(s, mask, temperature, scaled, min_scale, rel_min_scale)
+    i64 = dict(dtype=torch.int64)
+    f64 = dict(dtype=torch.float64)
+    ORDER, HI, LO = (torch.empty(B, N, **i64) for _ in range(3))
+    OFF, POS, WPOS, E = (torch.empty(B, N, **f64) for _ in range(4))
+    EG, DELTA = torch.empty(B, G, **f64), torch.empty(B, G, **f64)
+    PRES = torch.empty(B, G, dtype=torch.bool)
+    ES, VAL, OK = torch.empty(B, **f64), torch.empty(B, **f64), torch.empty(B, dtype=torch.bool)
+    sbits, swide = _bits(-s)
+    _run(_misallocation_rows, (np_view(s), sbits, swide, mask.numpy(), codes.numpy(),
+                               targets.to(torch.float64).contiguous().numpy(), FAC.numpy(), math.log(gamma),
+                               bool(square), tol, G, ORDER.numpy(), HI.numpy(), LO.numpy(), OFF.numpy(), POS.numpy(),
+                               WPOS.numpy(), E.numpy(), EG.numpy(), ES.numpy(), DELTA.numpy(), PRES.numpy(),
+                               VAL.numpy(), OK.numpy()), B, N)
+    saved = (FAC, ORDER, HI, LO, WPOS, E, EG, ES, DELTA, PRES)
+    return VAL, OK, saved
+
+
+def misallocation_backward(GL: Tensor, s: Tensor, mask: Tensor, codes: Tensor, G: int, gamma: float, square: bool,
+                           saved) -> Tensor:
+    """The gradient of :func:`misallocation_forward`'s value with respect to the scores: ``[B, N]`` float64."""
+    B, N = s.shape
+    FAC, ORDER, HI, LO, WPOS, E, EG, ES, DELTA, PRES = saved
+    DS = torch.empty(B, N, dtype=torch.float64)
+    _run(_misallocation_back_rows, (GL.to(torch.float64).contiguous().numpy(), np_view(s), mask.numpy(),
+                                    codes.numpy(), FAC.numpy(), math.log(gamma), bool(square), G, ORDER.numpy(),
+                                    HI.numpy(), LO.numpy(), WPOS.numpy(), E.numpy(), EG.numpy(), ES.numpy(),
+                                    DELTA.numpy(), PRES.numpy(), DS.numpy()), B, N)
+    return DS
+
+
+# ---------------------------------------------------------------------------------------------- pairwise accuracy
+@numba.njit(cache=True, nogil=True)
+def _accuracy_rows(s, sbits, swide, mask, rbits, rwide, codes, FAC, p, q, which, tol,
+                   ORDER, HI, LO, OFF, LVL, NL, X, WX, A, DEN, VAL, OK, b0, b1):  # pragma: no cover - compiled
+    """Per list: the ordering's window, dense relevance levels, the strict-level contraction ``err[g, h] =
+    sum_{i in g} sum_{j in h, r_i > r_j} ramp(u_j - u_i)`` for the groups ``g, h`` in ``(p, q)`` (columns 0 / 1:
+    protected / reference), the pair counts ``den[g, h]`` (the same pairs, ordering-free), ``A = 1 - err / den``
+    (rounding clamp to ``[0, 1]``; 0 where ``den = 0``) and the reducer: ``which`` 0 ``|A_qp - A_pq|`` (inter), 1
+    ``|A_qq - A_pp|`` (intra), 2 their sum over the defined ones (both)."""
+    N = s.shape[1]
+    ks = np.empty(N)
+    keys = np.empty(N, np.uint64)
+    k2 = np.empty(N, np.uint64)
+    idx = np.empty(N, np.int64)
+    i2 = np.empty(N, np.int64)
+    cnt = np.empty((8, 256), np.int64)
+    rank = np.zeros(N, np.int64)
+    hkey = np.empty(_HASH_SLOTS, np.uint64)
+    hslot = np.empty(_HASH_SLOTS, np.int64)
+    D = np.empty((2, N + 1, 1))
+    OUT = np.empty((N, 2))
+    count = np.zeros((N + 1, 2))
+    for b in range(b0, b1):
+        m = mask[b]
+        _order_list(s[b], sbits[b], swide, m, FAC[b], ORDER[b], OFF[b], HI[b], LO[b], ks, keys, k2, idx, i2, cnt)
+        L = _dense_levels(rbits, rwide, mask, b, LVL[b], keys, k2, idx, i2, cnt, rank, hkey, hslot)
+        NL[b] = L
+        if L > D.shape[2]:
+            D = np.empty((2, N + 1, L))
+        for l in range(L + 1):
+            count[l, 0] = 0.0
+            count[l, 1] = 0.0
+        for j in range(N):
+            cj = codes[b, j]
+            x0 = 1.0 if (m[j] and cj == p) else 0.0
+            x1 = 1.0 if (m[j] and cj == q) else 0.0
+            X[b, j, 0] = x0
+            X[b, j, 1] = x1
+            if m[j]:
+                count[LVL[b, j] + 1, 0] += x0
+                count[LVL[b, j] + 1, 1] += x1
+        for l in range(L):  # count[l + 1] = the items of each group at levels <= l
+            count[l + 1, 0] += count[l, 0]
+            count[l + 1, 1] += count[l, 1]
+        # partners of a strictly lower level only (greater 1, equal 0, less 0): no self pair
+        _level_list(X[b], OFF[b], LVL[b], ORDER[b], HI[b], LO[b], L, False, 1.0, 0.0, 0.0, D, WX[b], OUT)
+        err = np.zeros((2, 2))
+        den = np.zeros((2, 2))
+        for i in range(N):
+            if m[i]:
+                ci = codes[b, i]
+                g = 0 if ci == p else (1 if ci == q else -1)
+                if g >= 0:
+                    li = LVL[b, i]
+                    for h in range(2):
+                        err[g, h] += OUT[i, h]
+                        den[g, h] += count[li, h]
+        for g in range(2):
+            for h in range(2):
+                DEN[b, g, h] = den[g, h]
+                if den[g, h] > 0:
+                    A[b, g, h] = _clamp_round(1.0 - err[g, h] / den[g, h], 0.0, 1.0, tol)
+                else:
+                    A[b, g, h] = 0.0
+        v_inter = DEN[b, 1, 0] > 0 and DEN[b, 0, 1] > 0
+        v_intra = DEN[b, 1, 1] > 0 and DEN[b, 0, 0] > 0
+        inter = abs(A[b, 1, 0] - A[b, 0, 1]) if v_inter else 0.0
+        intra = abs(A[b, 1, 1] - A[b, 0, 0]) if v_intra else 0.0
+        if which == 0:
+            VAL[b] = inter
+            OK[b] = v_inter
+        elif which == 1:
+            VAL[b] = intra
+            OK[b] = v_intra
+        else:
+            VAL[b] = inter + intra
+            OK[b] = v_inter or v_intra
+
+
+@numba.njit(cache=True, nogil=True)
+def _accuracy_back_rows(GL, s, mask, codes, FAC, p, q, which, ORDER, HI, LO, OFF, LVL, NL, X, WX, A, DEN, DS,
+                        b0, b1):  # pragma: no cover - compiled
+    N = s.shape[1]
+    D = np.empty((2, N + 1, 1))
+    GS = np.empty((N, 2))
+    WG = np.empty((N, 2))
+    T = np.empty((N, 2))
+    dOFF = np.empty(N)
+    for b in range(b0, b1):
+        m = mask[b]
+        gl = GL[b]
+        dA = np.zeros((2, 2))
+        if which != 1 and DEN[b, 1, 0] > 0 and DEN[b, 0, 1] > 0:
+            d = A[b, 1, 0] - A[b, 0, 1]
+            sg = gl * (1.0 if d > 0 else (-1.0 if d < 0 else 0.0))
+            dA[1, 0] += sg
+            dA[0, 1] -= sg
+        if which != 0 and DEN[b, 1, 1] > 0 and DEN[b, 0, 0] > 0:
+            d = A[b, 1, 1] - A[b, 0, 0]
+            sg = gl * (1.0 if d > 0 else (-1.0 if d < 0 else 0.0))
+            dA[1, 1] += sg
+            dA[0, 0] -= sg
+        derr = np.zeros((2, 2))  # A = 1 - err / den: d err = -dA / den
+        nz = False
+        for g in range(2):
+            for h in range(2):
+                if DEN[b, g, h] > 0 and dA[g, h] != 0.0:
+                    derr[g, h] = -dA[g, h] / DEN[b, g, h]
+                    nz = True
+        if not nz:
+            for j in range(N):
+                DS[b, j] = 0.0
+            continue
+        for i in range(N):
+            ci = codes[b, i]
+            g = 0 if (m[i] and ci == p) else (1 if (m[i] and ci == q) else -1)
+            for h in range(2):
+                GS[i, h] = derr[g, h] if g >= 0 else 0.0
+        L = NL[b]
+        if L > D.shape[2]:
+            D = np.empty((2, N + 1, L))
+        # the transposed kernel (weights less / equal / greater = 0 / 0 / 1): window sums of the upstream gradient
+        _level_list(GS, OFF[b], LVL[b], ORDER[b], HI[b], LO[b], L, True, 0.0, 0.0, 1.0, D, WG, T)
+        for j in range(N):
+            acc = 0.0
+            for h in range(2):
+                acc += X[b, j, h] * WG[j, h] - GS[j, h] * WX[b, j, h]
+            dOFF[j] = acc
+        _ds_list(s[b], m, FAC[b], dOFF, DS[b])
+
+
+def accuracy_forward(s: Tensor, mask: Tensor, r: Tensor, codes: Tensor, protected: int, reference: int, which: int,
+                     temperature: float, scaled: bool, min_scale: float, rel_min_scale: float):
+    """The pairwise-accuracy-gap loss's per-list value on RampRank: ``which`` 0 inter, 1 intra, 2 both, for the
+    group ids ``protected`` / ``reference`` (``codes`` as in :func:`dips_forward`): ``(value [B] float64,
+    valid [B] bool, saved)``."""
+    B, N = s.shape
+    tol = (1e-4 if s.dtype == torch.float32 else 1e-9) * 2.0
+    FAC = _fac(s, mask, temperature, scaled, min_scale, rel_min_scale)
+    i64 = dict(dtype=torch.int64)
+    f64 = dict(dtype=torch.float64)
+    ORDER, HI, LO, LVL = (torch.empty(B, N, **i64) for _ in range(4))
+    NL = torch.empty(B, **i64)
+    OFF = torch.empty(B, N, **f64)
+    X, WX = torch.empty(B, N, 2, **f64), torch.empty(B, N, 2, **f64)
+    A, DEN = torch.empty(B, 2, 2, **f64), torch.empty(B, 2, 2, **f64)
+    VAL, OK = torch.empty(B, **f64), torch.empty(B, dtype=torch.bool)
+    sbits, swide = _bits(-s)
+    rbits, rwide = _bits(r)
+    _run(_accuracy_rows, (np_view(s), sbits, swide, mask.numpy(), rbits, rwide, codes.numpy(), FAC.numpy(),
+                          int(protected), int(reference), int(which), tol, ORDER.numpy(), HI.numpy(), LO.numpy(),
+                          OFF.numpy(), LVL.numpy(), NL.numpy(), X.numpy(), WX.numpy(), A.numpy(), DEN.numpy(),
+                          VAL.numpy(), OK.numpy()), B, N * 2)
+    saved = (FAC, ORDER, HI, LO, OFF, LVL, NL, X, WX, A, DEN)
+    return VAL, OK, saved
+
+
+def accuracy_backward(GL: Tensor, s: Tensor, mask: Tensor, codes: Tensor, protected: int, reference: int,
+                      which: int, saved) -> Tensor:
+    """The gradient of :func:`accuracy_forward`'s value with respect to the scores: ``[B, N]`` float64."""
+    B, N = s.shape
+    FAC, ORDER, HI, LO, OFF, LVL, NL, X, WX, A, DEN = saved
+    DS = torch.empty(B, N, dtype=torch.float64)
+    _run(_accuracy_back_rows, (GL.to(torch.float64).contiguous().numpy(), np_view(s), mask.numpy(), codes.numpy(),
+                               FAC.numpy(), int(protected), int(reference), int(which), ORDER.numpy(), HI.numpy(),
+                               LO.numpy(), OFF.numpy(), LVL.numpy(), NL.numpy(), X.numpy(), WX.numpy(), A.numpy(),
+                               DEN.numpy(), DS.numpy()), B, N * 2)
+    return DS

@@ -6,16 +6,24 @@ it (ordering, measure, list reducer), not a definition: :func:`fused_per_list` a
 not one it implements, and the torch path -- the reference, and the path on other devices, orderings, browsing
 models, ``backend="torch"`` or when the kernels are not picked -- runs instead.  It implements:
 
-* ``dips`` with ``gap_abs`` / ``gap_square`` (the DIPS loss's ``mode="abs"`` / ``"square"``), RBP browsing, no
-  cut-off ``k``;
-* ``exposure_misallocation`` with ``l1`` / ``l2sq`` (targets ``ee``, ``ea``, ``ea-dp``), RBP browsing, no ``k``;
-* ``pairwise_accuracy`` with ``inter`` / ``intra`` / ``both``;
+* ``dips`` (Fabris et al., WSDM 2023, eq. 11 with eq. 8 and 10) with ``gap_abs`` / ``gap_square`` (the DIPS
+  loss's ``mode="abs"`` / ``"square"``), RBP browsing, no cut-off ``k``;
+* ``exposure_misallocation`` (Fabris et al., WSDM 2023, eq. 12 with the targets of eq. 13-16: ``ee``, ``ea``,
+  ``ea-dp``) with ``l1`` / ``l2sq``, RBP browsing, no ``k``, ``relevance`` given (also for ``ea-dp``); the targets
+  are the measure's own (:func:`_targets`), they do not depend on the scores;
+* ``pairwise_accuracy`` (Raj & Ekstrand, SIGIR 2022, eq. 11; InterAcc / IntraAcc of §2.5) with ``inter`` /
+  ``intra`` / ``both`` for distinct ``protected`` / ``reference`` ids (defaults 1 / 0, as the reducers');
 
 for integer group ids ``[B, N]`` (or ``[N]``), float32 / float64 CPU scores, an ordering that is ``None`` (the
 losses' default ``RampRank(0.1)``) or a :class:`~torchfair.orderings.RampRank`, when the gate
 (:func:`torchfair.kernels.pick`, family ``ramp_losses``) picks the kernels.  Input checks run once per call on the
 host, by the quick whole-tensor reads of :func:`torchfair._validation.prepare`; an input they do not pass goes down
 the torch path, whose checks name what is wrong.
+
+Each walk is the same ordering, measure and reducer as the torch path, step by step (positions, exposure, the
+measure's group sums and normaliser, its validity and rounding clamp, the reducer's value and validity), proven
+equal to it by ``tests/losses/test_fused.py`` (values and gradients in float64 to 1e-10, gradcheck, float32 close);
+the definitions stay in :mod:`torchfair.metrics` and :mod:`torchfair.losses.transform`.
 """
 from __future__ import annotations
 
@@ -75,6 +83,12 @@ class _Call:
         if self.measure == "dips":
             return K.dips_forward(s, self.mask, self.r, self.codes, self.G, *self._ordering_args(), o["weights"],
                                   o["gamma"], o["tie"], o["square"])
+        if self.measure == "exposure_misallocation":
+            return K.misallocation_forward(s, self.mask, self.codes, self.G, o["targets"], *self._ordering_args(),
+                                           o["gamma"], o["square"])
+        if self.measure == "pairwise_accuracy":
+            return K.accuracy_forward(s, self.mask, self.r, self.codes, o["protected"], o["reference"], o["which"],
+                                      *self._ordering_args())
         raise AssertionError(self.measure)  # pragma: no cover
 
     def backward(self, g_value: Tensor, saved) -> Tensor:
@@ -82,6 +96,12 @@ class _Call:
         if self.measure == "dips":
             return K.dips_backward(g_value, self.s, self.mask, self.codes, self.G, o["gamma"], o["tie"], o["square"],
                                    saved)
+        if self.measure == "exposure_misallocation":
+            return K.misallocation_backward(g_value, self.s, self.mask, self.codes, self.G, o["gamma"], o["square"],
+                                            saved)
+        if self.measure == "pairwise_accuracy":
+            return K.accuracy_backward(g_value, self.s, self.mask, self.codes, o["protected"], o["reference"],
+                                       o["which"], saved)
         raise AssertionError(self.measure)  # pragma: no cover
 
 
@@ -89,11 +109,74 @@ def _batch(x: Optional[Tensor], dim: int) -> Optional[Tensor]:
     return x.unsqueeze(0) if isinstance(x, Tensor) and x.dim() == dim - 1 else x
 
 
+#: measure -> the list reducers its fused walk implements
+_REDUCERS = {"dips": ("gap_abs", "gap_square"), "exposure_misallocation": ("l1", "l2sq"),
+             "pairwise_accuracy": ("inter", "intra", "both")}
+_WHICH = {"inter": 0, "intra": 1, "both": 2}
+_TARGETS = ("ee", "ea", "ea-dp")
+
+
+def _rbp(browsing) -> Optional[RBP]:
+    """The browsing model when it is RBP with ``gamma < 1`` (the walks' ``e = gamma**pos``), else None."""
+    try:
+        F = get_browsing(browsing, RBP(0.9))
+    except Exception:  # noqa: BLE001 - the torch path names the error
+        return None
+    return F if type(F) is RBP and F.gamma < 1.0 else None
+
+
+def _measure_options(name: str, reducer: str, opts: Dict[str, Any], protected, reference, N: int,
+                     ) -> Optional[Dict[str, Any]]:
+    """The walk's constant options for this measure and reducer, or None when the fused walk does not implement
+    them (a cut-off ``k``, another browsing model, an unknown or invalid option: the torch path)."""
+    if name == "pairwise_accuracy":  # no options: every pair, no browsing (Raj & Ekstrand, SIGIR 2022, eq. 11)
+        if opts:
+            return None
+        p = 1 if protected is None else protected
+        r = 0 if reference is None else reference
+        if isinstance(p, bool) or isinstance(r, bool) or not isinstance(p, int) or not isinstance(r, int) or \
+                p == r or p < 0 or r < 0:
+            return None  # the reducer's checks name the error
+        return dict(protected=p, reference=r, which=_WHICH[reducer])
+    k = opts.pop("k", None)
+    F = _rbp(opts.pop("browsing", None))
+    if k is not None or F is None:
+        return None
+    if name == "dips":
+        tie = opts.pop("tie_weight", 0.5)
+        if opts or isinstance(tie, bool) or not isinstance(tie, (int, float)) or not 0.0 <= tie <= 1.0:
+            return None
+        return dict(weights=F.weights(N + 1, dtype=torch.float64), gamma=F.gamma, tie=float(tie),
+                    square=reducer == "gap_square")
+    target = opts.pop("target", "ee")
+    if opts or not isinstance(target, str) or target not in _TARGETS:
+        return None
+    return dict(browsing=F, gamma=F.gamma, target=target, square=reducer == "l2sq")
+
+
+def _targets(target: str, r: Tensor, m: Tensor, F: RBP, backend: str) -> Tensor:
+    """The measure's per-item target quotas (:func:`torchfair.metrics.exposure._item_targets`, Fabris et al.,
+    WSDM 2023, eq. 13-16), by the measure's own code: ``"ea-dp"`` the mask, ``"ea"`` the relevance, ``"ee"`` the
+    ideal exposure (:func:`torchfair.metrics.ideal_exposure`; its compiled branch for position-based browsing, the
+    sorting family's dense ranks, on the path this call takes)."""
+    if target == "ea-dp":
+        return m.to(r.dtype)
+    if target == "ea":
+        return torch.where(m, r, torch.zeros((), dtype=r.dtype))
+    from .. import kernels
+    from ..metrics import ideal_exposure
+
+    w = F.weights(r.shape[1], dtype=r.dtype)
+    KS = kernels.pick("sorting", backend, r, w, size=kernels.FOLLOW)
+    return KS.ideal_exposure(r, m, w) if KS is not None else ideal_exposure(r, browsing=F, mask=m,
+                                                                           validate_args=False)
+
+
 def fused_per_list(name: str, reducer: str, scores, relevance, groups, *, mask, num_groups, ordering, protected,
                    reference, validate_args: bool, options: Dict[str, Any]) -> Optional[Tuple[Tensor, Tensor]]:
     """``(per_list [B], valid [B])`` of :func:`torchfair.losses.transform.per_list_loss` by the fused kernels, or
     ``None`` when this call is not one they implement (module docstring): the caller then runs the torch path."""
-    if name != "dips" or reducer not in ("gap_abs", "gap_square"):
+    if reducer not in _REDUCERS.get(name, ()):
         return None
     if ordering is None:
         ordering = _DEFAULT
@@ -113,18 +196,8 @@ def fused_per_list(name: str, reducer: str, scores, relevance, groups, *, mask, 
         m = torch.ones(B, N, dtype=torch.bool)
     elif m.dtype != torch.bool or m.shape != (B, N):
         return None
-    opts = dict(options)
-    k = opts.pop("k", None)
-    browsing = opts.pop("browsing", None)
-    tie = opts.pop("tie_weight", 0.5)
-    if k is not None or opts:
-        return None
-    try:
-        F = get_browsing(browsing, RBP(0.9))
-    except Exception:  # noqa: BLE001 - the torch path names the error
-        return None
-    if type(F) is not RBP or F.gamma >= 1.0 or isinstance(tie, bool) or not isinstance(tie, (int, float)) or \
-            not 0.0 <= tie <= 1.0:
+    opts = _measure_options(name, reducer, dict(options), protected, reference, N)
+    if opts is None:
         return None
     K = _kernels(ordering.backend, s.detach(), r.detach(), m)
     if K is None:
@@ -134,7 +207,7 @@ def fused_per_list(name: str, reducer: str, scores, relevance, groups, *, mask, 
         return None  # the torch path's checks say what is wrong
     codes, G = group_codes(g, m, num_groups, False)
     rr = r.to(s.dtype)  # the measure reads the relevance in the scores' dtype (prepare)
-    call = _Call(K, "dips", s, m.contiguous(), rr.contiguous(), codes.contiguous(), G, ordering,
-                 dict(weights=F.weights(N + 1, dtype=torch.float64), gamma=F.gamma, tie=float(tie),
-                      square=reducer == "gap_square"))
+    if name == "exposure_misallocation":
+        opts["targets"] = _targets(opts.pop("target"), rr.detach(), m, opts.pop("browsing"), ordering.backend)
+    call = _Call(K, name, s, m.contiguous(), rr.contiguous(), codes.contiguous(), G, ordering, opts)
     return _FusedLoss.apply(s, call)
