@@ -185,14 +185,17 @@ def test_pooled_mpc_without_pairs_or_with_soft_membership_is_undefined():
     assert nan.compute()["n_pairs"] == 2
 
 
+@pytest.mark.parametrize("cls, kw, name", [
+    ("PositionShares", {"num_groups": 0}, "num_groups"), ("PositionShares", {"num_groups": 2, "top": 0}, "top"),
+    ("PooledMPC", {"num_groups": 1}, "num_groups"), ("PooledMPC", {"num_groups": 2, "group": 2}, "group"),
+    ("PooledMPC", {"num_groups": 2, "level": 1.5}, "level"),
+])
+def test_a_bad_constructor_argument_names_itself(cls, kw, name):
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        {"PositionShares": PositionShares, "PooledMPC": PooledMPC}[cls](**kw)
+
+
 def test_bad_arguments_name_the_argument():
-    for kw, name in (({"num_groups": 0}, "num_groups"), ({"num_groups": 2, "top": 0}, "top")):
-        with pytest.raises(ValueError, match=f"`{name}`"):
-            PositionShares(**kw)
-    for kw, name in (({"num_groups": 1}, "num_groups"), ({"num_groups": 2, "group": 2}, "group"),
-                     ({"num_groups": 2, "level": 1.5}, "level")):
-        with pytest.raises(ValueError, match=f"`{name}`"):
-            PooledMPC(**kw)
     s = torch.zeros(2, 3)
     with pytest.raises(ValueError, match="`groups`"):
         PositionShares(2).update(s)

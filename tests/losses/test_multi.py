@@ -311,17 +311,23 @@ def test_bad_terms_name_terms_and_the_entry(terms, entry):
         MultiMeasureLoss(terms)
 
 
-def test_bad_shared_arguments_name_them():
+@pytest.mark.parametrize("kwargs, name", [
+    ({"normalize": "foo"}, "normalize"), ({"reduction": "foo"}, "reduction"), ({"ordering": "hard"}, "ordering"),
+    ({"num_groups": 0}, "num_groups"), ({"validate_args": 1}, "validate_args"),
+])
+def test_bad_shared_arguments_of_the_module_name_them(kwargs, name):
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        MultiMeasureLoss(["dips"], **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"reduction": "foo"}, "reduction"), ({"ordering": "hard"}, "ordering"), ({"scales": [1.0]}, "scales"),
+    ({"scales": [1.0, 0.0]}, "scales"),
+], ids=["reduction", "ordering", "scales-too-few", "scales-zero"])
+def test_bad_shared_arguments_of_the_function_name_them(kwargs, name):
     s, r, g, _ = _data()
-    for kwargs, name in (({"normalize": "foo"}, "normalize"), ({"reduction": "foo"}, "reduction"),
-                         ({"ordering": "hard"}, "ordering"), ({"num_groups": 0}, "num_groups"),
-                         ({"validate_args": 1}, "validate_args")):
-        with pytest.raises(ValueError, match=f"`{name}`"):
-            MultiMeasureLoss(["dips"], **kwargs)
-    for kwargs, name in (({"reduction": "foo"}, "reduction"), ({"ordering": "hard"}, "ordering"),
-                         ({"scales": [1.0]}, "scales"), ({"scales": [1.0, 0.0]}, "scales")):
-        with pytest.raises(ValueError, match=f"`{name}`"):
-            multi_measure_loss(s, r, g, terms=["dips", "pairwise_accuracy"], **kwargs)
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        multi_measure_loss(s, r, g, terms=["dips", "pairwise_accuracy"], **kwargs)
 
 
 # ------------------------------------------------------------------------------------------------ module form

@@ -199,11 +199,14 @@ def test_order_resolves_the_ordering_argument():
     check_ordering(None)
 
 
+@pytest.mark.parametrize("bad", [0, -1, 2.0, 1.5, True])
+def test_check_k_refuses_what_is_not_a_positive_int(bad):
+    with pytest.raises(ValueError, match="`k`"):
+        check_k(bad)
+
+
 def test_argument_checks():
     assert check_k(None) is None and check_k(3) == 3
-    for bad in (0, -1, 2.0, 1.5, True):
-        with pytest.raises(ValueError, match="`k`"):
-            check_k(bad)
     with pytest.raises(ValueError, match="`cutoff`"):
         check_k(0, "cutoff")
     assert check_bool(False, "flag") is False

@@ -197,11 +197,14 @@ def test_well_formed_declaration_and_frozen_table_entries():
         MEASURES["dips"].loss = "gap_square"  # type: ignore[misc]
 
 
+@pytest.mark.parametrize("bad", ["NDCG", "no_such", None, ["dips"], 3])
+def test_an_unknown_declaration_is_refused(bad):
+    with pytest.raises(ValueError, match="`measure` must be one of"):
+        get_declaration(bad)
+
+
 def test_table_keys_and_lookup():
     assert all(MEASURES[n].name == n for n in NAMES) and len(NAMES) == len(D._DECLARED)
     assert get_declaration("ndcg") is MEASURES["ndcg"]
-    for bad in ("NDCG", "no_such", None, ["dips"], 3):
-        with pytest.raises(ValueError, match="`measure` must be one of"):
-            get_declaration(bad)
     assert set(D.BROWSING_SPECS) and all(
         "browsing" in _params(MEASURES[n]) for n in NAMES if "browsing" in MEASURES[n].options)

@@ -675,12 +675,12 @@ def test_igi_ree_k_counts_pairs_whose_upper_item_is_in_the_top_k(fn, k):
         torch.testing.assert_close(M, full)
 
 
-def test_tie_weight_is_validated():
+@pytest.mark.parametrize("tw", [float("nan"), "0.5", None, 2.0])
+@pytest.mark.parametrize("fn", [dips, igi, ree], ids=["dips", "igi", "ree"])
+def test_tie_weight_is_validated(fn, tw):
     s, r, g = _batch8()
-    for tw in (float("nan"), "0.5", None, 2.0):
-        for fn in (dips, igi, ree):
-            with pytest.raises(ValueError, match="`tie_weight`"):
-                fn(s, r, g, tie_weight=tw)
+    with pytest.raises(ValueError, match="`tie_weight`"):
+        fn(s, r, g, tie_weight=tw)
 
 
 def test_kendall_tau_reduction_and_single_list():

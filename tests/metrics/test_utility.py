@@ -657,27 +657,36 @@ def test_ap_and_r_precision_on_relaxed_orderings_have_gradients_and_are_exact_on
         assert fn(s.detach(), rel, ordering=NeuralSort(1e-4)).item() == pytest.approx(hard, abs=1e-6)
 
 
-def test_ideal_relevance_validation():
+#: bad ``ideal_relevance`` for the batch ``[[0.3, 0.2, 0.1]]`` / ``[[2, 0, 1]]`` (``single``: given for one list)
+BAD_IDEAL = {
+    "1d-for-a-batch": (torch.tensor([2.0, 1.0]), False), "negative": (torch.tensor([[2.0, -1.0, 1.0]]), False),
+    "nan": (torch.tensor([[2.0, float("nan"), 1.0]]), False),
+    "lacks-the-lists-grade": (torch.tensor([[1.0, 1.0, 1.0]]), False), "not-a-tensor": ([[2.0, 1.0]], False),
+    "2d-for-one-list": (torch.tensor([[2.0, 1.0, 1.0]]), True),
+}
+IDEAL_FNS = {"ndcg": ndcg, "recall": recall, "mrr": mrr, "average_precision": average_precision,
+             "r_precision": r_precision}
+
+
+@pytest.mark.parametrize("case", list(BAD_IDEAL))
+@pytest.mark.parametrize("fn", list(IDEAL_FNS))
+def test_a_bad_ideal_relevance_is_refused(fn, case):
+    s, r = torch.tensor([[0.3, 0.2, 0.1]]), torch.tensor([[2.0, 0.0, 1.0]])
+    bad, single = BAD_IDEAL[case]
+    IDEAL_FNS[fn](s, r, ideal_relevance=torch.tensor([[2.0, 1.0, 1.0]]))  # a good one is accepted
+    with pytest.raises(ValueError, match="`ideal_relevance`"):
+        IDEAL_FNS[fn](s[0] if single else s, r[0] if single else r, ideal_relevance=bad)
+
+
+@pytest.mark.parametrize("fn", ["recall", "mrr", "average_precision", "r_precision"])
+def test_a_negative_threshold_is_refused_with_ideal_relevance(fn):
+    s, r = torch.tensor([[0.3, 0.2, 0.1]]), torch.tensor([[2.0, 0.0, 1.0]])
+    with pytest.raises(ValueError, match="`threshold`"):
+        IDEAL_FNS[fn](s, r, threshold=-0.5, ideal_relevance=torch.tensor([[2.0, 1.0, 1.0]]))
+
+
+def test_an_empty_judgment_set_is_undefined():
     s = torch.tensor([[0.3, 0.2, 0.1]])
-    r = torch.tensor([[2.0, 0.0, 1.0]])
-    ok = torch.tensor([[2.0, 1.0, 1.0]])
-    for fn in (ndcg, recall, mrr, average_precision, r_precision):
-        fn(s, r, ideal_relevance=ok)
-        with pytest.raises(ValueError, match="`ideal_relevance`"):
-            fn(s, r, ideal_relevance=torch.tensor([2.0, 1.0]))  # [M] for a batch
-        with pytest.raises(ValueError, match="`ideal_relevance`"):
-            fn(s, r, ideal_relevance=torch.tensor([[2.0, -1.0, 1.0]]))
-        with pytest.raises(ValueError, match="`ideal_relevance`"):
-            fn(s, r, ideal_relevance=torch.tensor([[2.0, float("nan"), 1.0]]))
-        with pytest.raises(ValueError, match="`ideal_relevance`"):
-            fn(s, r, ideal_relevance=torch.tensor([[1.0, 1.0, 1.0]]))  # lacks the list's grade 2
-        with pytest.raises(ValueError, match="`ideal_relevance`"):
-            fn(s, r, ideal_relevance=[[2.0, 1.0]])
-        with pytest.raises(ValueError, match="`ideal_relevance`"):
-            fn(s[0], r[0], ideal_relevance=ok)  # [B, M] for a single list
-    for fn in (recall, mrr, average_precision, r_precision):
-        with pytest.raises(ValueError, match="`threshold`"):
-            fn(s, r, threshold=-0.5, ideal_relevance=ok)
     # an empty judgment set (M = 0): nothing relevant, undefined
     v, valid = recall(s, torch.zeros(1, 3), ideal_relevance=torch.zeros(1, 0), return_valid=True)
     assert not valid.any() and v.item() == 0.0
