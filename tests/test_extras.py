@@ -20,10 +20,11 @@ def without(monkeypatch):
     return install
 
 
-def test_unknown_extra_is_a_value_error_naming_it():
-    for fn in (_extras.missing_modules, lambda e: _extras.extra_message("x", e), lambda e: _extras.require("x", e)):
-        with pytest.raises(ValueError, match="`extra`.*'trian'"):
-            fn("trian")
+@pytest.mark.parametrize("fn", [_extras.missing_modules, lambda e: _extras.extra_message("x", e),
+                                lambda e: _extras.require("x", e)], ids=["missing_modules", "extra_message", "require"])
+def test_unknown_extra_is_a_value_error_naming_it(fn):
+    with pytest.raises(ValueError, match="`extra`.*'trian'"):
+        fn("trian")
 
 
 def test_require_names_the_extra_and_the_missing_module(without):
