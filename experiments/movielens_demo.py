@@ -246,15 +246,30 @@ def quiet_lightning() -> None:
         warnings.filterwarnings("ignore", message=msg)
 
 
+def environment_line(env: Dict[str, Any]) -> str:
+    """What decides the numbers besides the seeds (:func:`torchfair.sweeps.trial.environment` of the trials and of
+    the evaluation), as one line of the results page."""
+    def one(e: Dict[str, Any]) -> str:
+        return (f"{e.get('torch_threads')} torch thread(s), deterministic algorithms {e.get('deterministic')}, "
+                f"kernels {e.get('kernels')}")
+    trial = env.get("trials") or {}
+    versions = ", ".join(f"{name} {trial.get(k)}" for name, k in (("torch", "torch"), ("numpy", "numpy"),
+                                                                   ("numba", "numba_version")) if trial.get(k))
+    return (f"Numbers decided by (besides the seeds): trials {one(trial)}; evaluation {one(env.get('evaluation', {}))}"
+            f" (a call's kernel path follows from its input size, `torchfair.kernels.MIN_ELEMENTS`); {versions}.")
+
+
 def results_markdown(table: str, command: str, seconds: float, train_seconds: float,
-                     load: Optional[List[float]] = None) -> str:
+                     load: Optional[List[float]] = None, env: Optional[Dict[str, Any]] = None) -> str:
     """``experiments/results/movielens_demo.md``: the command, the date, the machine, the wall time (of it the
-    training: the sweeps), the 1-minute load average at the start and the end, and the summary table."""
+    training: the sweeps), the 1-minute load average at the start and the end, the summary table and what decides
+    its numbers besides the seeds (``env``)."""
     when = time.strftime("%Y-%m-%d", time.gmtime())
     cpu = f"{os.cpu_count()}-core {platform.machine()} CPU"
     busy = f", load average {load[0]:.1f} at the start, {load[1]:.1f} at the end" if load else ""
+    tail = f"\n{environment_line(env)}\n" if env else ""
     return (f"# make demo (`{command}`), {when}, {cpu}, data cached{busy}: {seconds:.0f} s "
-            f"({train_seconds:.0f} s training)\n\n{table}\n")
+            f"({train_seconds:.0f} s training)\n\n{table}\n{tail}")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -304,6 +319,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     summary["seconds"] = time.time() - t_start
     summary["train_seconds"] = train_seconds
     summary["args"] = vars(args)
+    from torchfair.sweeps.trial import environment
+
+    trial_env = next((json.loads(f.read_text()).get("environment") for f in sorted(out.glob("*/trials/*/result.json"))),
+                     None)
+    summary["environment"] = {"trials": trial_env or {}, "evaluation": environment()}
     table = summary_markdown(summary, n_users)
     plot_tradeoff(summary, str(out / "tradeoff.png"))
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
@@ -314,7 +334,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         res = _sweep.ROOT / "experiments" / "results"
         load = [load0, os.getloadavg()[0]] if load0 is not None else None
         (res / "movielens_demo.md").write_text(results_markdown(table, command.strip(), summary["seconds"],
-                                                                train_seconds, load))
+                                                                train_seconds, load, summary["environment"]))
+        import _provenance
+
+        (res / "movielens_demo.json").write_text(json.dumps(
+            {**summary, "provenance": _provenance.provenance(argv, script="experiments/movielens_demo.py")},
+            indent=1, default=str))
         shutil.copyfile(out / "tradeoff.png", res / "movielens_demo.png")
     print()
     print(table)
