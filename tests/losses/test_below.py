@@ -2,6 +2,8 @@
 on the sub-list, and its edge cases."""
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from torchfair.losses import BelowTopK, DIPSLoss, MultiMeasureLoss, PairwiseAccuracyGapLoss, below_top_k_mask
 from torchfair.orderings import SoftRank
@@ -86,3 +88,17 @@ def test_a_non_finite_score_on_a_padded_item_is_ignored():
     r = torch.tensor([[1.0, 0.0, 1.0, 0.0, 1.0]])
     g = torch.tensor([[0, 1, 0, 1, 0]])
     assert torch.isfinite(BelowTopK(DIPSLoss(num_groups=2), k=2)(s, r, g, m))
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_property_a_non_finite_real_score_is_refused_wherever_it_ranks(data):
+    N = data.draw(st.integers(2, 8), label="N")
+    k = data.draw(st.integers(1, N), label="k")
+    s = torch.tensor(data.draw(st.lists(st.floats(-3, 3, width=32), min_size=N, max_size=N)))
+    at = data.draw(st.integers(0, N - 1), label="at")
+    s[at] = data.draw(st.sampled_from([float("nan"), float("inf"), float("-inf")]), label="bad")
+    r = torch.tensor(data.draw(st.lists(st.integers(0, 2), min_size=N, max_size=N))).float()
+    g = torch.tensor(data.draw(st.lists(st.integers(0, 1), min_size=N, max_size=N)))
+    with pytest.raises(ValueError, match="`scores` must be finite"):
+        BelowTopK(DIPSLoss(num_groups=2), k=k)(s[None], r[None], g[None])

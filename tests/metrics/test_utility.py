@@ -4,6 +4,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from torchfair.metrics.utility import (average_precision, dcg, err, ideal_dcg, ideal_ranking, mrr, ndcg, precision,
                                       r_precision, rbp, recall)
@@ -690,3 +692,19 @@ def test_an_empty_judgment_set_is_undefined():
     # an empty judgment set (M = 0): nothing relevant, undefined
     v, valid = recall(s, torch.zeros(1, 3), ideal_relevance=torch.zeros(1, 0), return_valid=True)
     assert not valid.any() and v.item() == 0.0
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_property_dcg_on_half_scores_never_gives_a_non_finite_gradient(data):
+    from torchfair.orderings import PlackettLuce
+
+    N = data.draw(st.integers(1, 5), label="N")
+    x = torch.tensor([data.draw(st.lists(st.floats(-4, 4, width=16), min_size=N, max_size=N), label="scores")],
+                     dtype=torch.float16, requires_grad=True)
+    r = torch.tensor([data.draw(st.lists(st.integers(0, 40), min_size=N, max_size=N), label="grades")],
+                     dtype=torch.float16)
+    v, valid = dcg(x, r, ordering=PlackettLuce(exact=True), return_valid=True)
+    v.sum().backward()
+    assert torch.isfinite(v).all() and torch.isfinite(x.grad).all()
+    assert bool(valid) == bool((r < 16).all())  # float16 holds gains 2**r - 1 below 65504
