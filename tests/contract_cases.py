@@ -2093,6 +2093,8 @@ EXEMPT: Dict[str, str] = {
     "evaluation.read_qrels": "file reader (I/O)",
     "evaluation.read_group_file": "file reader (I/O)",
     "evaluation.read_table": "file reader (I/O)",
+    "evaluation.terminal_width": "the width of the terminal for printed tables (no tensors; "
+                                  "tests/evaluation/test_format.py)",
     "evaluation.TREC_EVAL": "a dict of evaluate_lists options (tests/evaluation/test_trec.py: against pytrec_eval)",
     "evaluation.TREC_READ": "a dict of read_trec options (tests/evaluation/test_trec.py: against pytrec_eval)",
     "evaluation.PositionShares": "an accumulator of the engine: tests/evaluation/test_accumulators.py (a plain loop over "
