@@ -24,7 +24,7 @@ from numba import prange
 __all__ = ["dips_fenwick"]
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True)
 def _one_list(scores, rel, grp, G, gamma, tie, S, sizes):  # pragma: no cover - compiled
     n = scores.shape[0]
     order = np.argsort(-scores, kind="mergesort")  # stable: ties by index
@@ -72,7 +72,7 @@ def _one_list(scores, rel, grp, G, gamma, tie, S, sizes):  # pragma: no cover - 
         f *= gamma
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True)
 def _normalise(S, sizes, gamma, M):  # pragma: no cover - compiled
     G = S.shape[0]
     for g in range(G):
@@ -83,7 +83,7 @@ def _normalise(S, sizes, gamma, M):  # pragma: no cover - compiled
             M[g, h] = min(1.0, S[g, h] / c) if c > 0 else 0.0
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True)
 def _serial(scores, rel, grp, G, gamma, tie, M):  # pragma: no cover - compiled
     for b in range(scores.shape[0]):
         S = np.zeros((G, G))
@@ -92,7 +92,7 @@ def _serial(scores, rel, grp, G, gamma, tie, M):  # pragma: no cover - compiled
         _normalise(S, sizes, gamma, M[b])
 
 
-@numba.njit(nogil=True, parallel=True, cache=True)
+@numba.njit(nogil=True, parallel=True)
 def _parallel(scores, rel, grp, G, gamma, tie, M):  # pragma: no cover - compiled
     for b in prange(scores.shape[0]):
         S = np.zeros((G, G))

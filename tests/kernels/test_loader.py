@@ -111,8 +111,9 @@ def test_auto_takes_the_torch_code_below_the_size_and_the_kernels_above(ordering
     with kernels.trace() as small:
         dips(*_batch(2, 5), ordering=ordering)
     assert small and all(path == "torch" for _, path, _ in small), small
-    with kernels.trace() as large:
-        dips(*_large("sorting"), ordering=ordering)
+    with kernels.trace() as large:  # above every threshold the ordering's families have
+        dips(*_batch(math.ceil(max(kernels.MIN_ELEMENTS[f] for f in ("sorting", "pairs", "windows", "pav")) / 50),
+                     50), ordering=ordering)
     for family, path, size in large:
         assert path == ("numba" if size >= kernels.MIN_ELEMENTS[family] else "torch"), large
     assert any(path == "numba" for _, path, _ in large), large

@@ -66,10 +66,12 @@ ENV = "TORCHFAIR_KERNELS"
 #: under ``"auto"``: the input size (list items ``B * N`` of a call; ``fa_ir``: the table length ``k``) from which a
 #: family runs its kernels: the smallest size from which the time the warm kernels save per call, over 1 000 calls,
 #: exceeds the family's cold compile (CPU seconds), measured on 2 CPU cores by
-#: ``experiments/bench_first_call.py --crossover`` (experiments/results/bench_first_call.md); ``sorting`` shares the
-#: threshold of ``pairs`` (204 800 by that rule alone): an exact measure runs both, so a call that compiles its pair
-#: sums compiles its sort with them, and a long exact list (1 x 100 000) is not left sorting on the torch code
-MIN_ELEMENTS: Dict[str, int] = {"sorting": 25600, "pairs": 25600, "windows": 6400, "pav": 3200, "detconstsort": 400,
+#: ``experiments/bench_first_call.py --crossover`` (experiments/results/bench_first_call.md).  ``sorting`` and
+#: ``pairs`` (an exact measure runs both) start lower, at 4 096 items, than that rule alone gives (204 800 and
+#: 25 600): the path cannot depend on the cache, so below the threshold a list runs the torch code on every call of
+#: every process, and between 4 096 and 25 600 items that code costs 3-24x the kernels (up to ~20 ms a call, the
+#: table); below 4 096 items it costs at most ~2 ms more a call, and a first small call (4 x 50) never compiles
+MIN_ELEMENTS: Dict[str, int] = {"sorting": 4096, "pairs": 4096, "windows": 6400, "pav": 3200, "detconstsort": 400,
                                 "fa_ir": 16,
                                 # measured by hand (not yet by --crossover): the fused DIPS loss saves 10 ms a call
                                 # at 16 x 100 and 52 ms at 64 x 200 against a cold compile of ~20 CPU s
