@@ -10,7 +10,7 @@ groups, graded relevance, padded slots holding NaN scores and garbage relevance 
   0, and ``reduction="mean"`` / ``"sum"`` are the mean / sum of the per-list values over the valid lists (entry
   by entry);
 * ``metric_class`` (:meth:`~MeasureTester.run_class`): the metric class, updated batch by batch, computes the mean
-  over valid lists of the functional's per-list values (the columns of :mod:`torchfair.evaluation.registry`,
+  over valid lists of the functional's per-list values (the columns of :mod:`torchfair.metrics.registry`,
   rebuilt here from the documented naming);
 * ``batch_vs_lists`` (:meth:`~MeasureTester.run_batch_vs_lists`): a padded batch gives, list by list, what each
   list gives alone (``[N]`` input of its real items, no mask), hard and soft membership, exact and relaxed
@@ -345,7 +345,7 @@ def _letters(n: int) -> List[str]:
 
 def _columns(m: Measure, res, opts) -> Dict[str, Tuple[Tensor, Tensor]]:
     """The per-list columns the metric class reports for ``m``, from the functional result (the naming of
-    :mod:`torchfair.evaluation.registry`: ``label``, ``label_A``, ``label_AB``, ``label_gap``; record fields
+    :mod:`torchfair.metrics.registry`: ``label``, ``label_A``, ``label_AB``, ``label_gap``; record fields
     ``label_field...``), with the built-in exceptions (pairwise accuracy's diagonal and Inter/IntraAcc,
     misallocation's l1, rank parity's ARP and pair, MPC's per-query estimate)."""
     label = m.name  # a class's label is the measure's name, whatever its options

@@ -210,7 +210,7 @@ class HardOrderedBatch(OrderedBatch):
         prefix sum over equal relevance) and the rest; tied partners under ``ties="average"`` (same block, ``1/2``
         or the tied-pair joint) are segment sums inside the block.  Graded or continuous relevance alike; same
         result as the generic path up to rounding (accumulated in float64 where the device has it; tests in
-        tests/orderings/test_orderings_robust.py compare both).  On CPU tensors the compiled kernels do the same
+        the ordering rows of tests/test_contract.py compare both).  On CPU tensors the compiled kernels do the same
         walk (:mod:`torchfair.kernels.pairs`, ``O(B N H log L)`` for ``L`` relevance levels, ``O(N)`` scratch
         per thread besides the ``[B, N, H]`` result); ``backend="torch"`` keeps the torch code."""
         if which not in ("above", "joint", "one") or (which == "joint" and browsing is None) or (
