@@ -2549,12 +2549,7 @@ class KnownViolation(Exception):
 #: contract violations still open, ``(row, check of tester.ContractTester, Violation.kind) -> Known``: strict expected
 #: failures of that (row, check) item, limited to that kind and message (other violations of the same check still
 #: fail it; an entry whose violation no longer occurs fails it too, so that the entry gets removed)
-KNOWN_VIOLATIONS: Dict[Tuple[str, str, str], Known] = {
-    ("compat.expeval.expeval", "valid", "ValueError on valid input"): Known(
-        r"`groups` ids must be (< num_groups|>= 0, or -1)",
-        "expeval checks the group ids of padded slots: an id >= num_groups, or < -1, in a slot the mask excludes "
-        "raises (torchfair/compat/expeval.py, _membership reads every slot, the mask is applied after it)"),
-}
+KNOWN_VIOLATIONS: Dict[Tuple[str, str, str], Known] = {}
 
 
 def known_violation(row: str, check: str, kind: str, text: str) -> Optional[Tuple[str, str, str]]:

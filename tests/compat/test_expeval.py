@@ -250,3 +250,19 @@ def test_validation():
         expeval(r, rel, torch.tensor([0, 1, 0, -2]))
     with pytest.raises(ValueError, match="`relevance`"):
         expeval(r, torch.tensor([1., -1., 0., 0.]))
+
+
+@pytest.mark.parametrize("garbage", [7, -5], ids=["id-past-num_groups", "id-below--1"])
+def test_padded_slots_may_hold_any_group_id(garbage):
+    # a padded slot is not read: the values equal those of the list without it
+    from torchfair.compat.expeval import expeval
+
+    ranks = torch.tensor([[1, 2, 3, 4]])
+    rel = torch.tensor([[1.0, 0.0, 2.0, 0.0]])
+    groups = torch.tensor([[0, 1, 1, garbage]])
+    mask = torch.tensor([[True, True, True, False]])
+    padded = expeval(ranks, rel, groups, num_groups=2, mask=mask)
+    alone = expeval(ranks[:, :3], rel[:, :3], groups[:, :3], num_groups=2)
+    for key in alone._fields if hasattr(alone, "_fields") else alone:
+        a, b = (getattr(alone, key), getattr(padded, key)) if hasattr(alone, "_fields") else (alone[key], padded[key])
+        assert torch.allclose(torch.as_tensor(a), torch.as_tensor(b)), key

@@ -121,13 +121,17 @@ def _normalise(value: Tensor, lb: Tensor, ub: Tensor, default: float) -> Tensor:
                                                                                           ub - lb))
 
 
-def _membership(groups: Tensor, rel: Tensor, unlabeled_group: bool, num_groups: Optional[int]) -> Tensor:
+def _membership(groups: Tensor, rel: Tensor, unlabeled_group: bool, num_groups: Optional[int],
+                mask: Optional[Tensor] = None) -> Tensor:
     """``[B, N, G']`` float weights: one-hot ids (``-1``: the extra last group when ``unlabeled_group``) or the
-    given multi-hot membership."""
+    given multi-hot membership.  Padded slots (``mask`` False) are not read: their ids or rows may hold anything."""
     if groups.is_floating_point():
         if groups.shape[:-1] != rel.shape or groups.dim() != rel.dim() + 1:
             raise ValueError(f"`groups` as float membership must have shape {tuple(rel.shape)} + (G,); got "
                              f"{tuple(groups.shape)}")
+        if mask is not None:
+            groups = torch.where(mask.unsqueeze(-1), groups, torch.zeros((), dtype=groups.dtype,
+                                                                          device=groups.device))
         if not torch.isfinite(groups).all() or (groups < 0).any():
             raise ValueError("`groups` membership must be finite and non-negative (1 = in the group)")
         return groups.to(rel.dtype)
@@ -135,6 +139,8 @@ def _membership(groups: Tensor, rel: Tensor, unlabeled_group: bool, num_groups: 
         raise ValueError(f"`groups` must be integer group ids shaped like `relevance` {tuple(rel.shape)} (-1 = "
                          f"no label) or [..., N, G] 0/1 membership; got {tuple(groups.shape)} {groups.dtype}")
     ids = groups.long()
+    if mask is not None:
+        ids = torch.where(mask, ids, torch.full_like(ids, -1))  # a padded slot: no label, whatever it holds
     if (ids < -1).any():
         raise ValueError("`groups` ids must be >= 0, or -1 for a document without group label")
     G = int(ids.max()) + 1 if num_groups is None else num_groups
@@ -220,7 +226,7 @@ def expeval(ranks: Tensor, relevance: Tensor, groups: Optional[Tensor] = None, *
     else:
         if not isinstance(groups, Tensor):
             raise ValueError(f"`groups` must be a torch.Tensor; got {type(groups).__name__}")
-        A = _membership(groups, rel, unlabeled_group, num_groups)
+        A = _membership(groups, rel, unlabeled_group, num_groups, mask)
         counted = judged if relevant_only is None else (relevant if relevant_only else mask)
         A = A * counted.unsqueeze(-1).to(rel.dtype)
         x, y = _linalg.einsum("bn,bng->bg", eps, A), _linalg.einsum("bn,bng->bg", star, A)
