@@ -15,13 +15,8 @@ def test_warmup_runs():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_dips_forward_is_the_per_list_loss(dtype):
-    g = torch.Generator().manual_seed(0)
-    B, N = 5, 9
-    s = torch.randn(B, N, generator=g, dtype=dtype)
-    r = torch.randint(0, 3, (B, N), generator=g).to(dtype)
-    groups = torch.randint(0, 2, (B, N), generator=g)
-    groups[0] = 1  # one group: invalid
-    mask = torch.ones(B, N, dtype=torch.bool)
+    s, r, groups, mask = _lists(dtype)
+    B, N = s.shape
     w = 0.9 ** torch.arange(N + 1, dtype=torch.float64)
     value, ok, saved = K.dips_forward(s, mask, r, groups, 2, 0.1, True, 0.25, 0.0, w, 0.9, 0.5, False)
     ref, ref_ok = per_list_loss("dips", s, r, groups, reducer="gap_abs", num_groups=2,

@@ -80,19 +80,24 @@ def test_fused_dips_float32_is_close():
     assert torch.allclose(v1, v2, rtol=0, atol=1e-5) and torch.allclose(g1, g2, rtol=0, atol=1e-5)
 
 
-def test_fused_dips_gradcheck():
-    # scale="none": with "std" the (detached) temperature moves with the scores under finite differences
-    fused = RampRank(0.5, scale="none", backend="numba")
+def _gradcheck_batch():
+    """float64 lists for gradcheck, one of them padded, and the fused ordering: scale="none", since with "std" the
+    (detached) temperature moves with the scores under finite differences."""
     g = torch.Generator().manual_seed(3)
     s = torch.randn(3, 7, generator=g, dtype=torch.float64, requires_grad=True)
     r = torch.randint(0, 3, (3, 7), generator=g).double()
     groups = torch.randint(0, 2, (3, 7), generator=g)
     mask = torch.ones(3, 7, dtype=torch.bool)
     mask[2, 5:] = False
-    for mode in ("abs", "square"):
-        assert torch.autograd.gradcheck(
-            lambda x: dips_loss(x, r, groups, mask=mask, num_groups=2, mode=mode, ordering=fused, reduction="none"),
-            (s,), eps=1e-7, atol=1e-6)
+    return s, r, groups, mask, RampRank(0.5, scale="none", backend="numba")
+
+
+@pytest.mark.parametrize("mode", ["abs", "square"])
+def test_fused_dips_gradcheck(mode):
+    s, r, groups, mask, fused = _gradcheck_batch()
+    assert torch.autograd.gradcheck(
+        lambda x: dips_loss(x, r, groups, mask=mask, num_groups=2, mode=mode, ordering=fused, reduction="none"),
+        (s,), eps=1e-7, atol=1e-6)
 
 
 def _per(s, r, groups, **kw):
@@ -186,14 +191,7 @@ def test_fused_misallocation_and_accuracy_float32_are_close(name):
                                      ("misallocation", dict(norm="l2sq", target="ea")),
                                      ("accuracy", dict(which="inter")), ("accuracy", dict(which="both"))])
 def test_fused_misallocation_and_accuracy_gradcheck(name, kw):
-    # scale="none": with "std" the (detached) temperature moves with the scores under finite differences
-    fused = RampRank(0.5, scale="none", backend="numba")
-    g = torch.Generator().manual_seed(3)
-    s = torch.randn(3, 7, generator=g, dtype=torch.float64, requires_grad=True)
-    r = torch.randint(0, 3, (3, 7), generator=g).double()
-    groups = torch.randint(0, 2, (3, 7), generator=g)
-    mask = torch.ones(3, 7, dtype=torch.bool)
-    mask[2, 5:] = False
+    s, r, groups, mask, fused = _gradcheck_batch()
     loss = LOSSES[name]
     assert torch.autograd.gradcheck(
         lambda x: loss(x, r, groups, mask=mask, num_groups=2, ordering=fused, reduction="none", **kw),
