@@ -181,18 +181,18 @@ def _clamp_round(x, low, high, tol):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
+def _sort_scratch(N):  # pragma: no cover - compiled
+    """One list's scratch of the walks: sort keys and radix buffers, dense-level ranks and their hash table."""
+    return (np.empty(N), np.empty(N, np.uint64), np.empty(N, np.uint64), np.empty(N, np.int64),
+            np.empty(N, np.int64), np.empty((8, 256), np.int64), np.zeros(N, np.int64),
+            np.empty(_HASH_SLOTS, np.uint64), np.empty(_HASH_SLOTS, np.int64))
+
+
+@numba.njit(cache=True, nogil=True)
 def _dips_rows(s, sbits, swide, mask, rbits, rwide, codes, FAC, cum, log_gamma, tie, square, tol, G,
                ORDER, HI, LO, OFF, LVL, NL, POS, WPOS, E, X, WX, M, C, VAL, OK, b0, b1):  # pragma: no cover
     N = s.shape[1]
-    ks = np.empty(N)
-    keys = np.empty(N, np.uint64)
-    k2 = np.empty(N, np.uint64)
-    idx = np.empty(N, np.int64)
-    i2 = np.empty(N, np.int64)
-    cnt = np.empty((8, 256), np.int64)
-    rank = np.zeros(N, np.int64)
-    hkey = np.empty(_HASH_SLOTS, np.uint64)
-    hslot = np.empty(_HASH_SLOTS, np.int64)
+    ks, keys, k2, idx, i2, cnt, rank, hkey, hslot = _sort_scratch(N)
     Dx = np.empty(N + 1)
     Du = np.empty(N + 1)
     D = np.empty((2, N + 1, 1))
@@ -392,12 +392,7 @@ def _misallocation_rows(s, sbits, swide, mask, codes, T, FAC, log_gamma, square,
     ``sum_g delta_g**2`` (``l2sq``) over the groups present; valid when both totals are positive and two groups are
     present."""
     N = s.shape[1]
-    ks = np.empty(N)
-    keys = np.empty(N, np.uint64)
-    k2 = np.empty(N, np.uint64)
-    idx = np.empty(N, np.int64)
-    i2 = np.empty(N, np.int64)
-    cnt = np.empty((8, 256), np.int64)
+    ks, keys, k2, idx, i2, cnt, _, _, _ = _sort_scratch(N)
     Dx = np.empty(N + 1)
     Du = np.empty(N + 1)
     Tg = np.empty(G)
@@ -524,15 +519,7 @@ def _accuracy_rows(s, sbits, swide, mask, rbits, rwide, codes, FAC, p, q, which,
     (rounding clamp to ``[0, 1]``; 0 where ``den = 0``) and the reducer: ``which`` 0 ``|A_qp - A_pq|`` (inter), 1
     ``|A_qq - A_pp|`` (intra), 2 their sum over the defined ones (both)."""
     N = s.shape[1]
-    ks = np.empty(N)
-    keys = np.empty(N, np.uint64)
-    k2 = np.empty(N, np.uint64)
-    idx = np.empty(N, np.int64)
-    i2 = np.empty(N, np.int64)
-    cnt = np.empty((8, 256), np.int64)
-    rank = np.zeros(N, np.int64)
-    hkey = np.empty(_HASH_SLOTS, np.uint64)
-    hslot = np.empty(_HASH_SLOTS, np.int64)
+    ks, keys, k2, idx, i2, cnt, rank, hkey, hslot = _sort_scratch(N)
     D = np.empty((2, N + 1, 1))
     OUT = np.empty((N, 2))
     count = np.zeros((N + 1, 2))
