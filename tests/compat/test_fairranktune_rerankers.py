@@ -1,11 +1,12 @@
 """torchfair.compat.fairranktune.DETCONSTSORT / EPSILONGREEDY against FairRankTune 0.0.7's ``Rankers`` (skipped
 where FairRankTune is not installed), FRT's quirks on small hand-checked cases, and bad input."""
 import random
-import sys
 
 import numpy as np
 import pytest
 import torch
+
+from line_count import StillLooping, lines_run  # tests/references
 
 from torchfair.compat import fairranktune as ft
 from torchfair.rerank import det_const_sort, epsilon_greedy
@@ -192,32 +193,10 @@ def test_detconstsort_unsorted_ranking_keeps_each_groups_order():
                           distribution=[0.5, 0.5], k=1).ranking[0].item() == 1
 
 
-class _StillLooping(Exception):
-    pass
-
-
 def _frt_lines(call, limit: int) -> int:
-    """Run ``call`` counting the lines FairRankTune's own code executes; :class:`_StillLooping` once they pass
+    """Run ``call`` counting the lines FairRankTune's own code executes; :class:`StillLooping` once they pass
     ``limit`` (a bound on the work, not on the clock)."""
-    count = 0
-
-    def local(frame, event, arg):
-        nonlocal count
-        if event == "line":
-            count += 1
-            if count > limit:
-                raise _StillLooping(count)
-        return local
-
-    def tracer(frame, event, arg):
-        return local if "FairRankTune" in frame.f_code.co_filename else None
-
-    sys.settrace(tracer)
-    try:
-        call()
-    finally:
-        sys.settrace(None)
-    return count
+    return lines_run(call, lambda f: "FairRankTune" in f, limit)
 
 
 def test_detconstsort_zero_share_loops_forever_in_fairranktune():
@@ -227,7 +206,7 @@ def test_detconstsort_zero_share_loops_forever_in_fairranktune():
     R, S, grp = pd.DataFrame([0, 1, 2, 3]), pd.DataFrame([4.0, 3.0, 2.0, 1.0]), {0: "A", 1: "B", 2: "A", 3: "B"}
     # k = 1 needs 2 items of A: FRT terminates and so do we
     done = _frt_lines(lambda: frt.DETCONSTSORT(R, grp, S, {"A": 1.0, "B": 0.0}, 1), limit=10 ** 6)
-    with pytest.raises(_StillLooping):
+    with pytest.raises(StillLooping):
         _frt_lines(lambda: frt.DETCONSTSORT(R, grp, S, {"A": 1.0, "B": 0.0}, 2), limit=1000 * done)
     with pytest.raises(ValueError, match="`distribution`.*loops forever"):
         ft.DETCONSTSORT(R, grp, S, {"A": 1.0, "B": 0.0}, 2)

@@ -7,6 +7,8 @@ share in det_const_sort, FA*IR's k longer than a list."""
 
 import pytest
 import torch
+
+from line_count import lines_run  # tests/references
 from hypothesis import given, strategies as st
 
 import rerank_reference as R
@@ -104,24 +106,7 @@ def test_bad_arguments_give_named_errors(case):
 def _walk_lines(call) -> int:
     """The lines the plain-Python walk of DetConstSort (``torchfair/kernels/detconstsort.py``) executes in
     ``call``: a count of its work, not of the clock."""
-    import sys
-    count = 0
-
-    def local(frame, event, arg):
-        nonlocal count
-        if event == "line":
-            count += 1
-        return local
-
-    def tracer(frame, event, arg):
-        return local if frame.f_code.co_filename.endswith("kernels/detconstsort.py") else None
-
-    sys.settrace(tracer)
-    try:
-        call()
-    finally:
-        sys.settrace(None)
-    return count
+    return lines_run(call, lambda f: f.endswith("kernels/detconstsort.py"))
 
 
 @pytest.mark.parametrize("backend", ["auto", "torch"])
