@@ -127,15 +127,6 @@ def test_the_gate_takes_the_fused_path_where_documented(monkeypatch):
     assert _fused_path(_per(torch.nan_to_num(small[0]), small[1], small[2]))
 
 
-def test_invalid_input_goes_down_the_torch_path_and_its_message():
-    s, r, groups, _ = _batch()
-    s = torch.nan_to_num(s)
-    with pytest.raises(ValueError, match="non-negative"):
-        dips_loss(s, -r - 1, groups, num_groups=2, ordering=FUSED)
-    with pytest.raises(ValueError, match="ids must lie"):
-        dips_loss(s, r, groups + 5, num_groups=2, ordering=FUSED)
-
-
 # ------------------------------------------------------------------ exposure misallocation and pairwise accuracy gap
 LOSSES = {"misallocation": exposure_misallocation_loss, "accuracy": pairwise_accuracy_gap_loss}
 CASES = [
@@ -232,14 +223,18 @@ def test_the_gate_takes_the_fused_misallocation_and_accuracy_where_documented(mo
     assert _fused_path(_per_measure(measure, red, torch.nan_to_num(small[0]), small[1], small[2]))
 
 
-def test_invalid_misallocation_and_accuracy_input_goes_down_the_torch_path_and_its_message():
+@pytest.mark.parametrize("loss, bad, match", [
+    ("dips", dict(relevance=True), "non-negative"), ("dips", dict(shift=5), "ids must lie"),
+    ("misallocation", dict(relevance=True), "non-negative"), ("accuracy", dict(shift=5), "ids must lie"),
+    ("accuracy", dict(protected=0, reference=0), "distinct"),
+], ids=["dips-negative-relevance", "dips-group-id", "misallocation-negative-relevance", "accuracy-group-id",
+        "accuracy-same-ids"])
+def test_invalid_input_goes_down_the_torch_path_and_its_message(loss, bad, match):
     s, r, groups, _ = _batch()
     s = torch.nan_to_num(s)
-    with pytest.raises(ValueError, match="non-negative"):
-        exposure_misallocation_loss(s, -r - 1, groups, num_groups=2, ordering=FUSED)
-    with pytest.raises(ValueError, match="ids must lie"):
-        pairwise_accuracy_gap_loss(s, r, groups + 5, num_groups=2, ordering=FUSED)
-    with pytest.raises(ValueError, match="distinct"):
-        pairwise_accuracy_gap_loss(s, r, groups, protected=0, reference=0, num_groups=2, ordering=FUSED)
-    with pytest.raises(ValueError, match="target"):
-        exposure_misallocation_loss(s, r, groups, target="xx", num_groups=2, ordering=FUSED)
+    r = -r - 1 if bad.get("relevance") else r
+    groups = groups + bad.get("shift", 0)
+    ids = {k: bad[k] for k in ("protected", "reference") if k in bad}
+    fn = {"dips": dips_loss, "misallocation": exposure_misallocation_loss, "accuracy": pairwise_accuracy_gap_loss}
+    with pytest.raises(ValueError, match=match):
+        fn[loss](s, r, groups, num_groups=2, ordering=FUSED, **ids)
