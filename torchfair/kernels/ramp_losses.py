@@ -324,18 +324,24 @@ def _cum(weights: Tensor) -> np.ndarray:
     return torch.cat([w.new_zeros(1), torch.cumsum(w, 0)]).numpy()
 
 
+def _walk_buffers(s: Tensor, mask: Tensor, temperature: float, scaled: bool, min_scale: float, rel_min_scale: float):
+    """What every forward walk starts from: the rounding tolerance of the clamp, the temperature factors and the
+    order / window / level buffers ``[B, N]`` (``NL [B]``: levels per list)."""
+    B, N = s.shape
+    tol = (1e-4 if s.dtype == torch.float32 else 1e-9) * 2.0
+    FAC = _fac(s, mask, temperature, scaled, min_scale, rel_min_scale)
+    ORDER, HI, LO, LVL = (torch.empty(B, N, dtype=torch.int64) for _ in range(4))
+    return tol, FAC, ORDER, HI, LO, LVL, torch.empty(B, dtype=torch.int64)
+
+
 def dips_forward(s: Tensor, mask: Tensor, r: Tensor, codes: Tensor, G: int, temperature: float, scaled: bool,
                  min_scale: float, rel_min_scale: float, weights: Tensor, gamma: float, tie: float, square: bool):
     """The DIPS loss's per-list value (``gap_abs``, or ``gap_square`` when ``square``) on RampRank with RBP browsing
     ``gamma``: ``(value [B] float64, valid [B] bool, saved)``; ``codes [B, N]`` int64 in ``[-1, G)`` (-1: unknown
     or padded), ``weights`` the browsing weights ``F(0..N)``; ``saved`` is what :func:`dips_backward` reads."""
     B, N = s.shape
-    tol = (1e-4 if s.dtype == torch.float32 else 1e-9) * 2.0
-    FAC = _fac(s, mask, temperature, scaled, min_scale, rel_min_scale)
-    i64 = dict(dtype=torch.int64)
+    tol, FAC, ORDER, HI, LO, LVL, NL = _walk_buffers(s, mask, temperature, scaled, min_scale, rel_min_scale)
     f64 = dict(dtype=torch.float64)
-    ORDER, HI, LO, LVL = (torch.empty(B, N, **i64) for _ in range(4))
-    NL = torch.empty(B, **i64)
     OFF, POS, WPOS, E = (torch.empty(B, N, **f64) for _ in range(4))
     X, WX = torch.empty(B, N, G, **f64), torch.empty(B, N, G, **f64)
     M, C = torch.empty(B, G, G, **f64), torch.empty(B, G, G, **f64)
@@ -638,12 +644,8 @@ def accuracy_forward(s: Tensor, mask: Tensor, r: Tensor, codes: Tensor, protecte
     group ids ``protected`` / ``reference`` (``codes`` as in :func:`dips_forward`): ``(value [B] float64,
     valid [B] bool, saved)``."""
     B, N = s.shape
-    tol = (1e-4 if s.dtype == torch.float32 else 1e-9) * 2.0
-    FAC = _fac(s, mask, temperature, scaled, min_scale, rel_min_scale)
-    i64 = dict(dtype=torch.int64)
+    tol, FAC, ORDER, HI, LO, LVL, NL = _walk_buffers(s, mask, temperature, scaled, min_scale, rel_min_scale)
     f64 = dict(dtype=torch.float64)
-    ORDER, HI, LO, LVL = (torch.empty(B, N, **i64) for _ in range(4))
-    NL = torch.empty(B, **i64)
     OFF = torch.empty(B, N, **f64)
     X, WX = torch.empty(B, N, 2, **f64), torch.empty(B, N, 2, **f64)
     A, DEN = torch.empty(B, 2, 2, **f64), torch.empty(B, 2, 2, **f64)
