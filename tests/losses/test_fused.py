@@ -106,13 +106,19 @@ def _per(s, r, groups, **kw):
                          **kw)[0]
 
 
-def test_the_gate_takes_the_fused_path_where_documented(monkeypatch):
-    monkeypatch.delenv("TORCHFAIR_KERNELS", raising=False)
+def _small_and_large():
+    """Lists below and above the fused family's threshold (``MIN_ELEMENTS["ramp_losses"]``)."""
     small = _batch(B=5, N=10)[:3]
     large_n = _MIN["ramp_losses"] // 16 + 1
     g = torch.Generator().manual_seed(4)
     large = (torch.randn(16, large_n, generator=g), torch.randint(0, 3, (16, large_n), generator=g).float(),
              torch.randint(0, 2, (16, large_n), generator=g))
+    return small, large
+
+
+def test_the_gate_takes_the_fused_path_where_documented(monkeypatch):
+    monkeypatch.delenv("TORCHFAIR_KERNELS", raising=False)
+    small, large = _small_and_large()
     assert not _fused_path(_per(torch.nan_to_num(small[0]), small[1], small[2]))  # below MIN_ELEMENTS: torch
     assert _fused_path(_per(*large))  # the default ordering, RBP browsing
     assert _fused_path(_per(*large, reducer="gap_square", ordering=RampRank(0.2)))
@@ -201,11 +207,7 @@ def _per_measure(measure, reducer, s, r, groups, **kw):
 ])
 def test_the_gate_takes_the_fused_misallocation_and_accuracy_where_documented(monkeypatch, measure, reducers, off):
     monkeypatch.delenv("TORCHFAIR_KERNELS", raising=False)
-    small = _batch(B=5, N=10)[:3]
-    large_n = _MIN["ramp_losses"] // 16 + 1
-    g = torch.Generator().manual_seed(4)
-    large = (torch.randn(16, large_n, generator=g), torch.randint(0, 3, (16, large_n), generator=g).float(),
-             torch.randint(0, 2, (16, large_n), generator=g))
+    small, large = _small_and_large()
     red = reducers[0]
     assert not _fused_path(_per_measure(measure, red, torch.nan_to_num(small[0]), small[1], small[2]))
     for reducer in reducers:
