@@ -33,7 +33,7 @@ from torch import Tensor
 
 from ._threads import np_view, run as _run
 from .sorting import _HASH_SLOTS, _bits, _radix, _rank_row, _ukey
-from .windows import _level_list, _scale_rows, _scale_rows32
+from .windows import _level_list, _ordered_bounds_list, _scale_rows, _scale_rows32
 
 __all__ = ["dips_forward", "dips_backward", "misallocation_forward", "misallocation_backward",
            "accuracy_forward", "accuracy_backward", "warmup"]
@@ -71,19 +71,7 @@ def _order_list(s, sbits, swide, m, fac, order, off, hi, lo, ks, keys, k2, idx, 
             off[j] = u - lo_u
         else:
             off[j] = 0.0
-    for k in range(N):
-        it = order[k]
-        ks[k] = off[it] if m[it] else np.inf
-    a = 0
-    c = 0
-    for k in range(N):
-        v = ks[k]
-        while a < N and ks[a] < v + 0.5:
-            a += 1
-        while c < N and not (ks[c] > v - 0.5):
-            c += 1
-        hi[order[k]] = a
-        lo[order[k]] = c
+    _ordered_bounds_list(off, m, order, hi, lo, ks)
     return n
 
 

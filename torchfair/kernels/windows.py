@@ -357,25 +357,31 @@ def _bounds_rows(key_s, order, hi, lo, b0, b1):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
+def _ordered_bounds_list(key, m, order, hi, lo, ks):  # pragma: no cover - compiled
+    """One list of :func:`ordered_window_bounds`: the keys read along ``order`` (padded items as ``+inf``) into the
+    scratch row ``ks``, then :func:`_bounds_rows`'s two pointers (also the fused losses' window, ramp_losses)."""
+    N = key.shape[0]
+    for k in range(N):
+        it = order[k]
+        ks[k] = key[it] if m[it] else np.inf
+    a = 0
+    c = 0
+    for k in range(N):
+        v = ks[k]
+        while a < N and ks[a] < v + 0.5:
+            a += 1
+        while c < N and not (ks[c] > v - 0.5):
+            c += 1
+        hi[order[k]] = a
+        lo[order[k]] = c
+
+
+@numba.njit(cache=True, nogil=True)
 def _ordered_bounds_rows(key, mask, order, hi, lo, b0, b1):  # pragma: no cover - compiled
-    """:func:`ordered_window_bounds` for the lists ``[b0, b1)``: the keys read along ``order`` (padded items as
-    ``+inf``) into a scratch row, then :func:`_bounds_rows`'s two pointers."""
-    N = key.shape[1]
-    ks = np.empty(N)
+    """:func:`ordered_window_bounds` for the lists ``[b0, b1)`` (:func:`_ordered_bounds_list` each)."""
+    ks = np.empty(key.shape[1])
     for b in range(b0, b1):
-        for k in range(N):
-            it = order[b, k]
-            ks[k] = key[b, it] if mask[b, it] else np.inf
-        a = 0
-        c = 0
-        for k in range(N):
-            v = ks[k]
-            while a < N and ks[a] < v + 0.5:
-                a += 1
-            while c < N and not (ks[c] > v - 0.5):
-                c += 1
-            hi[b, order[b, k]] = a
-            lo[b, order[b, k]] = c
+        _ordered_bounds_list(key[b], mask[b], order[b], hi[b], lo[b], ks)
 
 
 def ordered_window_bounds(key: Tensor, mask: Tensor, order: Tensor):
