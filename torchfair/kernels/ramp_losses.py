@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from ._threads import np_view, run as _run
-from .sorting import _HASH_SLOTS, _bits, _radix, _rank_row, _ukey
+from .sorting import _HASH_SLOTS, _radix, _rank_row, _ukey
 from .windows import _level_list, _ordered_bounds_list, _scale_rows, _scale_rows32
 
 __all__ = ["dips_forward", "dips_backward", "misallocation_forward", "misallocation_backward",
@@ -44,20 +44,19 @@ _BIG = np.finfo(np.float64).max / 16
 # ---------------------------------------------------------------------------------------------- the ordering
 @numba.njit(cache=True, nogil=True)
 def _order_list(s, sbits, swide, m, fac, order, off, hi, lo, ks, keys, k2, idx, i2, cnt):  # pragma: no cover
-    """RampRank's window of one list: ``order`` (real items by ascending score, padded last: the windows family's
-    stable radix sort of ``-s``, whose bits are ``sbits``), ``off``, ``hi``, ``lo``; returns the number of real
-    items.  ``ks`` ``[N]`` float64, ``keys`` / ``k2`` ``[N]`` uint64, ``idx`` / ``i2`` ``[N]`` int64, ``cnt``
-    ``[8, 256]``: scratch."""
+    """RampRank's window of one list: ``order`` (real items by ascending score, padded last: a stable radix sort of
+    the keys of ``s``, whose bits are ``sbits``), ``off``, ``hi``, ``lo``; returns the number of real items.
+    ``ks`` ``[N]`` float64, ``keys`` / ``k2`` ``[N]`` uint64, ``idx`` / ``i2`` ``[N]`` int64, ``cnt`` ``[8, 256]``:
+    scratch."""
     N = s.shape[0]
     top = np.uint64(0xFFFFFFFFFFFFFFFF) if swide else np.uint64(0xFFFFFFFF)
-    ninf = _ukey(np.int64(-4503599627370496) if swide else np.int64(-8388608), swide)  # bits of -inf
     n = 0
     for j in range(N):
         if m[j]:
             n += 1
-            keys[j] = top - _ukey(sbits[j], swide)  # descending -s = ascending s
+            keys[j] = _ukey(sbits[j], swide)
         else:
-            keys[j] = top - ninf
+            keys[j] = top  # above every finite score: padded items last
         idx[j] = j
     _radix(keys, idx, k2, i2, N, 8 if swide else 4, cnt)
     for k in range(N):
@@ -73,6 +72,29 @@ def _order_list(s, sbits, swide, m, fac, order, off, hi, lo, ks, keys, k2, idx, 
             off[j] = 0.0
     _ordered_bounds_list(off, m, order, hi, lo, ks)
     return n
+
+
+@numba.njit(cache=True, nogil=True)
+def _codes_list(s, m, r, ids, G, validate, codes):  # pragma: no cover - compiled
+    """One list's group codes (``codes [N]``: the id of a real item of a known group, clamped to ``G - 1``, else
+    -1, as :func:`torchfair._validation.group_codes`) and, when ``validate``, the value checks of
+    :func:`torchfair._validation.prepare` on its real items (finite score, finite relevance ``>= 0``, id in
+    ``[-1, G)``); returns the number of real items, or -1 when a check fails."""
+    n = 0
+    bad = False
+    for j in range(s.shape[0]):
+        if m[j]:
+            n += 1
+            gid = np.int64(ids[j])
+            if validate:
+                x = np.float64(s[j])
+                v = np.float64(r[j])
+                if not (abs(x) < np.inf and v >= 0.0 and v < np.inf and gid >= -1 and gid < G):
+                    bad = True
+            codes[j] = min(gid, G - 1) if gid >= 0 else -1
+        else:
+            codes[j] = -1
+    return -1 if bad else n
 
 
 @numba.njit(cache=True, nogil=True)
@@ -148,6 +170,16 @@ def _scale_fac(s, mask, temperature, scaled, min_scale, rel_min_scale, f32, FAC,
 
 
 @numba.njit(cache=True, nogil=True)
+def _start_rows(s, mask, r, ids, G, validate, temperature, scaled, min_scale, rel_min_scale, f32, CODES, NREAL, FAC,
+                b0, b1):  # pragma: no cover - compiled
+    """What every forward walk starts from, for the lists ``[b0, b1)``: the group codes and real-item counts of
+    :func:`_codes_list` (``NREAL[b] = -1``: a value check failed) and the temperature factors (:func:`_scale_fac`)."""
+    for b in range(b0, b1):
+        NREAL[b] = _codes_list(s[b], mask[b], r[b], ids[b], G, validate, CODES[b])
+    _scale_fac(s, mask, temperature, scaled, min_scale, rel_min_scale, f32, FAC, b0, b1)
+
+
+@numba.njit(cache=True, nogil=True)
 def _ds_list(s, m, fac, dOFF, dS):  # pragma: no cover - compiled
     """``dS = dOFF fac`` on the real items whose ``u`` was not clamped, else 0."""
     for j in range(s.shape[0]):
@@ -177,25 +209,34 @@ def _sort_scratch(N):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _dips_rows(s, sbits, swide, mask, rbits, rwide, codes, FAC, cum, log_gamma, tie, square, tol, G,
-               ORDER, HI, LO, OFF, LVL, NL, POS, WPOS, E, X, WX, M, C, VAL, OK, b0, b1):  # pragma: no cover
+def _dips_rows(s, sbits, swide, mask, r, rbits, rwide, ids, G, validate, temperature, scaled, min_scale,
+               rel_min_scale, f32, cum, log_gamma, tie, square, tol, CODES, NREAL, FAC, ORDER, HI, LO, OFF, LVL, NL,
+               WPOS, E, X, WX, M, C, VAL, OK, b0, b1):  # pragma: no cover - compiled
     N = s.shape[1]
+    _start_rows(s, mask, r, ids, G, validate, temperature, scaled, min_scale, rel_min_scale, f32, CODES, NREAL, FAC,
+                b0, b1)
+    codes = CODES
     ks, keys, k2, idx, i2, cnt, rank, hkey, hslot = _sort_scratch(N)
     Dx = np.empty(N + 1)
     Du = np.empty(N + 1)
+    pos = np.empty(N)
     D = np.empty((2, N + 1, 1))
     OUT = np.empty((N, G))
     for b in range(b0, b1):
         m = mask[b]
+        if NREAL[b] < 0:
+            VAL[b] = 0.0
+            OK[b] = False
+            continue
         _order_list(s[b], sbits[b], swide, m, FAC[b], ORDER[b], OFF[b], HI[b], LO[b], ks, keys, k2, idx, i2, cnt)
-        _positions_list(m, OFF[b], ORDER[b], HI[b], LO[b], POS[b], WPOS[b], Dx, Du)
+        _positions_list(m, OFF[b], ORDER[b], HI[b], LO[b], pos, WPOS[b], Dx, Du)
         L = _dense_levels(rbits, rwide, mask, b, LVL[b], keys, k2, idx, i2, cnt, rank, hkey, hslot)
         NL[b] = L
         if L > D.shape[2]:
             D = np.empty((2, N + 1, L))
         sizes = np.zeros(G)
         for j in range(N):
-            e = math.exp(POS[b, j] * log_gamma) if m[j] else 0.0
+            e = math.exp(pos[j] * log_gamma) if m[j] else 0.0
             E[b, j] = e
             cj = codes[b, j]
             for h in range(G):
@@ -298,102 +339,121 @@ def _dips_back_rows(GL, s, mask, codes, FAC, log_gamma, tie, square, G, ORDER, H
         _ds_list(s[b], m, FAC[b], dOFF, DS[b])
 
 
-def _fac(s: Tensor, mask: Tensor, temperature: float, scaled: bool, min_scale: float, rel_min_scale: float):
-    B = s.shape[0]
-    FAC = torch.empty(B, dtype=torch.float64)
-    _run(_scale_fac, (np_view(s), mask.numpy(), float(temperature), bool(scaled), float(min_scale),
-                      float(rel_min_scale), s.dtype == torch.float32, FAC.numpy()), B, s.shape[1])
-    return FAC
+def _head(s: Tensor, mask: Tensor, r: Tensor, groups: Tensor, G: int, validate: bool, ordering):
+    """The leading arguments every forward walk takes, ``(s, sbits, swide, mask, r, rbits, rwide, ids, G, validate,
+    temperature, scaled, min_scale, rel_min_scale, f32)``, and its float tolerance of the rounding clamp: numpy views
+    of the tensors (``r`` in the dtype of ``s``, ``groups`` integer ids ``[B, N]``) without copies where they are
+    contiguous already."""
+    sv = np_view(s)
+    rv = np_view(r)
+    wide = sv.dtype == np.float64
+    ids = np_view(groups)
+    head = (sv, sv.view(np.int64 if wide else np.int32), wide, np_view(mask), rv,
+            rv.view(np.int64 if rv.dtype == np.float64 else np.int32), rv.dtype == np.float64, ids, int(G),
+            bool(validate)) + tuple(ordering) + (not wide,)
+    return head, (1e-9 if wide else 1e-4) * 2.0
 
 
-def _cum(weights: Tensor) -> np.ndarray:
-    """``cum[n] = sum_{k < n} F(k)`` from ``weights [N + 1]`` (float64), as ``BrowsingModel.cumulative``."""
-    w = weights.to(torch.float64)
-    return torch.cat([w.new_zeros(1), torch.cumsum(w, 0)]).numpy()
+def _tail(B: int, N: int):
+    """The buffers every forward walk fills: ``CODES``, ``NREAL``, ``FAC``, ``ORDER``, ``HI``, ``LO``, ``OFF``."""
+    return (np.empty((B, N), np.int64), np.empty(B, np.int64), np.empty(B), np.empty((B, N), np.int64),
+            np.empty((B, N), np.int64), np.empty((B, N), np.int64), np.empty((B, N)))
 
 
-def _walk_buffers(s: Tensor, mask: Tensor, temperature: float, scaled: bool, min_scale: float, rel_min_scale: float):
-    """What every forward walk starts from: the rounding tolerance of the clamp, the temperature factors and the
-    order / window / level buffers ``[B, N]`` (``NL [B]``: levels per list)."""
+def _result(NREAL: np.ndarray, validate: bool, VAL: np.ndarray, OK: np.ndarray, saved):
+    """``(value, valid, saved)`` of a forward walk, or None when a value check failed (``validate``) or no list
+    holds a real item: the caller's torch path then names the error or gives the empty batch's value."""
+    if NREAL.max() <= 0 or (validate and NREAL.min() < 0):
+        return None
+    return torch.from_numpy(VAL), torch.from_numpy(OK), saved
+
+
+def _f64(GL) -> np.ndarray:
+    """An upstream gradient ``[B]`` as a contiguous float64 array (tensor or array)."""
+    if isinstance(GL, Tensor):
+        GL = GL.detach().to(torch.float64).numpy()
+    return np.ascontiguousarray(GL, dtype=np.float64)
+
+
+def dips_forward(s: Tensor, mask: Tensor, r: Tensor, groups: Tensor, G: int, ordering, cum: np.ndarray,
+                 gamma: float, tie: float, square: bool, validate: bool = False):
+    """The DIPS loss's per-list value (``gap_abs``, or ``gap_square`` when ``square``) on RampRank (``ordering``:
+    ``(temperature, scaled, min_scale, rel_min_scale)``) with RBP browsing ``gamma``: ``(value [B] float64,
+    valid [B] bool, saved)``, or None (:func:`_result`); ``groups [B, N]`` int64 ids (-1: unknown), ``cum`` the
+    cumulative browsing weights ``sum_{k < n} F(k)`` for ``n = 0..N`` (float64); ``saved`` is what
+    :func:`dips_backward` reads."""
     B, N = s.shape
-    tol = (1e-4 if s.dtype == torch.float32 else 1e-9) * 2.0
-    FAC = _fac(s, mask, temperature, scaled, min_scale, rel_min_scale)
-    ORDER, HI, LO, LVL = (torch.empty(B, N, dtype=torch.int64) for _ in range(4))
-    return tol, FAC, ORDER, HI, LO, LVL, torch.empty(B, dtype=torch.int64)
+    head, tol = _head(s, mask, r, groups, G, validate, ordering)
+    tail = _tail(B, N)
+    LVL, NL = np.empty((B, N), np.int64), np.empty(B, np.int64)
+    WPOS, E = np.empty((B, N)), np.empty((B, N))
+    X, WX = np.empty((B, N, G)), np.empty((B, N, G))
+    M, C = np.empty((B, G, G)), np.empty((B, G, G))
+    VAL, OK = np.empty(B), np.empty(B, np.bool_)
+    _run(_dips_rows, head + (cum, math.log(gamma), float(tie), bool(square), tol) + tail + (
+        LVL, NL, WPOS, E, X, WX, M, C, VAL, OK), B, N * G)
+    CODES, NREAL, FAC, ORDER, HI, LO, OFF = tail
+    return _result(NREAL, validate, VAL, OK, (CODES, FAC, ORDER, HI, LO, OFF, LVL, NL, WPOS, E, X, WX, M, C, VAL))
 
 
-def dips_forward(s: Tensor, mask: Tensor, r: Tensor, codes: Tensor, G: int, temperature: float, scaled: bool,
-                 min_scale: float, rel_min_scale: float, weights: Tensor, gamma: float, tie: float, square: bool):
-    """The DIPS loss's per-list value (``gap_abs``, or ``gap_square`` when ``square``) on RampRank with RBP browsing
-    ``gamma``: ``(value [B] float64, valid [B] bool, saved)``; ``codes [B, N]`` int64 in ``[-1, G)`` (-1: unknown
-    or padded), ``weights`` the browsing weights ``F(0..N)``; ``saved`` is what :func:`dips_backward` reads."""
-    B, N = s.shape
-    tol, FAC, ORDER, HI, LO, LVL, NL = _walk_buffers(s, mask, temperature, scaled, min_scale, rel_min_scale)
-    f64 = dict(dtype=torch.float64)
-    OFF, POS, WPOS, E = (torch.empty(B, N, **f64) for _ in range(4))
-    X, WX = torch.empty(B, N, G, **f64), torch.empty(B, N, G, **f64)
-    M, C = torch.empty(B, G, G, **f64), torch.empty(B, G, G, **f64)
-    VAL, OK = torch.empty(B, **f64), torch.empty(B, dtype=torch.bool)
-    lg = math.log(gamma)
-    sbits, swide = _bits(-s)
-    rbits, rwide = _bits(r)
-    _run(_dips_rows, (np_view(s), sbits, swide, mask.numpy(), rbits, rwide, codes.numpy(), FAC.numpy(), _cum(weights), lg,
-                      float(tie), bool(square), tol, G, ORDER.numpy(), HI.numpy(), LO.numpy(), OFF.numpy(),
-                      LVL.numpy(), NL.numpy(), POS.numpy(), WPOS.numpy(), E.numpy(), X.numpy(), WX.numpy(),
-                      M.numpy(), C.numpy(), VAL.numpy(), OK.numpy()), B, N * G)
-    saved = (FAC, ORDER, HI, LO, OFF, LVL, NL, WPOS, E, X, WX, M, C, VAL)
-    return VAL, OK, saved
-
-
-def dips_backward(GL: Tensor, s: Tensor, mask: Tensor, codes: Tensor, G: int, gamma: float, tie: float,
-                  square: bool, saved) -> Tensor:
+def dips_backward(GL, s: Tensor, mask: Tensor, G: int, gamma: float, tie: float, square: bool, saved) -> Tensor:
     """The gradient of :func:`dips_forward`'s value with respect to the scores for its gradient ``GL [B]``:
     ``[B, N]`` float64."""
     B, N = s.shape
-    FAC, ORDER, HI, LO, OFF, LVL, NL, WPOS, E, X, WX, M, C, VAL = saved
-    DS = torch.empty(B, N, dtype=torch.float64)
-    _run(_dips_back_rows, (GL.to(torch.float64).contiguous().numpy(), np_view(s), mask.numpy(), codes.numpy(),
-                           FAC.numpy(), math.log(gamma), float(tie), bool(square), G, ORDER.numpy(), HI.numpy(),
-                           LO.numpy(), OFF.numpy(), LVL.numpy(), NL.numpy(), WPOS.numpy(), E.numpy(), X.numpy(),
-                           WX.numpy(), M.numpy(), C.numpy(), VAL.numpy(), DS.numpy()), B, N * G)
-    return DS
+    CODES, FAC, ORDER, HI, LO, OFF, LVL, NL, WPOS, E, X, WX, M, C, VAL = saved
+    DS = np.empty((B, N))
+    _run(_dips_back_rows, (_f64(GL), np_view(s), np_view(mask), CODES, FAC, math.log(gamma), float(tie),
+                           bool(square), G, ORDER, HI, LO, OFF, LVL, NL, WPOS, E, X, WX, M, C, VAL, DS), B, N * G)
+    return torch.from_numpy(DS)
 
 
 def warmup() -> None:
     """Compile (or load from the disk cache) every signature the library calls: float32 and float64 scores and
     relevance, forward and backward."""
     mask = torch.tensor([[True, True, True], [True, True, False]])
-    codes = torch.tensor([[0, 1, 0], [1, -1, -1]])
-    w = 0.9 ** torch.arange(4, dtype=torch.float64)
+    ids = torch.tensor([[0, 1, 0], [1, -1, -1]])
+    cum = np.cumsum(np.concatenate([[0.0], 0.9 ** np.arange(3.0)]))
+    o = (0.1, True, 0.25, 0.0)
     for dt in (torch.float32, torch.float64):
         s = torch.tensor([[0.3, 1.0, -0.2], [0.5, 0.1, 0.0]], dtype=dt)
         r = torch.tensor([[1.0, 0.0, 2.0], [1.0, 1.0, 0.0]], dtype=dt)
-        value, ok, saved = dips_forward(s, mask, r, codes, 2, 0.1, True, 0.25, 0.0, w, 0.9, 0.5, False)
-        dips_backward(torch.ones(2, dtype=dt), s, mask, codes, 2, 0.9, 0.5, False, saved)
-        value, ok, saved = misallocation_forward(s, mask, codes, 2, r, 0.1, True, 0.25, 0.0, 0.9, False)
-        misallocation_backward(torch.ones(2, dtype=dt), s, mask, codes, 2, 0.9, False, saved)
-        value, ok, saved = accuracy_forward(s, mask, r, codes, 1, 0, 0, 0.1, True, 0.25, 0.0)
-        accuracy_backward(torch.ones(2, dtype=dt), s, mask, codes, 1, 0, 0, saved)
+        g = torch.ones(2, dtype=dt)
+        for validate in (False, True):
+            saved = dips_forward(s, mask, r, ids, 2, o, cum, 0.9, 0.5, False, validate)[2]
+            dips_backward(g, s, mask, 2, 0.9, 0.5, False, saved)
+            saved = misallocation_forward(s, mask, r, ids, 2, r, o, 0.9, False, validate)[2]
+            misallocation_backward(g, s, mask, 2, 0.9, False, saved)
+            saved = accuracy_forward(s, mask, r, ids, 2, 1, 0, 0, o, validate)[2]
+            accuracy_backward(g, s, mask, 1, 0, 0, saved)
 
 
 # ---------------------------------------------------------------------------------------------- misallocation
 @numba.njit(cache=True, nogil=True)
-def _misallocation_rows(s, sbits, swide, mask, codes, T, FAC, log_gamma, square, tol, G,
-                        ORDER, HI, LO, OFF, POS, WPOS, E, EG, ES, DELTA, PRES, VAL, OK, b0, b1):  # pragma: no cover
+def _misallocation_rows(s, sbits, swide, mask, r, rbits, rwide, ids, G, validate, temperature, scaled, min_scale, rel_min_scale,
+                        f32, T, log_gamma, square, tol, CODES, NREAL, FAC, ORDER, HI, LO, OFF, WPOS, E, EG, ES, DELTA,
+                        PRES, VAL, OK, b0, b1):  # pragma: no cover - compiled
     """Per list: the ordering (:func:`_order_list`, :func:`_positions_list`), exposure ``e = gamma**pos``, the
     group shares of the targets ``T`` and of the exposure over all real items, ``delta = T_share - E_share``
     (rounding clamp to ``[-1, 1]``; 0 where either total is 0) and the reducer ``sum_g |delta_g|`` (``l1``) or
     ``sum_g delta_g**2`` (``l2sq``) over the groups present; valid when both totals are positive and two groups are
     present."""
     N = s.shape[1]
+    _start_rows(s, mask, r, ids, G, validate, temperature, scaled, min_scale, rel_min_scale, f32, CODES, NREAL, FAC,
+                b0, b1)
+    codes = CODES
     ks, keys, k2, idx, i2, cnt, _, _, _ = _sort_scratch(N)
     Dx = np.empty(N + 1)
     Du = np.empty(N + 1)
+    pos = np.empty(N)
     Tg = np.empty(G)
     for b in range(b0, b1):
         m = mask[b]
+        if NREAL[b] < 0:
+            VAL[b] = 0.0
+            OK[b] = False
+            continue
         _order_list(s[b], sbits[b], swide, m, FAC[b], ORDER[b], OFF[b], HI[b], LO[b], ks, keys, k2, idx, i2, cnt)
-        _positions_list(m, OFF[b], ORDER[b], HI[b], LO[b], POS[b], WPOS[b], Dx, Du)
+        _positions_list(m, OFF[b], ORDER[b], HI[b], LO[b], pos, WPOS[b], Dx, Du)
         for g in range(G):
             Tg[g] = 0.0
             EG[b, g] = 0.0
@@ -402,7 +462,7 @@ def _misallocation_rows(s, sbits, swide, mask, codes, T, FAC, log_gamma, square,
         etot = 0.0
         for j in range(N):
             if m[j]:
-                e = math.exp(POS[b, j] * log_gamma)
+                e = math.exp(pos[j] * log_gamma)
                 E[b, j] = e
                 t = np.float64(T[b, j])
                 ttot += t
@@ -465,60 +525,59 @@ def _misallocation_back_rows(GL, s, mask, codes, FAC, log_gamma, square, G, ORDE
         _ds_list(s[b], m, FAC[b], dOFF, DS[b])
 
 
-def misallocation_forward(s: Tensor, mask: Tensor, codes: Tensor, G: int, targets: Tensor, temperature: float,
-                          scaled: bool, min_scale: float, rel_min_scale: float, gamma: float, square: bool):
+def misallocation_forward(s: Tensor, mask: Tensor, r: Tensor, groups: Tensor, G: int, targets: Tensor, ordering,
+                          gamma: float, square: bool, validate: bool = False):
     """The exposure-misallocation loss's per-list value (``l1``, or ``l2sq`` when ``square``) on RampRank with RBP
-    browsing ``gamma``: ``(value [B] float64, valid [B] bool, saved)``; ``targets [B, N]`` the per-item target
-    quotas (the measure's own: ideal exposure, relevance or the mask), ``codes`` as in :func:`dips_forward`."""
+    browsing ``gamma``: ``(value [B] float64, valid [B] bool, saved)`` or None; ``targets [B, N]`` the per-item
+    target quotas (the measure's own: ideal exposure, relevance or the mask), ``r`` the relevance (its checks
+    only), the other arguments as in :func:`dips_forward`."""
     B, N = s.shape
-    tol = (1e-4 if s.dtype == torch.float32 else 1e-9) * 2.0
-    FAC = _fac(s, mask, temperature, scaled, min_scale, rel_min_scale)
-    i64 = dict(dtype=torch.int64)
-    f64 = dict(dtype=torch.float64)
-    ORDER, HI, LO = (torch.empty(B, N, **i64) for _ in range(3))
-    OFF, POS, WPOS, E = (torch.empty(B, N, **f64) for _ in range(4))
-    EG, DELTA = torch.empty(B, G, **f64), torch.empty(B, G, **f64)
-    PRES = torch.empty(B, G, dtype=torch.bool)
-    ES, VAL, OK = torch.empty(B, **f64), torch.empty(B, **f64), torch.empty(B, dtype=torch.bool)
-    sbits, swide = _bits(-s)
-    _run(_misallocation_rows, (np_view(s), sbits, swide, mask.numpy(), codes.numpy(),
-                               targets.to(torch.float64).contiguous().numpy(), FAC.numpy(), math.log(gamma),
-                               bool(square), tol, G, ORDER.numpy(), HI.numpy(), LO.numpy(), OFF.numpy(), POS.numpy(),
-                               WPOS.numpy(), E.numpy(), EG.numpy(), ES.numpy(), DELTA.numpy(), PRES.numpy(),
-                               VAL.numpy(), OK.numpy()), B, N)
-    saved = (FAC, ORDER, HI, LO, WPOS, E, EG, ES, DELTA, PRES)
-    return VAL, OK, saved
+    head, tol = _head(s, mask, r, groups, G, validate, ordering)
+    tail = _tail(B, N)
+    WPOS, E = np.empty((B, N)), np.empty((B, N))
+    EG, DELTA, PRES = np.empty((B, G)), np.empty((B, G)), np.empty((B, G), np.bool_)
+    ES, VAL, OK = np.empty(B), np.empty(B), np.empty(B, np.bool_)
+    T = targets.detach().to(torch.float64).contiguous().numpy()
+    _run(_misallocation_rows, head + (T, math.log(gamma), bool(square), tol) + tail + (
+        WPOS, E, EG, ES, DELTA, PRES, VAL, OK), B, N)
+    CODES, NREAL, FAC, ORDER, HI, LO, OFF = tail
+    return _result(NREAL, validate, VAL, OK, (CODES, FAC, ORDER, HI, LO, WPOS, E, EG, ES, DELTA, PRES))
 
 
-def misallocation_backward(GL: Tensor, s: Tensor, mask: Tensor, codes: Tensor, G: int, gamma: float, square: bool,
-                           saved) -> Tensor:
+def misallocation_backward(GL, s: Tensor, mask: Tensor, G: int, gamma: float, square: bool, saved) -> Tensor:
     """The gradient of :func:`misallocation_forward`'s value with respect to the scores: ``[B, N]`` float64."""
     B, N = s.shape
-    FAC, ORDER, HI, LO, WPOS, E, EG, ES, DELTA, PRES = saved
-    DS = torch.empty(B, N, dtype=torch.float64)
-    _run(_misallocation_back_rows, (GL.to(torch.float64).contiguous().numpy(), np_view(s), mask.numpy(),
-                                    codes.numpy(), FAC.numpy(), math.log(gamma), bool(square), G, ORDER.numpy(),
-                                    HI.numpy(), LO.numpy(), WPOS.numpy(), E.numpy(), EG.numpy(), ES.numpy(),
-                                    DELTA.numpy(), PRES.numpy(), DS.numpy()), B, N)
-    return DS
+    CODES, FAC, ORDER, HI, LO, WPOS, E, EG, ES, DELTA, PRES = saved
+    DS = np.empty((B, N))
+    _run(_misallocation_back_rows, (_f64(GL), np_view(s), np_view(mask), CODES, FAC, math.log(gamma), bool(square),
+                                    G, ORDER, HI, LO, WPOS, E, EG, ES, DELTA, PRES, DS), B, N)
+    return torch.from_numpy(DS)
 
 
 # ---------------------------------------------------------------------------------------------- pairwise accuracy
 @numba.njit(cache=True, nogil=True)
-def _accuracy_rows(s, sbits, swide, mask, rbits, rwide, codes, FAC, p, q, which, tol,
-                   ORDER, HI, LO, OFF, LVL, NL, X, WX, A, DEN, VAL, OK, b0, b1):  # pragma: no cover - compiled
+def _accuracy_rows(s, sbits, swide, mask, r, rbits, rwide, ids, G, validate, temperature, scaled, min_scale,
+                   rel_min_scale, f32, p, q, which, tol, CODES, NREAL, FAC, ORDER, HI, LO, OFF, LVL, NL, X, WX, A, DEN,
+                   VAL, OK, b0, b1):  # pragma: no cover - compiled
     """Per list: the ordering's window, dense relevance levels, the strict-level contraction ``err[g, h] =
     sum_{i in g} sum_{j in h, r_i > r_j} ramp(u_j - u_i)`` for the groups ``g, h`` in ``(p, q)`` (columns 0 / 1:
     protected / reference), the pair counts ``den[g, h]`` (the same pairs, ordering-free), ``A = 1 - err / den``
     (rounding clamp to ``[0, 1]``; 0 where ``den = 0``) and the reducer: ``which`` 0 ``|A_qp - A_pq|`` (inter), 1
     ``|A_qq - A_pp|`` (intra), 2 their sum over the defined ones (both)."""
     N = s.shape[1]
+    _start_rows(s, mask, r, ids, G, validate, temperature, scaled, min_scale, rel_min_scale, f32, CODES, NREAL, FAC,
+                b0, b1)
+    codes = CODES
     ks, keys, k2, idx, i2, cnt, rank, hkey, hslot = _sort_scratch(N)
     D = np.empty((2, N + 1, 1))
     OUT = np.empty((N, 2))
     count = np.zeros((N + 1, 2))
     for b in range(b0, b1):
         m = mask[b]
+        if NREAL[b] < 0:
+            VAL[b] = 0.0
+            OK[b] = False
+            continue
         _order_list(s[b], sbits[b], swide, m, FAC[b], ORDER[b], OFF[b], HI[b], LO[b], ks, keys, k2, idx, i2, cnt)
         L = _dense_levels(rbits, rwide, mask, b, LVL[b], keys, k2, idx, i2, cnt, rank, hkey, hslot)
         NL[b] = L
@@ -626,36 +685,29 @@ def _accuracy_back_rows(GL, s, mask, codes, FAC, p, q, which, ORDER, HI, LO, OFF
         _ds_list(s[b], m, FAC[b], dOFF, DS[b])
 
 
-def accuracy_forward(s: Tensor, mask: Tensor, r: Tensor, codes: Tensor, protected: int, reference: int, which: int,
-                     temperature: float, scaled: bool, min_scale: float, rel_min_scale: float):
+def accuracy_forward(s: Tensor, mask: Tensor, r: Tensor, groups: Tensor, G: int, protected: int, reference: int,
+                     which: int, ordering, validate: bool = False):
     """The pairwise-accuracy-gap loss's per-list value on RampRank: ``which`` 0 inter, 1 intra, 2 both, for the
-    group ids ``protected`` / ``reference`` (``codes`` as in :func:`dips_forward`): ``(value [B] float64,
-    valid [B] bool, saved)``."""
+    group ids ``protected`` / ``reference``: ``(value [B] float64, valid [B] bool, saved)`` or None; the other
+    arguments as in :func:`dips_forward`."""
     B, N = s.shape
-    tol, FAC, ORDER, HI, LO, LVL, NL = _walk_buffers(s, mask, temperature, scaled, min_scale, rel_min_scale)
-    f64 = dict(dtype=torch.float64)
-    OFF = torch.empty(B, N, **f64)
-    X, WX = torch.empty(B, N, 2, **f64), torch.empty(B, N, 2, **f64)
-    A, DEN = torch.empty(B, 2, 2, **f64), torch.empty(B, 2, 2, **f64)
-    VAL, OK = torch.empty(B, **f64), torch.empty(B, dtype=torch.bool)
-    sbits, swide = _bits(-s)
-    rbits, rwide = _bits(r)
-    _run(_accuracy_rows, (np_view(s), sbits, swide, mask.numpy(), rbits, rwide, codes.numpy(), FAC.numpy(),
-                          int(protected), int(reference), int(which), tol, ORDER.numpy(), HI.numpy(), LO.numpy(),
-                          OFF.numpy(), LVL.numpy(), NL.numpy(), X.numpy(), WX.numpy(), A.numpy(), DEN.numpy(),
-                          VAL.numpy(), OK.numpy()), B, N * 2)
-    saved = (FAC, ORDER, HI, LO, OFF, LVL, NL, X, WX, A, DEN)
-    return VAL, OK, saved
+    head, tol = _head(s, mask, r, groups, G, validate, ordering)
+    tail = _tail(B, N)
+    LVL, NL = np.empty((B, N), np.int64), np.empty(B, np.int64)
+    X, WX = np.empty((B, N, 2)), np.empty((B, N, 2))
+    A, DEN = np.empty((B, 2, 2)), np.empty((B, 2, 2))
+    VAL, OK = np.empty(B), np.empty(B, np.bool_)
+    _run(_accuracy_rows, head + (int(protected), int(reference), int(which), tol) + tail + (
+        LVL, NL, X, WX, A, DEN, VAL, OK), B, N * 2)
+    CODES, NREAL, FAC, ORDER, HI, LO, OFF = tail
+    return _result(NREAL, validate, VAL, OK, (CODES, FAC, ORDER, HI, LO, OFF, LVL, NL, X, WX, A, DEN))
 
 
-def accuracy_backward(GL: Tensor, s: Tensor, mask: Tensor, codes: Tensor, protected: int, reference: int,
-                      which: int, saved) -> Tensor:
+def accuracy_backward(GL, s: Tensor, mask: Tensor, protected: int, reference: int, which: int, saved) -> Tensor:
     """The gradient of :func:`accuracy_forward`'s value with respect to the scores: ``[B, N]`` float64."""
     B, N = s.shape
-    FAC, ORDER, HI, LO, OFF, LVL, NL, X, WX, A, DEN = saved
-    DS = torch.empty(B, N, dtype=torch.float64)
-    _run(_accuracy_back_rows, (GL.to(torch.float64).contiguous().numpy(), np_view(s), mask.numpy(), codes.numpy(),
-                               FAC.numpy(), int(protected), int(reference), int(which), ORDER.numpy(), HI.numpy(),
-                               LO.numpy(), OFF.numpy(), LVL.numpy(), NL.numpy(), X.numpy(), WX.numpy(), A.numpy(),
-                               DEN.numpy(), DS.numpy()), B, N * 2)
-    return DS
+    CODES, FAC, ORDER, HI, LO, OFF, LVL, NL, X, WX, A, DEN = saved
+    DS = np.empty((B, N))
+    _run(_accuracy_back_rows, (_f64(GL), np_view(s), np_view(mask), CODES, FAC, int(protected), int(reference),
+                               int(which), ORDER, HI, LO, OFF, LVL, NL, X, WX, A, DEN, DS), B, N * 2)
+    return torch.from_numpy(DS)

@@ -27,12 +27,14 @@ the definitions stay in :mod:`torchfair.metrics` and :mod:`torchfair.losses.tran
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Dict, Optional, Tuple
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from .._validation import _values_ok, group_codes, work_dtype
+from .._validation import group_codes
 from ..browsing import RBP, get_browsing
 from ..orderings import RampRank
 
@@ -49,60 +51,78 @@ def _kernels(backend: str, *tensors):
 
 
 class _FusedLoss(torch.autograd.Function):
-    """``value [B], valid [B] = fused(scores)``: the forward walk in ``forward``, the backward walk in
-    ``backward``; ``call`` holds the kernels and the call's constant inputs."""
+    """``out, valid = fused(scores)``: the forward walk has run already (:class:`_Call`, outside autograd, so that
+    an input its checks refuse can still go down the torch path); ``backward`` runs the backward walk."""
 
     @staticmethod
     def forward(ctx, scores: Tensor, call: "_Call"):
-        value, ok, saved = call.forward(scores)
-        ctx.call, ctx.saved = call, saved
+        ctx.call = call
+        out, ok = call.outputs(scores.dtype)
         ctx.mark_non_differentiable(ok)
-        return value.to(scores.dtype), ok
+        return out, ok
 
     @staticmethod
-    def backward(ctx, g_value: Tensor, g_ok):
+    def backward(ctx, g_out: Tensor, g_ok):
         if not ctx.needs_input_grad[0]:
             return None, None
-        ds = ctx.call.backward(g_value, ctx.saved)
-        return ds.to(g_value.dtype), None
+        return ctx.call.backward(g_out).to(g_out.dtype), None
 
 
 class _Call:
-    def __init__(self, K, measure: str, s: Tensor, mask: Tensor, r: Optional[Tensor], codes: Tensor, G: int,
-                 ordering: RampRank, opts: Dict[str, Any]):
-        self.K, self.measure, self.s, self.mask, self.r, self.codes, self.G = K, measure, s, mask, r, codes, G
-        self.ordering, self.opts = ordering, opts
+    """One fused call: the forward walk's result (``VAL`` / ``OK`` ``[B]`` arrays and what the backward reads) and
+    the batch reduction it is taken to: ``None`` (the per-list values and validity of
+    :func:`~torchfair.losses.transform.per_list_loss`), ``"none"``, ``"sum"`` or ``"mean"``
+    (:func:`~torchfair.losses.transform.reduce_loss`: the lists where the loss is undefined give 0 and are left
+    out of the mean)."""
 
-    def _ordering_args(self):
-        o = self.ordering
-        return (o.temperature, o.scale == "std", o.min_scale, o.rel_min_scale)
+    def __init__(self, K, measure: str, s: Tensor, mask: Tensor, opts: Dict[str, Any], result, reduction):
+        self.K, self.measure, self.s, self.mask, self.opts = K, measure, s, mask, opts
+        value, ok, self.saved = result
+        self.VAL, self.OK = value.numpy(), ok.numpy()
+        self.value, self.ok, self.reduction = value, ok, reduction
 
-    def forward(self, scores: Tensor):
-        o, K = self.opts, self.K
-        s = scores.detach()
+    def outputs(self, dtype: torch.dtype) -> Tuple[Tensor, Tensor]:
+        red = self.reduction
+        if red is None:
+            return self.value.to(dtype), self.ok
+        kept = np.where(self.OK, self.VAL, 0.0)
+        if red == "none":
+            return torch.from_numpy(kept).to(dtype), self.ok
+        total = kept.sum() if red == "sum" else kept.sum() / max(int(self.OK.sum()), 1)
+        return torch.tensor(total, dtype=dtype), self.ok
+
+    def _upstream(self, g_out: Tensor) -> np.ndarray:
+        """The gradient of each list's value ``[B]`` from the gradient of the output."""
+        red = self.reduction
+        if red is None:
+            return g_out.detach().to(torch.float64).numpy()
+        if red == "none":
+            return np.where(self.OK, g_out.detach().to(torch.float64).numpy(), 0.0)
+        g = float(g_out)
+        if red == "mean":
+            g /= max(int(self.OK.sum()), 1)
+        return np.where(self.OK, g, 0.0)
+
+    def backward(self, g_out: Tensor) -> Tensor:
+        o, K, G = self.opts, self.K, self.opts["G"]
+        GL = self._upstream(g_out)
         if self.measure == "dips":
-            return K.dips_forward(s, self.mask, self.r, self.codes, self.G, *self._ordering_args(), o["weights"],
-                                  o["gamma"], o["tie"], o["square"])
+            return K.dips_backward(GL, self.s, self.mask, G, o["gamma"], o["tie"], o["square"], self.saved)
         if self.measure == "exposure_misallocation":
-            return K.misallocation_forward(s, self.mask, self.codes, self.G, o["targets"], *self._ordering_args(),
-                                           o["gamma"], o["square"])
-        if self.measure == "pairwise_accuracy":
-            return K.accuracy_forward(s, self.mask, self.r, self.codes, o["protected"], o["reference"], o["which"],
-                                      *self._ordering_args())
-        raise AssertionError(self.measure)  # pragma: no cover
+            return K.misallocation_backward(GL, self.s, self.mask, G, o["gamma"], o["square"], self.saved)
+        return K.accuracy_backward(GL, self.s, self.mask, o["protected"], o["reference"], o["which"], self.saved)
 
-    def backward(self, g_value: Tensor, saved) -> Tensor:
-        o, K = self.opts, self.K
-        if self.measure == "dips":
-            return K.dips_backward(g_value, self.s, self.mask, self.codes, self.G, o["gamma"], o["tie"], o["square"],
-                                   saved)
-        if self.measure == "exposure_misallocation":
-            return K.misallocation_backward(g_value, self.s, self.mask, self.codes, self.G, o["gamma"], o["square"],
-                                            saved)
-        if self.measure == "pairwise_accuracy":
-            return K.accuracy_backward(g_value, self.s, self.mask, self.codes, o["protected"], o["reference"],
-                                       o["which"], saved)
-        raise AssertionError(self.measure)  # pragma: no cover
+
+def _forward(K, measure: str, s: Tensor, mask: Tensor, r: Tensor, ids: Tensor, o: Dict[str, Any], ordering,
+             validate: bool):
+    """The forward walk of ``measure``: ``(value, valid, saved)``, or None (a value check failed)."""
+    G = o["G"]
+    if measure == "dips":
+        return K.dips_forward(s, mask, r, ids, G, ordering, o["cum"], o["gamma"], o["tie"], o["square"], validate)
+    if measure == "exposure_misallocation":
+        return K.misallocation_forward(s, mask, r, ids, G, o["targets"], ordering, o["gamma"], o["square"],
+                                       validate)
+    return K.accuracy_forward(s, mask, r, ids, G, o["protected"], o["reference"], o["which"], ordering, validate)
 
 
 def _batch(x: Optional[Tensor], dim: int) -> Optional[Tensor]:
@@ -123,6 +143,18 @@ def _rbp(browsing) -> Optional[RBP]:
     except Exception:  # noqa: BLE001 - the torch path names the error
         return None
     return F if type(F) is RBP and F.gamma < 1.0 else None
+
+
+@functools.lru_cache(maxsize=64)
+def _cum_of(gamma: float, N: int) -> np.ndarray:
+    w = RBP(gamma).weights(N + 1, dtype=torch.float64)
+    return torch.cat([w.new_zeros(1), torch.cumsum(w, 0)]).numpy()
+
+
+def _cum(F: RBP, N: int) -> np.ndarray:
+    """``cum[n] = sum_{k < n} F(k)`` for ``n = 0..N + 1`` (float64), as ``BrowsingModel.cumulative``; read-only,
+    cached per ``(gamma, N)``."""
+    return _cum_of(float(F.gamma), int(N))
 
 
 def _measure_options(name: str, reducer: str, opts: Dict[str, Any], protected, reference, N: int,
@@ -146,8 +178,7 @@ def _measure_options(name: str, reducer: str, opts: Dict[str, Any], protected, r
         tie = opts.pop("tie_weight", 0.5)
         if opts or isinstance(tie, bool) or not isinstance(tie, (int, float)) or not 0.0 <= tie <= 1.0:
             return None
-        return dict(weights=F.weights(N + 1, dtype=torch.float64), gamma=F.gamma, tie=float(tie),
-                    square=reducer == "gap_square")
+        return dict(cum=_cum(F, N), gamma=F.gamma, tie=float(tie), square=reducer == "gap_square")
     target = opts.pop("target", "ee")
     if opts or not isinstance(target, str) or target not in _TARGETS:
         return None
@@ -172,10 +203,10 @@ def _targets(target: str, r: Tensor, m: Tensor, F: RBP, backend: str) -> Tensor:
                                                                            validate_args=False)
 
 
-def fused_per_list(name: str, reducer: str, scores, relevance, groups, *, mask, num_groups, ordering, protected,
-                   reference, validate_args: bool, options: Dict[str, Any]) -> Optional[Tuple[Tensor, Tensor]]:
-    """``(per_list [B], valid [B])`` of :func:`torchfair.losses.transform.per_list_loss` by the fused kernels, or
-    ``None`` when this call is not one they implement (module docstring): the caller then runs the torch path."""
+def _call(name: str, reducer: str, scores, relevance, groups, mask, num_groups, ordering, protected, reference,
+          validate_args: bool, options: Dict[str, Any], reduction) -> Optional[_Call]:
+    """The fused call for these arguments with its forward walk run, or ``None`` when it is not one the walks
+    implement (module docstring) or its input fails a check: the caller then runs the torch path."""
     if reducer not in _REDUCERS.get(name, ()):
         return None
     if ordering is None:
@@ -185,29 +216,58 @@ def fused_per_list(name: str, reducer: str, scores, relevance, groups, *, mask, 
     if not (isinstance(scores, Tensor) and isinstance(groups, Tensor) and isinstance(relevance, Tensor)):
         return None
     if scores.dtype not in (torch.float32, torch.float64) or scores.dim() not in (1, 2) or \
-            groups.is_floating_point() or groups.dtype == torch.bool or scores.device.type != "cpu":
+            groups.is_floating_point() or groups.is_complex() or groups.dtype == torch.bool or \
+            scores.device.type != "cpu":
         return None
     s, r, g = _batch(scores, 2), _batch(relevance, 2), _batch(groups, 2)
     m = _batch(mask, 2)
     B, N = s.shape
-    if B == 0 or N == 0 or r.shape != (B, N) or g.shape != (B, N) or r.dtype == torch.bool or r.is_complex():
+    if B == 0 or N == 0 or r.shape != (B, N) or g.shape != (B, N) or r.dtype == torch.bool or r.is_complex() or \
+            not r.is_floating_point() and r.dtype not in (torch.int32, torch.int64):
         return None
     if m is None:
         m = torch.ones(B, N, dtype=torch.bool)
-    elif m.dtype != torch.bool or m.shape != (B, N):
+    elif not isinstance(m, Tensor) or m.dtype != torch.bool or m.shape != (B, N):
         return None
     opts = _measure_options(name, reducer, dict(options), protected, reference, N)
     if opts is None:
         return None
-    K = _kernels(ordering.backend, s.detach(), r.detach(), m)
+    sd = s.detach()
+    rr = r.detach().to(s.dtype)  # the measure reads the relevance in the scores' dtype (prepare)
+    K = _kernels(ordering.backend, sd, rr, m)
     if K is None:
         return None
-    sv = s.detach() if mask is None else torch.where(m, s.detach(), torch.zeros((), dtype=s.dtype))
-    if validate_args and not _values_ok(sv, m, r, g, num_groups, False, work_dtype(s.dtype)):
-        return None  # the torch path's checks say what is wrong
-    codes, G = group_codes(g, m, num_groups, False)
-    rr = r.to(s.dtype)  # the measure reads the relevance in the scores' dtype (prepare)
+    ids = g.long()
+    if num_groups is None:
+        num_groups = group_codes(ids, m, None, False)[1]
+    elif isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1:
+        return None  # the torch path's checks name the error
+    opts["G"] = num_groups
     if name == "exposure_misallocation":
-        opts["targets"] = _targets(opts.pop("target"), rr.detach(), m, opts.pop("browsing"), ordering.backend)
-    call = _Call(K, name, s, m.contiguous(), rr.contiguous(), codes.contiguous(), G, ordering, opts)
-    return _FusedLoss.apply(s, call)
+        opts["targets"] = _targets(opts.pop("target"), rr, m, opts.pop("browsing"), ordering.backend)
+    o = ordering
+    result = _forward(K, name, sd, m, rr, ids, opts, (o.temperature, o.scale == "std", o.min_scale,
+                                                      o.rel_min_scale), bool(validate_args))
+    if result is None:
+        return None
+    return _Call(K, name, sd, m, opts, result, reduction)
+
+
+def fused_per_list(name: str, reducer: str, scores, relevance, groups, *, mask, num_groups, ordering, protected,
+                   reference, validate_args: bool, options: Dict[str, Any]) -> Optional[Tuple[Tensor, Tensor]]:
+    """``(per_list [B], valid [B])`` of :func:`torchfair.losses.transform.per_list_loss` by the fused kernels, or
+    ``None`` when this call is not one they implement (module docstring): the caller then runs the torch path."""
+    call = _call(name, reducer, scores, relevance, groups, mask, num_groups, ordering, protected, reference,
+                 validate_args, options, None)
+    return None if call is None else _FusedLoss.apply(scores if scores.dim() == 2 else scores.unsqueeze(0), call)
+
+
+def fused_loss(name: str, reducer: str, scores, relevance, groups, *, mask, num_groups, ordering, protected,
+               reference, validate_args: bool, options: Dict[str, Any], reduction: str) -> Optional[Tensor]:
+    """:func:`torchfair.losses.transform.measure_loss` by the fused kernels, the batch reduction included (one
+    autograd node from the scores to the loss), or ``None`` as :func:`fused_per_list`."""
+    call = _call(name, reducer, scores, relevance, groups, mask, num_groups, ordering, protected, reference,
+                 validate_args, options, reduction)
+    if call is None:
+        return None
+    return _FusedLoss.apply(scores if scores.dim() == 2 else scores.unsqueeze(0), call)[0]

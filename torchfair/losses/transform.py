@@ -50,7 +50,7 @@ from ..metrics.declarations import Measure, get_declaration
 from ..metrics.pairwise import accuracy_gaps, pairwise_gap
 from ..orderings import RampRank
 from ..orderings.base import OrderingLike
-from ._fused import fused_per_list
+from ._fused import fused_loss, fused_per_list
 
 __all__ = ["measure_loss", "MeasureLoss", "LossModule", "reduce_loss", "REDUCERS", "default_ordering"]
 
@@ -213,7 +213,13 @@ def measure_loss(measure: Union[str, Measure], scores: Tensor, relevance: Option
     Shapes: ``scores`` ``[B, N]`` or ``[N]``; returns a scalar (``[B]`` for ``reduction="none"``).
     """
     check_reduction(reduction)
-    per, ok = per_list_loss(measure, scores, relevance, groups, reducer=reducer, ordering=ordering, mask=mask,
+    m, reducer = _resolve(measure, reducer, num_groups, protected, reference)
+    fused = fused_loss(m.name, reducer, scores, relevance, groups, mask=mask, num_groups=num_groups,
+                       ordering=ordering, protected=protected, reference=reference, validate_args=validate_args,
+                       options=options, reduction=reduction)
+    if fused is not None:  # the compiled implementation, batch reduction included (losses/_fused.py)
+        return fused.squeeze(0) if reduction == "none" and scores.dim() == 1 else fused
+    per, ok = per_list_loss(m, scores, relevance, groups, reducer=reducer, ordering=ordering, mask=mask,
                             num_groups=num_groups, protected=protected, reference=reference,
                             validate_args=validate_args, **options)
     s, msk = _as_batch(scores, 2) if isinstance(scores, Tensor) else scores, _as_batch(mask, 2)
@@ -232,6 +238,23 @@ def _parameters(fn: Callable) -> "typing.Mapping[str, inspect.Parameter]":
     return inspect.signature(fn).parameters
 
 
+def _resolve(measure: Union[str, Measure], reducer: Optional[str], num_groups, protected, reference
+             ) -> Tuple[Measure, str]:
+    """The measure's declaration and the list reducer (its declared default when ``reducer`` is None), checked,
+    with the ``protected`` / ``reference`` ids."""
+    m = get_declaration(measure) if not isinstance(measure, Measure) else measure
+    reducer = m.loss if reducer is None else reducer
+    if reducer is None:
+        raise ValueError(f"`reducer` must be given: measure {m.name!r} declares no default loss reducer "
+                         f"(choose one of {', '.join(REDUCERS)})")
+    check_choice(reducer, "reducer", tuple(REDUCERS))
+    if protected is not None:
+        check_group_id(protected, "protected", num_groups)
+    if reference is not None:
+        check_group_id(reference, "reference", num_groups)
+    return m, reducer
+
+
 def per_list_loss(measure: Union[str, Measure], scores: Tensor, relevance: Optional[Tensor] = None,
                   groups: Optional[Tensor] = None, *, reducer: Optional[str] = None, ordering: OrderingLike = None,
                   mask: Optional[Tensor] = None, num_groups: Optional[int] = None, protected: Optional[int] = None,
@@ -242,18 +265,8 @@ def per_list_loss(measure: Union[str, Measure], scores: Tensor, relevance: Optio
     undefined lists are zeroed).  ``measure_loss(..., reduction="none")`` is ``per_list`` where ``valid``, else 0;
     the measure-targeted re-ranker reads ``valid`` to leave a guard unconstrained where its measure is undefined.
     Always batched (``[1]`` for 1-D input)."""
-    m = get_declaration(measure) if not isinstance(measure, Measure) else measure
-    reducer = m.loss if reducer is None else reducer
-    if reducer is None:
-        raise ValueError(f"`reducer` must be given: measure {m.name!r} declares no default loss reducer "
-                         f"(choose one of {', '.join(REDUCERS)})")
-    check_choice(reducer, "reducer", tuple(REDUCERS))
+    m, reducer = _resolve(measure, reducer, num_groups, protected, reference)
     shape, fn = REDUCERS[reducer]
-    if protected is not None:
-        check_group_id(protected, "protected", num_groups)
-    if reference is not None:
-        check_group_id(reference, "reference", num_groups)
-
     fused = fused_per_list(m.name, reducer, scores, relevance, groups, mask=mask, num_groups=num_groups,
                            ordering=ordering, protected=protected, reference=reference, validate_args=validate_args,
                            options=options)
