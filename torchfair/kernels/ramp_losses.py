@@ -33,7 +33,7 @@ from torch import Tensor
 
 from ._threads import np_view, run as _run
 from .sorting import _HASH_SLOTS, _radix, _rank_row, _ukey
-from .windows import _level_list, _ordered_bounds_list, _scale_rows, _scale_rows32
+from .windows import _level_cols, _level_list, _ordered_bounds_list, _scale_rows, _scale_rows32
 
 __all__ = ["dips_forward", "dips_backward", "misallocation_forward", "misallocation_backward",
            "accuracy_forward", "accuracy_backward", "warmup"]
@@ -243,7 +243,8 @@ def _dips_rows(s, sbits, swide, mask, r, rbits, rwide, ids, G, validate, tempera
                 X[b, j, h] = e if (m[j] and cj == h) else 0.0
             if m[j] and cj >= 0:
                 sizes[cj] += 1.0
-        _level_list(X[b], OFF[b], LVL[b], ORDER[b], HI[b], LO[b], L, False, 1.0, tie, 0.0, D, WX[b], OUT)
+        # the other groups' sums of each item only: the gap reducers read M_gh for g != h
+        _level_cols(X[b], OFF[b], LVL[b], ORDER[b], HI[b], LO[b], L, False, 1.0, tie, 0.0, D, WX[b], OUT, codes[b], 1)
         S = np.zeros((G, G))
         for i in range(N):
             ci = codes[b, i]
@@ -324,7 +325,8 @@ def _dips_back_rows(GL, s, mask, codes, FAC, log_gamma, tie, square, G, ORDER, H
         L = NL[b]
         if L > D.shape[2]:
             D = np.empty((2, N + 1, L))
-        _level_list(GS, OFF[b], LVL[b], ORDER[b], HI[b], LO[b], L, True, 0.0, tie, 1.0, D, WG, T)
+        # an item's own column only: X_jh and T_jh are read at h = c_j
+        _level_cols(GS, OFF[b], LVL[b], ORDER[b], HI[b], LO[b], L, True, 0.0, tie, 1.0, D, WG, T, codes[b], 2)
         for j in range(N):
             acc_e = 0.0
             acc_off = 0.0
@@ -571,7 +573,9 @@ def _accuracy_rows(s, sbits, swide, mask, r, rbits, rwide, ids, G, validate, tem
     ks, keys, k2, idx, i2, cnt, rank, hkey, hslot = _sort_scratch(N)
     D = np.empty((2, N + 1, 1))
     OUT = np.empty((N, 2))
+    col = np.empty(N, np.int64)
     count = np.zeros((N + 1, 2))
+    fwd_cols = 1 if which == 0 else (2 if which == 1 else 0)  # inter reads err[g, h] for g != h, intra g == h
     for b in range(b0, b1):
         m = mask[b]
         if NREAL[b] < 0:
@@ -592,6 +596,7 @@ def _accuracy_rows(s, sbits, swide, mask, r, rbits, rwide, ids, G, validate, tem
             x1 = 1.0 if (m[j] and cj == q) else 0.0
             X[b, j, 0] = x0
             X[b, j, 1] = x1
+            col[j] = 0 if x0 > 0 else (1 if x1 > 0 else -1)
             if m[j]:
                 count[LVL[b, j] + 1, 0] += x0
                 count[LVL[b, j] + 1, 1] += x1
@@ -599,7 +604,7 @@ def _accuracy_rows(s, sbits, swide, mask, r, rbits, rwide, ids, G, validate, tem
             count[l + 1, 0] += count[l, 0]
             count[l + 1, 1] += count[l, 1]
         # partners of a strictly lower level only (greater 1, equal 0, less 0): no self pair
-        _level_list(X[b], OFF[b], LVL[b], ORDER[b], HI[b], LO[b], L, False, 1.0, 0.0, 0.0, D, WX[b], OUT)
+        _level_cols(X[b], OFF[b], LVL[b], ORDER[b], HI[b], LO[b], L, False, 1.0, 0.0, 0.0, D, WX[b], OUT, col, fwd_cols)
         err = np.zeros((2, 2))
         den = np.zeros((2, 2))
         for i in range(N):
@@ -642,6 +647,7 @@ def _accuracy_back_rows(GL, s, mask, codes, FAC, p, q, which, ORDER, HI, LO, OFF
     WG = np.empty((N, 2))
     T = np.empty((N, 2))
     dOFF = np.empty(N)
+    col = np.empty(N, np.int64)
     for b in range(b0, b1):
         m = mask[b]
         gl = GL[b]
@@ -670,13 +676,16 @@ def _accuracy_back_rows(GL, s, mask, codes, FAC, p, q, which, ORDER, HI, LO, OFF
         for i in range(N):
             ci = codes[b, i]
             g = 0 if (m[i] and ci == p) else (1 if (m[i] and ci == q) else -1)
+            col[i] = g
             for h in range(2):
                 GS[i, h] = derr[g, h] if g >= 0 else 0.0
         L = NL[b]
         if L > D.shape[2]:
             D = np.empty((2, N + 1, L))
         # the transposed kernel (weights less / equal / greater = 0 / 0 / 1): window sums of the upstream gradient
-        _level_list(GS, OFF[b], LVL[b], ORDER[b], HI[b], LO[b], L, True, 0.0, 0.0, 1.0, D, WG, T)
+        # inter / intra read X_jh WG_jh at h = own column and G_jh WX_jh where the forward computed WX
+        _level_cols(GS, OFF[b], LVL[b], ORDER[b], HI[b], LO[b], L, True, 0.0, 0.0, 1.0, D, WG, T, col,
+                    0 if which == 2 else 2)
         for j in range(N):
             acc = 0.0
             for h in range(2):

@@ -74,6 +74,15 @@ def _level_list(X, off, lvl, order, hi, lo, L, lower, cb, ce, ca, D, W, OUT):  #
     the levels); item ``i`` of level ``l_i`` reads the weighted sum of its partners,
     ``(below - equal) D[., l_i - 1] + (equal - above) D[., l_i] + above D[., L - 1]``, at its window bounds: three
     reads per value whatever the number of levels (one, without levels)."""
+    _level_cols(X, off, lvl, order, hi, lo, L, lower, cb, ce, ca, D, W, OUT, lvl, 0)
+
+
+@numba.njit(cache=True, nogil=True)
+def _level_cols(X, off, lvl, order, hi, lo, L, lower, cb, ce, ca, D, W, OUT, col, own):  # pragma: no cover
+    """:func:`_level_list` for the entries ``(i, h)`` a caller reads, the others left 0: ``own`` 0 every entry,
+    1 the columns ``h != col[i]`` of the items with ``col[i] >= 0``, 2 the column ``h == col[i]`` alone (``col``
+    ``[N]`` int: the item's own column, -1 none).  The fused DIPS walk reads the other groups' sums of an item
+    forward and its own group's backward (the gap reducers never read ``M_gg``)."""
     N = X.shape[0]
     H = X.shape[1]
     Dx = D[0]
@@ -90,6 +99,10 @@ def _level_list(X, off, lvl, order, hi, lo, L, lower, cb, ce, ca, D, W, OUT):  #
                 Du[k + 1, 0] = Du[k, 0] + x * off[it]
             tot = ce * Dx[N, 0]
             for i in range(N):
+                if own != 0 and (col[i] < 0 or (own == 1) == (col[i] == h)):
+                    W[i, h] = 0.0
+                    OUT[i, h] = 0.0
+                    continue
                 a = hi[i]
                 c = lo[i]
                 o = off[i]
@@ -116,6 +129,10 @@ def _level_list(X, off, lvl, order, hi, lo, L, lower, cb, ce, ca, D, W, OUT):  #
                 Dx[k + 1, l] = Dx[k, l] + (x if on else 0.0)
                 Du[k + 1, l] = Du[k, l] + (xu if on else 0.0)
         for i in range(N):
+            if own != 0 and (col[i] < 0 or (own == 1) == (col[i] == h)):
+                W[i, h] = 0.0
+                OUT[i, h] = 0.0
+                continue
             a = hi[i]
             c = lo[i]
             o = off[i]
