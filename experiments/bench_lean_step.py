@@ -1,6 +1,6 @@
 """What the fairness term costs on a lean training step: plain PyTorch, pre-built tensors, nothing else in the step.
 
-    python experiments/bench_lean_step.py            # ~2 min on 2 cores; writes experiments/results/bench_lean_step.{md,json}
+    python experiments/bench_lean_step.py            # ~1.5 min on 2 cores; writes experiments/results/bench_lean_step.{md,json}
     python experiments/bench_lean_step.py --fast     # tiny sizes, 2 rounds (a smoke test, not figures)
 
 The step: a biased matrix factorisation (dim 32: user and item embeddings, user and item biases, a global bias) in
@@ -18,7 +18,9 @@ Shapes: 64 lists x 200 items (a batch of an ML-100K training epoch with 100 nega
 Timing: each variant has its own model and optimiser (same initialisation); after one warm-up step each, rounds
 interleave the variants (order rotated every round), each variant stepping until ``--min-time`` seconds have
 passed; a variant's time is the median of its per-step times over the rounds.  Fairness share = (step with the
-term - plain step) / step with the term.  The load average (``os.getloadavg``) is read before and after each
+term - plain step) / step with the term, taken per round (the variant and the plain step timed side by side, so a
+drift of the shared machine's speed moves both) and reported as its median and quartiles over the rounds.  The
+load average (``os.getloadavg``) is read before and after each
 shape: on a shared machine figures with a 1-minute load above the CPU count are not the quiet-machine figures the
 aims are stated for.
 """
@@ -132,9 +134,21 @@ def measure(B: int, N: int, relevance: str, rounds: int, min_time: float,
            "median_s": med, "rounds_s": times, "share": {}}
     for v in variants:
         if v != "plain" and "plain" in med:
-            out["share"][v] = (med[v] - med["plain"]) / med[v]
-            out.setdefault("added_s", {})[v] = med[v] - med["plain"]
+            # paired by round (the variant and the plain step timed side by side): a drift of the machine's speed
+            # over the run moves both; the median over rounds and its quartiles
+            shares = sorted(1.0 - p / x for p, x in zip(times["plain"], times[v]))
+            out["share"][v] = statistics.median(shares)
+            out.setdefault("share_quartiles", {})[v] = _quartiles(shares)
+            out.setdefault("added_s", {})[v] = statistics.median(x - p for p, x in zip(times["plain"], times[v]))
     return out
+
+
+def _quartiles(xs: Sequence[float]) -> List[float]:
+    """The first and third quartiles of ``xs`` (sorted), for the spread of the per-round shares."""
+    if len(xs) < 2:
+        return [xs[0], xs[0]] if xs else []
+    q = statistics.quantiles(xs, n=4)
+    return [q[0], q[2]]
 
 
 def markdown(results: List[Dict[str, object]], meta: Dict[str, object]) -> str:
@@ -144,8 +158,10 @@ def markdown(results: List[Dict[str, object]], meta: Dict[str, object]) -> str:
     for r in results:
         for v in r["median_s"]:
             share = r["share"].get(v)
+            q = r.get("share_quartiles", {}).get(v)
             rows.append([f"{r['B']} x {r['N']}", r["relevance"], LABELS[v], r["median_s"][v] * 1e3,
                          "-" if share is None else f"{100 * share:.1f} %",
+                         "-" if not q else f"{100 * q[0]:.1f} - {100 * q[1]:.1f} %",
                          "{:.2f} / {:.2f}".format(r["load_before"][0], r["load_after"][0])])
     prov = meta["provenance"]
     return "\n".join([
@@ -155,19 +171,20 @@ def markdown(results: List[Dict[str, object]], meta: Dict[str, object]) -> str:
         "Biased MF (dim 32) in plain PyTorch on pre-built tensors, `ListNetLoss` + Adam; the fairness variants add "
         f"`{LAMBDA:g} * loss(scores, relevance, groups)` with the loss on its default ordering (`RampRank(0.1)`, "
         "`num_groups=2`), every step.  Median ms per step over interleaved rounds (order rotated per round); "
-        "fairness share = (step with the term - plain step) / step with the term (aims: <= 25 % at 64 x 200, "
+        "fairness share = (step with the term - plain step) / step with the term, per round (the two timed side "
+        "by side), its median and quartiles over the rounds (aims: <= 25 % at 64 x 200, "
         "<= 50 % at 64 x 1682).  Load: the 1-minute load average before / after the shape's rounds "
         f"({os.cpu_count()} CPUs; above that another process held a core).  Script docstring: "
         "`experiments/bench_lean_step.py`.", "",
-        table(["B x N", "relevance", "step", "ms / step", "fairness share", "load"], rows), ""])
+        table(["B x N", "relevance", "step", "ms / step", "fairness share", "share Q1 - Q3", "load"], rows), ""])
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--fast", action="store_true", help="tiny sizes, 2 rounds (a smoke test, not figures)")
-    ap.add_argument("--rounds", type=int, default=15, help="interleaved rounds per shape")
-    ap.add_argument("--min-time", type=float, default=0.1, help="seconds each variant steps for in a round")
+    ap.add_argument("--rounds", type=int, default=25, help="interleaved rounds per shape")
+    ap.add_argument("--min-time", type=float, default=0.15, help="seconds each variant steps for in a round")
     ap.add_argument("--relevance", default=",".join(RELEVANCE), help="comma-separated: dense, sparse")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     ap.add_argument("--out", type=Path, default=RESULTS / "bench_lean_step.md",

@@ -209,8 +209,11 @@ def _check_tensor(x, name: str) -> Tensor:
     return x
 
 
+_SIGNED = (torch.int8, torch.int16, torch.int32, torch.int64)
+
+
 def as_membership(groups: Tensor, mask: Tensor, num_groups: Optional[int], dtype: torch.dtype,
-                  validate: bool, name: str = "groups") -> Tensor:
+                  validate: bool, name: str = "groups", checked: bool = False) -> Tensor:
     """Turn ``[B, N]`` ids or ``[B, N, G]`` soft membership into float membership ``[B, N, G]``.
 
     Id ``-1`` marks an item of unknown group: it keeps its position in the ranking (it takes exposure and
@@ -218,7 +221,8 @@ def as_membership(groups: Tensor, mask: Tensor, num_groups: Optional[int], dtype
     ``002`` §2.6, "include unlabeled items when computing attention weights but exclude them from further
     analysis").  Padded items get an all-zero row too.  Soft membership rows sum to 1, or to less where an
     item's group is only partly known (TREC Fair 2022's pages with some attributes unknown): the missing mass
-    belongs to no group, as a ``-1`` id does.
+    belongs to no group, as a ``-1`` id does.  ``checked``: the integer ids are known to lie in
+    ``[-1, num_groups)`` (:func:`prepare`'s quick checks passed), so the rows come from one comparison.
     """
     B, N = mask.shape
     if groups.is_floating_point():
@@ -239,6 +243,11 @@ def as_membership(groups: Tensor, mask: Tensor, num_groups: Optional[int], dtype
                     f"`{name}` soft membership rows must sum to at most 1 (shape [B, N, G]; a row "
                     f"summing to less than 1 is partly of unknown group)", memb.device)
         return torch.where(mask.unsqueeze(-1), memb, torch.zeros((), dtype=dtype, device=memb.device))
+    if checked and type(num_groups) is int and num_groups >= 1 and groups.shape == (B, N) and \
+            groups.dtype in _SIGNED:
+        # ids in [-1, G): an unknown (-1) or padded item matches no group, so its row is all zeros
+        ids = torch.where(mask, groups, torch.full((), -1, dtype=groups.dtype, device=groups.device))
+        return (ids.unsqueeze(-1) == torch.arange(num_groups, dtype=ids.dtype, device=ids.device)).to(dtype)
     codes, num_groups = group_codes(groups, mask, num_groups, validate, name)
     # one comparison: an unknown or padded item (code -1) matches no group, so its row is all zeros
     return (codes.unsqueeze(-1) == torch.arange(num_groups, device=codes.device)).to(dtype)
@@ -342,8 +351,9 @@ def prepare(scores: Tensor, relevance: Optional[Tensor] = None, groups: Optional
             raise ValueError(f"`mask` must have the shape of `{scores_name}` {tuple(scores.shape)}; got {tuple(mask.shape)}")
     # padded entries may hold anything (NaN included): replace them so they never leak into sums or gradients
     s = torch.where(m, s, torch.zeros((), dtype=dtype, device=s.device))
-    if validate and value_check_mode(s.device) == "raise" and _values_ok(s, m, relevance, groups, num_groups,
-                                                                        squeeze, dtype):
+    checked = validate and value_check_mode(s.device) == "raise" and _values_ok(s, m, relevance, groups, num_groups,
+                                                                              squeeze, dtype)
+    if checked:
         validate = False  # every value check below holds (they run only to name what failed)
     if validate:
         require(lambda: m.any(), "`mask` has no real item: the batch holds no list with an item to rank", s.device)
@@ -375,7 +385,7 @@ def prepare(scores: Tensor, relevance: Optional[Tensor] = None, groups: Optional
         if squeeze and ((groups.is_floating_point() and groups.dim() == 2) or
                         (not groups.is_floating_point() and groups.dim() == 1)):
             g = groups.unsqueeze(0)
-        memb = as_membership(g, m, num_groups, dtype, validate)
+        memb = as_membership(g, m, num_groups, dtype, validate, checked=checked)
     elif require_groups:
         raise ValueError("`groups` is required: [B, N] int ids or [B, N, G] soft membership")
     return Batch(scores=s, mask=m, relevance=rel, membership=memb, squeeze=squeeze)

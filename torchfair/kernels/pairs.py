@@ -109,27 +109,22 @@ def _add2(tree, r, w0, w1, L, dense):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _first_pair(order, mask, rank, V, f, f_mode, n_real, wg, we, wl, out, b, h, L, dense, tree, same
+def _first_pair(order, mask, rank, V, f, f_mode, n_real, wg, we, wl, out, b, h, L, dense, tree, same, rq, wq, oq
                 ):  # pragma: no cover - compiled
     """The ``ties="first"`` walk of list ``b`` for the columns ``h`` and ``h + 1`` at once (one tree walk for
-    both: a Fenwick tree over many levels is latency-bound)."""
+    both: a Fenwick tree over many levels is latency-bound).  The real items' ranks and weights are gathered in
+    ranking order first (``rq [N]``, ``wq`` / ``oq`` ``[2 N]`` scratch), so that the walk reads and writes
+    consecutive memory and its only scattered accesses are the tree's; the sums go back to ``out`` after it."""
     N = order.shape[1]
     for q in range(2 * L + 2):
         tree[q] = 0.0
     for q in range(2 * L):
         same[q] = 0.0
-    t0 = 0.0
-    t1 = 0.0
+    n = 0
     for q in range(N):
         i = order[b, q]
         if not mask[b, i]:
             continue
-        r = rank[i]
-        a0, a1 = _below2(tree, r, dense)
-        e0 = same[2 * r]
-        e1 = same[2 * r + 1]
-        out[b, i, h] = _weigh(a0, e0, t0 - a0 - e0, wg, we, wl)
-        out[b, i, h + 1] = _weigh(a1, e1, t1 - a1 - e1, wg, we, wl)
         w0 = np.float64(V[b, i, h])
         w1 = np.float64(V[b, i, h + 1])
         if f_mode != 0:
@@ -141,11 +136,33 @@ def _first_pair(order, mask, rank, V, f, f_mode, n_real, wg, we, wl, out, b, h, 
                 fi = np.float64(f[0, q]) if q < n_real else 0.0
             w0 *= fi
             w1 *= fi
+        rq[n] = rank[i]
+        wq[2 * n] = w0
+        wq[2 * n + 1] = w1
+        n += 1
+    t0 = 0.0
+    t1 = 0.0
+    for k in range(n):
+        r = rq[k]
+        a0, a1 = _below2(tree, r, dense)
+        e0 = same[2 * r]
+        e1 = same[2 * r + 1]
+        oq[2 * k] = _weigh(a0, e0, t0 - a0 - e0, wg, we, wl)
+        oq[2 * k + 1] = _weigh(a1, e1, t1 - a1 - e1, wg, we, wl)
+        w0 = wq[2 * k]
+        w1 = wq[2 * k + 1]
         _add2(tree, r, w0, w1, L, dense)
         same[2 * r] += w0
         same[2 * r + 1] += w1
         t0 += w0
         t1 += w1
+    k = 0
+    for q in range(N):
+        i = order[b, q]
+        if mask[b, i]:
+            out[b, i, h] = oq[2 * k]
+            out[b, i, h + 1] = oq[2 * k + 1]
+            k += 1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -195,6 +212,10 @@ def _sweep_impl(order, mask, rbits, wide, has_rel, V, f, f_mode, blk, average, t
     btree = np.zeros(M + 2)  # the same two of V inside a tie block, cleared after it
     bsame = np.zeros(M + 1)
     res = np.empty(M)  # per position
+    P = N if H > 1 and not average else 0  # the pair walk's ranks, weights and sums in ranking order
+    rq = np.empty(P, np.int64)
+    wq = np.empty(2 * P)
+    oq = np.empty(2 * P)
     for b in range(b0, b1):
         L = _rank_row(rbits, wide, mask, b, keys, idx, k2, i2, cnt, rank, hkey, hslot) if has_rel else 1
         dense = L <= DENSE_LEVELS
@@ -209,7 +230,7 @@ def _sweep_impl(order, mask, rbits, wide, has_rel, V, f, f_mode, blk, average, t
         if not average:  # columns two at a time, then the last one alone
             while h0 + 1 < H:
                 _first_pair(order, mask, rank, V, f, f_mode, n_real, wg, we, wl, out, b, h0, L, dense, tree2,
-                            same2)
+                            same2, rq, wq, oq)
                 h0 += 2
         for h in range(h0, H):
             for q in range(L + 1):
