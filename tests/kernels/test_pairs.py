@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from torchfair.browsing import RBP, Cascade
+from torchfair.kernels.pairs import BY_ITEM_MAX
 from torchfair.metrics import (dips, discordant_fraction, igi, individual_dissatisfaction, kendall_tau,
                                pairwise_accuracy, rank_parity, ree)
 from torchfair.orderings import Hard, Sampled
@@ -72,6 +73,14 @@ def test_every_pairwise_measure_is_the_same_on_both_backends(name, ties, relevan
         kw = {}
     a, b = _both(MEASURES[name], s, r, grp, mask, ties=ties, **kw)
     _close(a, b, dtype)
+
+
+@pytest.mark.parametrize("relevance", ["graded", "continuous"])
+def test_lists_longer_than_the_in_cache_layout_are_the_same_on_both_backends(relevance, kernel_inputs):
+    """Above ``BY_ITEM_MAX`` items a list's pair walk reads its arrays along the ranking, not in memory order."""
+    s, r, grp, mask = kernel_inputs(5, 2, BY_ITEM_MAX + 37, torch.float64, relevance, "ids")
+    a, b = _both(dips, s, r, grp, mask=mask, num_groups=3, return_valid=True)
+    _close(a, b, torch.float64)
 
 
 def test_cascade_browsing_is_the_same_on_both_backends(kernel_inputs):

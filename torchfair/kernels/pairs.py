@@ -34,6 +34,9 @@ from .sorting import _bits, _rank_row, _rank_scratch
 
 __all__ = ["sweep", "all_pairs", "warmup"]
 
+#: up to this many items a list's pair walk reads its arrays in memory order (:func:`_first_pair`)
+BY_ITEM_MAX = 8192
+
 #: up to this many distinct relevance values a sweep keeps the sums below every rank in a plain array (an insertion
 #: updates all of them, branch-free: graded relevance); above, a Fenwick tree (``O(log L)`` per insertion and query)
 DENSE_LEVELS = 64
@@ -109,21 +112,29 @@ def _add2(tree, r, w0, w1, L, dense):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _first_pair(order, mask, rank, V, f, f_mode, n_real, wg, we, wl, out, b, h, L, dense, tree, same, rq, wq, oq
-                ):  # pragma: no cover - compiled
+def _first_pair(order, mask, rank, V, f, f_mode, n_real, wg, we, wl, out, b, h, L, dense, tree, same, rq, wq, oq,
+                pq):  # pragma: no cover - compiled
     """The ``ties="first"`` walk of list ``b`` for the columns ``h`` and ``h + 1`` at once (one tree walk for
-    both: a Fenwick tree over many levels is latency-bound).  The real items' ranks and weights are gathered in
-    ranking order first (``rq [N]``, ``wq`` / ``oq`` ``[2 N]`` scratch), so that the walk reads and writes
-    consecutive memory and its only scattered accesses are the tree's; the sums go back to ``out`` after it."""
+    both: a Fenwick tree over many levels is latency-bound).  The items' ranks and weights are first laid out by
+    position (``pq [N]``: the position of each item; ``rq [N]`` the rank at each position, -1 for a padded item;
+    ``wq`` / ``oq`` ``[2 N]`` the weights and sums); the walk runs on these scratch rows and the sums go back to
+    ``out`` after it.  Up to :data:`BY_ITEM_MAX` items the list's arrays are read and written in memory order
+    (the scratch rows, in the cache, taking the scattered accesses: a large batch then streams through the
+    cache), above it along the ranking (the list's own arrays no longer fit in the cache beside the scratch)."""
     N = order.shape[1]
     for q in range(2 * L + 2):
         tree[q] = 0.0
     for q in range(2 * L):
         same[q] = 0.0
-    n = 0
-    for q in range(N):
-        i = order[b, q]
+    by_item = N <= BY_ITEM_MAX
+    if by_item:
+        for q in range(N):
+            pq[order[b, q]] = q
+    for t in range(N):
+        i = t if by_item else order[b, t]
+        q = pq[i] if by_item else t
         if not mask[b, i]:
+            rq[q] = -1
             continue
         w0 = np.float64(V[b, i, h])
         w1 = np.float64(V[b, i, h + 1])
@@ -136,14 +147,15 @@ def _first_pair(order, mask, rank, V, f, f_mode, n_real, wg, we, wl, out, b, h, 
                 fi = np.float64(f[0, q]) if q < n_real else 0.0
             w0 *= fi
             w1 *= fi
-        rq[n] = rank[i]
-        wq[2 * n] = w0
-        wq[2 * n + 1] = w1
-        n += 1
+        rq[q] = rank[i]
+        wq[2 * q] = w0
+        wq[2 * q + 1] = w1
     t0 = 0.0
     t1 = 0.0
-    for k in range(n):
+    for k in range(N):
         r = rq[k]
+        if r < 0:
+            continue
         a0, a1 = _below2(tree, r, dense)
         e0 = same[2 * r]
         e1 = same[2 * r + 1]
@@ -156,13 +168,12 @@ def _first_pair(order, mask, rank, V, f, f_mode, n_real, wg, we, wl, out, b, h, 
         same[2 * r + 1] += w1
         t0 += w0
         t1 += w1
-    k = 0
-    for q in range(N):
-        i = order[b, q]
+    for t in range(N):
+        i = t if by_item else order[b, t]
         if mask[b, i]:
-            out[b, i, h] = oq[2 * k]
-            out[b, i, h + 1] = oq[2 * k + 1]
-            k += 1
+            q = pq[i] if by_item else t
+            out[b, i, h] = oq[2 * q]
+            out[b, i, h + 1] = oq[2 * q + 1]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -214,6 +225,7 @@ def _sweep_impl(order, mask, rbits, wide, has_rel, V, f, f_mode, blk, average, t
     res = np.empty(M)  # per position
     P = N if H > 1 and not average else 0  # the pair walk's ranks, weights and sums in ranking order
     rq = np.empty(P, np.int64)
+    pq = np.empty(P, np.int64)
     wq = np.empty(2 * P)
     oq = np.empty(2 * P)
     for b in range(b0, b1):
@@ -230,7 +242,7 @@ def _sweep_impl(order, mask, rbits, wide, has_rel, V, f, f_mode, blk, average, t
         if not average:  # columns two at a time, then the last one alone
             while h0 + 1 < H:
                 _first_pair(order, mask, rank, V, f, f_mode, n_real, wg, we, wl, out, b, h0, L, dense, tree2,
-                            same2, rq, wq, oq)
+                            same2, rq, wq, oq, pq)
                 h0 += 2
         for h in range(h0, H):
             for q in range(L + 1):
