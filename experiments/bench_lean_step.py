@@ -147,7 +147,7 @@ def _quartiles(xs: Sequence[float]) -> List[float]:
     """The first and third quartiles of ``xs`` (sorted), for the spread of the per-round shares."""
     if len(xs) < 2:
         return [xs[0], xs[0]] if xs else []
-    q = statistics.quantiles(xs, n=4)
+    q = statistics.quantiles(xs, n=4, method="inclusive")
     return [q[0], q[2]]
 
 

@@ -16,9 +16,12 @@ models, ``backend="torch"`` or when the kernels are not picked -- runs instead. 
 
 for integer group ids ``[B, N]`` (or ``[N]``), float32 / float64 CPU scores, an ordering that is ``None`` (the
 losses' default ``RampRank(0.1)``) or a :class:`~torchfair.orderings.RampRank`, when the gate
-(:func:`torchfair.kernels.pick`, family ``ramp_losses``) picks the kernels.  Input checks run once per call on the
-host, by the quick whole-tensor reads of :func:`torchfair._validation.prepare`; an input they do not pass goes down
-the torch path, whose checks name what is wrong.
+(:func:`torchfair.kernels.pick`, family ``ramp_losses``) picks the kernels.  The value checks of
+:func:`torchfair._validation.prepare` (finite scores, finite relevance ``>= 0``, ids in ``[-1, num_groups)`` on
+the real items) and the group codes are part of the forward walk, which runs before the autograd node is made: an
+input that fails a check (or a batch without a real item) goes down the torch path, whose checks name what is
+wrong.  :func:`fused_loss` takes the batch reduction into the node too (``mean`` over the lists where the loss is
+defined, ``sum``, ``none``), so that the scores reach the loss through one node.
 
 Each walk is the same ordering, measure and reducer as the torch path, step by step (positions, exposure, the
 measure's group sums and normaliser, its validity and rounding clamp, the reducer's value and validity), proven
