@@ -140,6 +140,7 @@ def _cases():
 
     import torchfair.kernels as kernels
     from torchfair.browsing import RBP
+    from torchfair.losses import dips_loss
     from torchfair.metrics import dips, exposure, fa_ir_adjusted_alpha
     from torchfair.metrics import prefix as P
     from torchfair.orderings import Hard, RampRank, soft_rank
@@ -191,6 +192,15 @@ def _cases():
         s, _, g, _ = batch(n)
         return lambda: det_const_sort(s, g, distribution=[0.5, 0.5], backend=backend)
 
+    def ramp_losses(n, backend):  # the fused DIPS loss (its torch path: the windows family's passes, on torch)
+        s, r, g, m = batch(n)
+        x = s.clone().requires_grad_(True)
+        o = RampRank(0.1, backend=backend)
+
+        def call():
+            dips_loss(x, r, g, num_groups=2, ordering=o).backward()
+        return call
+
     def fa_ir(k, backend):
         def call():
             P._ADJUSTED.clear()
@@ -198,7 +208,7 @@ def _cases():
         return call
 
     return {"sorting": (SIZES, sorting), "pairs": (SIZES, pairs), "windows": (SIZES, windows), "pav": (SIZES, pav),
-            "detconstsort": (DCS_SIZES, detconstsort), "fa_ir": (K_SIZES, fa_ir)}
+            "detconstsort": (DCS_SIZES, detconstsort), "fa_ir": (K_SIZES, fa_ir), "ramp_losses": (SIZES, ramp_losses)}
 
 
 #: calls over which the kernels must repay their family's cold compile (``threshold``)

@@ -73,8 +73,10 @@ ENV = "TORCHFAIR_KERNELS"
 #: table); below 4 096 items it costs at most ~2 ms more a call, and a first small call (4 x 50) never compiles
 MIN_ELEMENTS: Dict[str, int] = {"sorting": 4096, "pairs": 4096, "windows": 6400, "pav": 3200, "detconstsort": 400,
                                 "fa_ir": 16,
-                                # measured by hand (not yet by --crossover): the fused DIPS loss saves 10 ms a call
-                                # at 16 x 100 and 52 ms at 64 x 200 against a cold compile of ~20 CPU s
+                                # --crossover (the fused DIPS loss, forward + backward): the kernels are 4.3-14x
+                                # faster at every size from 50 items, the rule alone gives 51 200 (a 22 CPU s cold
+                                # compile); it starts at 6 400 for the reason of sorting / pairs: a training loop
+                                # calls the loss every step, and below the threshold every call runs the torch code
                                 "ramp_losses": 6400}
 #: ``size=`` of a later stage of a call whose first stage runs the kernels (:func:`pick`): the same path
 FOLLOW = math.inf
