@@ -227,16 +227,43 @@ def test_the_gate_takes_the_fused_misallocation_and_accuracy_where_documented(mo
 
 @pytest.mark.parametrize("loss, bad, match", [
     ("dips", dict(relevance=True), "non-negative"), ("dips", dict(shift=5), "ids must lie"),
+    ("dips", dict(nan_score=True), "finite"), ("misallocation", dict(inf_relevance=True), "finite"),
+    ("accuracy", dict(nan_score=True), "finite"),
     ("misallocation", dict(relevance=True), "non-negative"), ("accuracy", dict(shift=5), "ids must lie"),
     ("accuracy", dict(protected=0, reference=0), "distinct"),
-], ids=["dips-negative-relevance", "dips-group-id", "misallocation-negative-relevance", "accuracy-group-id",
-        "accuracy-same-ids"])
+], ids=["dips-negative-relevance", "dips-group-id", "dips-nan-score", "misallocation-inf-relevance",
+        "accuracy-nan-score", "misallocation-negative-relevance", "accuracy-group-id", "accuracy-same-ids"])
 def test_invalid_input_goes_down_the_torch_path_and_its_message(loss, bad, match):
     s, r, groups, _ = _batch()
     s = torch.nan_to_num(s)
     r = -r - 1 if bad.get("relevance") else r
+    if bad.get("nan_score"):
+        s[5, 2] = float("nan")  # a real item (column 0..2 of list 5 is real: _batch's mask keeps column 0)
+        s[5, 0] = float("nan")
+    if bad.get("inf_relevance"):
+        r = r.clone()
+        r[6, 0] = float("inf")
     groups = groups + bad.get("shift", 0)
     ids = {k: bad[k] for k in ("protected", "reference") if k in bad}
     fn = {"dips": dips_loss, "misallocation": exposure_misallocation_loss, "accuracy": pairwise_accuracy_gap_loss}
     with pytest.raises(ValueError, match=match):
         fn[loss](s, r, groups, num_groups=2, ordering=FUSED, **ids)
+
+@pytest.mark.parametrize("loss", [dips_loss, exposure_misallocation_loss, pairwise_accuracy_gap_loss],
+                         ids=["dips", "misallocation", "accuracy"])
+def test_a_batch_of_undefined_lists_gives_zero_with_zero_gradient_on_the_fused_path(loss):
+    """Every list holds one group only or is fully padded (the loss is undefined on each): the fused node gives
+    exactly 0 and a zero gradient; a batch without any real item is refused by the torch path's check of `mask`."""
+    g = torch.Generator().manual_seed(7)
+    s = torch.randn(4, 30, generator=g, dtype=torch.float64, requires_grad=True)
+    r = torch.randint(0, 3, (4, 30), generator=g).double()
+    one_group = torch.ones(4, 30, dtype=torch.long)
+    some_padded = torch.ones(4, 30, dtype=torch.bool)
+    some_padded[1] = False
+    v = loss(s, r, one_group, mask=some_padded, num_groups=2, ordering=FUSED)
+    assert _fused_path(v) and v.item() == 0.0
+    v.backward()
+    assert torch.equal(s.grad, torch.zeros_like(s))
+    padded = torch.zeros(4, 30, dtype=torch.bool)
+    with pytest.raises(ValueError, match="`mask` has no real item"):
+        loss(s, r, torch.randint(0, 2, (4, 30), generator=g), mask=padded, num_groups=2, ordering=FUSED)

@@ -209,6 +209,25 @@ def _sort_scratch(N):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
+def _walk_list(b, s, sbits, swide, mask, NREAL, FAC, ORDER, OFF, HI, LO, VAL, OK, scratch):  # pragma: no cover
+    """The ordering's window of list ``b`` (:func:`_order_list`), or False (``VAL[b] = 0``, ``OK[b] = False``) when
+    its value checks failed (:func:`_start_rows`)."""
+    if NREAL[b] < 0:
+        VAL[b] = 0.0
+        OK[b] = False
+        return False
+    ks, keys, k2, idx, i2, cnt = scratch[0], scratch[1], scratch[2], scratch[3], scratch[4], scratch[5]
+    _order_list(s[b], sbits[b], swide, mask[b], FAC[b], ORDER[b], OFF[b], HI[b], LO[b], ks, keys, k2, idx, i2, cnt)
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def _positions_scratch(N):  # pragma: no cover - compiled
+    """The expected positions ``[N]`` of one list and the prefix sums ``[N + 1]`` they are read from."""
+    return np.empty(N), np.empty(N + 1), np.empty(N + 1)
+
+
+@numba.njit(cache=True, nogil=True)
 def _dips_rows(s, sbits, swide, mask, r, rbits, rwide, ids, G, validate, temperature, scaled, min_scale,
                rel_min_scale, f32, cum, log_gamma, tie, square, tol, CODES, NREAL, FAC, ORDER, HI, LO, OFF, LVL, NL,
                WPOS, E, X, WX, M, C, VAL, OK, b0, b1):  # pragma: no cover - compiled
@@ -216,19 +235,15 @@ def _dips_rows(s, sbits, swide, mask, r, rbits, rwide, ids, G, validate, tempera
     _start_rows(s, mask, r, ids, G, validate, temperature, scaled, min_scale, rel_min_scale, f32, CODES, NREAL, FAC,
                 b0, b1)
     codes = CODES
-    ks, keys, k2, idx, i2, cnt, rank, hkey, hslot = _sort_scratch(N)
-    Dx = np.empty(N + 1)
-    Du = np.empty(N + 1)
-    pos = np.empty(N)
+    sc = _sort_scratch(N)
+    ks, keys, k2, idx, i2, cnt, rank, hkey, hslot = sc
+    pos, Dx, Du = _positions_scratch(N)
     D = np.empty((2, N + 1, 1))
     OUT = np.empty((N, G))
     for b in range(b0, b1):
         m = mask[b]
-        if NREAL[b] < 0:
-            VAL[b] = 0.0
-            OK[b] = False
+        if not _walk_list(b, s, sbits, swide, mask, NREAL, FAC, ORDER, OFF, HI, LO, VAL, OK, sc):
             continue
-        _order_list(s[b], sbits[b], swide, m, FAC[b], ORDER[b], OFF[b], HI[b], LO[b], ks, keys, k2, idx, i2, cnt)
         _positions_list(m, OFF[b], ORDER[b], HI[b], LO[b], pos, WPOS[b], Dx, Du)
         L = _dense_levels(rbits, rwide, mask, b, LVL[b], keys, k2, idx, i2, cnt, rank, hkey, hslot)
         NL[b] = L
@@ -443,18 +458,13 @@ def _misallocation_rows(s, sbits, swide, mask, r, rbits, rwide, ids, G, validate
     _start_rows(s, mask, r, ids, G, validate, temperature, scaled, min_scale, rel_min_scale, f32, CODES, NREAL, FAC,
                 b0, b1)
     codes = CODES
-    ks, keys, k2, idx, i2, cnt, _, _, _ = _sort_scratch(N)
-    Dx = np.empty(N + 1)
-    Du = np.empty(N + 1)
-    pos = np.empty(N)
+    sc = _sort_scratch(N)
+    pos, Dx, Du = _positions_scratch(N)
     Tg = np.empty(G)
     for b in range(b0, b1):
         m = mask[b]
-        if NREAL[b] < 0:
-            VAL[b] = 0.0
-            OK[b] = False
+        if not _walk_list(b, s, sbits, swide, mask, NREAL, FAC, ORDER, OFF, HI, LO, VAL, OK, sc):
             continue
-        _order_list(s[b], sbits[b], swide, m, FAC[b], ORDER[b], OFF[b], HI[b], LO[b], ks, keys, k2, idx, i2, cnt)
         _positions_list(m, OFF[b], ORDER[b], HI[b], LO[b], pos, WPOS[b], Dx, Du)
         for g in range(G):
             Tg[g] = 0.0
@@ -570,7 +580,8 @@ def _accuracy_rows(s, sbits, swide, mask, r, rbits, rwide, ids, G, validate, tem
     _start_rows(s, mask, r, ids, G, validate, temperature, scaled, min_scale, rel_min_scale, f32, CODES, NREAL, FAC,
                 b0, b1)
     codes = CODES
-    ks, keys, k2, idx, i2, cnt, rank, hkey, hslot = _sort_scratch(N)
+    sc = _sort_scratch(N)
+    ks, keys, k2, idx, i2, cnt, rank, hkey, hslot = sc
     D = np.empty((2, N + 1, 1))
     OUT = np.empty((N, 2))
     col = np.empty(N, np.int64)
@@ -578,11 +589,8 @@ def _accuracy_rows(s, sbits, swide, mask, r, rbits, rwide, ids, G, validate, tem
     fwd_cols = 1 if which == 0 else (2 if which == 1 else 0)  # inter reads err[g, h] for g != h, intra g == h
     for b in range(b0, b1):
         m = mask[b]
-        if NREAL[b] < 0:
-            VAL[b] = 0.0
-            OK[b] = False
+        if not _walk_list(b, s, sbits, swide, mask, NREAL, FAC, ORDER, OFF, HI, LO, VAL, OK, sc):
             continue
-        _order_list(s[b], sbits[b], swide, m, FAC[b], ORDER[b], OFF[b], HI[b], LO[b], ks, keys, k2, idx, i2, cnt)
         L = _dense_levels(rbits, rwide, mask, b, LVL[b], keys, k2, idx, i2, cnt, rank, hkey, hslot)
         NL[b] = L
         if L > D.shape[2]:
